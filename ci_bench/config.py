@@ -1,0 +1,93 @@
+"""``[tool.ci-bench]`` in pyproject.toml, validated; the defaults are the specification's."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ci_bench.errors import InputError
+
+
+class Thresholds(BaseModel):
+    """Specification section 4.2: mean_ms more than 5 % above, tflops below 95 %."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
+    )
+
+    mean_slowdown: float = Field(0.05, gt=0, lt=10)
+    tflops_drop: float = Field(0.05, gt=0, lt=1)
+    significance: float = Field(0.01, gt=0, lt=1, description="Mann-Whitney U level")
+    memory_growth: float = Field(0.10, gt=0)
+
+
+class FailPolicy(BaseModel):
+    """Which non-regression states also fail a run (exit 1)."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
+    )
+
+    error: bool = True
+    missing: bool = False
+    noisy: bool = False
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
+    )
+
+    kernels: list[str] = Field(default_factory=list, description="modules exposing SPEC")
+    baselines_dir: Path = Path("baselines")
+    default_profile: str = "smoke"
+    warmup: int = Field(5, ge=0)
+    repeats: int = Field(20, ge=1)
+    seed: int = 42
+    compilation_cache_dir: Path | None = Path(".cache/jax")
+    thresholds: Thresholds = Thresholds()
+    fail_on: FailPolicy = FailPolicy()
+    # Where the config was read from; relative paths above resolve against it.
+    root: Path = Field(Path(), exclude=True)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a ``[tool.ci-bench]`` table, walking up."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text())
+            except (tomllib.TOMLDecodeError, OSError):
+                continue
+            if "ci-bench" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_config(path: Path | None, cwd: Path) -> Config:
+    """Read the config file (or the nearest pyproject.toml); no file means defaults."""
+    path = path or find_pyproject(cwd)
+    if path is None:
+        return Config(root=cwd)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read config: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {exc}") from None
+    table = data.get("tool", {}).get("ci-bench", {})
+    try:
+        config = Config.model_validate({**table, "root": path.parent.resolve()})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{path}: [tool.ci-bench] {where}: {err['msg']}") from None
+    return config
+
+
+def resolve(config: Config, path: Path) -> Path:
+    """A config path made absolute against the config file's folder."""
+    return path if path.is_absolute() else config.root / path

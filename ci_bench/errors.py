@@ -1,0 +1,23 @@
+"""Exit codes and the one-line errors behind them (documented in README, "Exit codes")."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1  # a regression, or a case state the fail policy counts (error by default)
+    USAGE = 2  # invalid usage or input: flags, config, files, schema
+    NOTHING_MEASURED = 3  # no case ran, or every case errored
+    GITHUB = 4  # the GitHub API step failed (report already written)
+
+
+class CiBenchError(Exception):
+    """An expected failure: printed as one line, never a traceback."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+
+class InputError(CiBenchError):
+    """Bad input: config, flags, a results or baseline file."""

@@ -1,0 +1,228 @@
+"""Timing harness: the specification's benchmark_single, a correctness gate, per-case isolation.
+
+The clock is a parameter (``time.perf_counter`` by default) so tests can drive it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ci_bench.roofline import compute_metrics, tflops_of
+from ci_bench.schema import CaseResult, CompileTimes, Correctness, TimingStats
+from ci_bench.spec import Case, KernelSpec, Tolerance
+
+Clock = Callable[[], float]
+
+
+def benchmark_single(
+    fn: Callable[..., Any],
+    *args: Any,
+    warmup: int = 5,
+    repeats: int = 20,
+    clock: Clock = time.perf_counter,
+) -> dict[str, float]:
+    """The specification's benchmark_single, verbatim in behaviour: warmup, timed runs, stats."""
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        jax.block_until_ready(fn(*args))
+        times.append(clock() - start)
+    mean = sum(times) / len(times)
+    return {
+        "mean_ms": mean * 1000,
+        "min_ms": min(times) * 1000,
+        "max_ms": max(times) * 1000,
+        "std_ms": (sum((t - mean) ** 2 for t in times) / len(times)) ** 0.5 * 1000,
+    }
+
+
+def stats_of(samples_s: Sequence[float], warmup: int) -> TimingStats:
+    """TimingStats from raw seconds, with the specification's population std."""
+    mean = sum(samples_s) / len(samples_s)
+    return TimingStats(
+        mean_ms=mean * 1000,
+        min_ms=min(samples_s) * 1000,
+        max_ms=max(samples_s) * 1000,
+        std_ms=(sum((t - mean) ** 2 for t in samples_s) / len(samples_s)) ** 0.5 * 1000,
+        median_ms=statistics.median(samples_s) * 1000,
+        samples_ms=[t * 1000 for t in samples_s],
+        warmup=warmup,
+    )
+
+
+def time_interleaved(
+    fns: Sequence[Callable[..., Any]],
+    args: Sequence[Any],
+    *,
+    warmup: int,
+    repeats: int,
+    clock: Clock = time.perf_counter,
+) -> list[list[float]]:
+    """Seconds per repeat for each fn, timed in alternating rounds.
+
+    Round r times every fn once, in forward order on even rounds and reverse order on odd
+    ones, so drift (thermal, a noisy neighbour) and order effects hit all fns alike.
+    """
+    for _ in range(warmup):
+        for fn in fns:
+            jax.block_until_ready(fn(*args))
+    samples: list[list[float]] = [[] for _ in fns]
+    order = list(range(len(fns)))
+    for r in range(repeats):
+        for i in order if r % 2 == 0 else reversed(order):
+            start = clock()
+            jax.block_until_ready(fns[i](*args))
+            samples[i].append(clock() - start)
+    return samples
+
+
+@jax.jit
+def _error_stats(out: jax.Array, ref: jax.Array, atol: float, rtol: float) -> tuple[jax.Array, ...]:
+    out = out.astype(jnp.float32)
+    ref = ref.astype(jnp.float32)
+    diff = jnp.abs(out - ref)
+    allowed = atol + rtol * jnp.abs(ref)
+    mismatched = jnp.sum(~(diff <= allowed))  # NaN counts as a mismatch
+    finite = jnp.all(jnp.isfinite(out))
+    significant = jnp.abs(ref) > atol
+    rel = jnp.where(significant, diff / jnp.where(significant, jnp.abs(ref), 1.0), 0.0)
+    return mismatched, jnp.max(diff, initial=0.0), jnp.max(rel, initial=0.0), finite
+
+
+def check_outputs(out: Any, ref: Any, tol: Tolerance) -> Correctness:
+    """Elementwise ``|out - ref| <= atol + rtol * |ref|`` over every output leaf, in float32."""
+    out_leaves, out_tree = jax.tree.flatten(out)
+    ref_leaves, ref_tree = jax.tree.flatten(ref)
+    if out_tree != ref_tree:
+        raise ValueError(f"output structure {out_tree} differs from reference {ref_tree}")
+    mismatched = elements = 0
+    max_abs = max_rel = 0.0
+    all_finite = True
+    for o, r in zip(out_leaves, ref_leaves, strict=True):
+        if o.shape != r.shape:
+            raise ValueError(f"output shape {o.shape} differs from reference {r.shape}")
+        bad, abs_err, rel_err, finite = _error_stats(o, r, tol.atol, tol.rtol)
+        mismatched += int(bad)
+        elements += int(o.size)
+        max_abs = max(max_abs, float(abs_err))
+        max_rel = max(max_rel, float(rel_err))
+        all_finite = all_finite and bool(finite)
+    return Correctness(
+        ok=mismatched == 0,
+        max_abs_err=max_abs if all_finite else None,
+        max_rel_err=max_rel if all_finite else None,
+        atol=tol.atol,
+        rtol=tol.rtol,
+        mismatched=mismatched,
+        elements=elements,
+    )
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    warmup: int = 5
+    repeats: int = 20
+    seed: int = 42
+
+
+# dtype -> (peak TFLOPS, peak GB/s) of the device; (None, None) when unknown.
+PeakLookup = Callable[[str], tuple[float | None, float | None]]
+
+
+def _first_call(fn: Callable[..., Any], inputs: Sequence[Any], clock: Clock) -> tuple[Any, float]:
+    start = clock()
+    out = jax.block_until_ready(fn(*inputs))
+    return out, (clock() - start) * 1000
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def run_case(
+    spec: KernelSpec,
+    case: Case,
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    clock: Clock = time.perf_counter,
+) -> CaseResult:
+    """Measure one case; any failure becomes an ``error`` result, never an exception.
+
+    Order: first (compile) call of the Pallas kernel, correctness against the reference,
+    then the native first call, then warmup and interleaved timed rounds of both.
+    """
+    base = {
+        "id": case.id,
+        "kernel": spec.name,
+        "version": spec.version,
+        "params": dict(case.params),
+        "shape": list(case.params.values()),
+        "dtype": case.dtype,
+    }
+    compile_times = CompileTimes()
+    correctness: Correctness | None = None
+    try:
+        flops, nbytes = int(spec.flops(case)), int(spec.bytes_accessed(case))
+        inputs = spec.make_inputs(case, jax.random.PRNGKey(settings.seed))
+        pallas, native = jax.jit(spec.pallas), jax.jit(spec.native)
+        out, pallas_ms = _first_call(pallas, inputs, clock)
+        compile_times = CompileTimes(pallas_ms=pallas_ms)
+        ref = jax.block_until_ready(jax.jit(spec.reference)(*inputs))
+        correctness = check_outputs(out, ref, spec.tolerances[case.dtype])
+        del out, ref
+        if not correctness.ok:
+            return CaseResult(
+                **base,
+                status="error",
+                error=(
+                    f"incorrect: {correctness.mismatched} of {correctness.elements} elements "
+                    f"outside atol={correctness.atol} rtol={correctness.rtol} "
+                    f"(max abs err {correctness.max_abs_err}, "
+                    f"max rel err {correctness.max_rel_err})"
+                ),
+                compile=compile_times,
+                correctness=correctness,
+            )
+        _, native_ms = _first_call(native, inputs, clock)
+        compile_times = CompileTimes(pallas_ms=pallas_ms, native_ms=native_ms)
+        pallas_s, native_s = time_interleaved(
+            [pallas, native], inputs, warmup=settings.warmup, repeats=settings.repeats, clock=clock
+        )
+    except Exception as exc:  # a case failing must never stop the others; recorded below
+        return CaseResult(
+            **base,
+            status="error",
+            error=_one_line(exc),
+            compile=compile_times,
+            correctness=correctness,
+        )
+    pallas_stats = stats_of(pallas_s, settings.warmup)
+    native_stats = stats_of(native_s, settings.warmup)
+    peak_tflops, peak_gbps = peaks(case.dtype)
+    return CaseResult(
+        **base,
+        status="ok",
+        pallas=pallas_stats,
+        native=native_stats,
+        speedup=native_stats.mean_ms / pallas_stats.mean_ms if pallas_stats.mean_ms > 0 else None,
+        tflops=tflops_of(flops, pallas_stats.mean_ms),
+        metrics=compute_metrics(
+            flops=flops,
+            bytes_accessed=nbytes,
+            mean_ms=pallas_stats.mean_ms,
+            peak_tflops=peak_tflops,
+            peak_gbps=peak_gbps,
+        ),
+        compile=compile_times,
+        correctness=correctness,
+    )

@@ -1,0 +1,192 @@
+"""Versioned pydantic models: the results file, a public contract.
+
+Format history lives in docs/FORMATS.md. Bump ``RESULTS_SCHEMA_VERSION`` on any change that
+an older reader would misread; readers refuse other versions with a clear message.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+RESULTS_SCHEMA_VERSION = 1
+
+CaseStatus = Literal["ok", "error"]
+Bound = Literal["compute", "memory"]
+
+
+class Model(BaseModel):
+    """Strict base: unknown keys are errors, so typos never pass silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _finite_non_negative(value: float, what: str) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite, non-negative number, got {value}")
+    return value
+
+
+class TimingStats(Model):
+    """The specification's benchmark_single statistics plus median and raw samples."""
+
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float = Field(description="population standard deviation, as in the specification")
+    median_ms: float
+    samples_ms: list[float] = Field(description="every timed repeat, in run order")
+    warmup: int = Field(ge=0)
+
+    @field_validator("mean_ms", "min_ms", "max_ms", "std_ms", "median_ms")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        return _finite_non_negative(value, "timing")
+
+    @field_validator("samples_ms")
+    @classmethod
+    def _samples(cls, value: list[float]) -> list[float]:
+        if not value:
+            raise ValueError("at least one sample is required")
+        for sample in value:
+            _finite_non_negative(sample, "sample")
+        return value
+
+    @property
+    def repeats(self) -> int:
+        return len(self.samples_ms)
+
+
+class DeviceFingerprint(Model):
+    """Where a result was measured; ``identity`` decides comparability."""
+
+    platform: str
+    device_kind: str
+    device_count: int = Field(ge=0)
+    cpu_model: str
+    hostname: str
+    python: str
+    jax: str
+    jaxlib: str
+    libtpu: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """Hardware identity: results from different identities are never compared."""
+        base = f"{self.platform}:{self.device_kind}"
+        return f"{base}:{self.cpu_model}" if self.platform == "cpu" else base
+
+    @property
+    def software(self) -> str:
+        tpu = f" libtpu {self.libtpu}" if self.libtpu else ""
+        return f"jax {self.jax} jaxlib {self.jaxlib}{tpu}"
+
+
+class Correctness(Model):
+    """Pallas output vs the kernel's reference, elementwise in float32."""
+
+    ok: bool
+    max_abs_err: float | None
+    max_rel_err: float | None
+    atol: float
+    rtol: float
+    mismatched: int = Field(ge=0, description="elements outside atol + rtol*|ref|")
+    elements: int = Field(ge=0)
+
+
+class Metrics(Model):
+    """Roofline metrics of the Pallas kernel; peak-relative ones are null when unknown."""
+
+    flops: int = Field(ge=0)
+    bytes_accessed: int = Field(ge=0)
+    arithmetic_intensity: float | None
+    achieved_gbps: float
+    mfu: float | None
+    hbm_utilization: float | None
+    bound: Bound | None
+    peak_tflops: float | None
+    peak_gbps: float | None
+
+
+class CompileTimes(Model):
+    """First call (trace + compile + one run) per implementation, never in the samples."""
+
+    pallas_ms: float | None = None
+    native_ms: float | None = None
+
+
+class CaseResult(Model):
+    """One case. The specification's keys sit at the top level."""
+
+    id: str
+    kernel: str
+    version: str
+    params: dict[str, int]
+    shape: list[int]
+    dtype: str
+    status: CaseStatus
+    error: str | None = None
+    pallas: TimingStats | None = None
+    native: TimingStats | None = None
+    speedup: float | None = None
+    tflops: float | None = None
+    metrics: Metrics | None = None
+    compile: CompileTimes = CompileTimes()
+    correctness: Correctness | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CaseResult:
+        if self.status == "ok":
+            if self.pallas is None or self.native is None or self.tflops is None:
+                raise ValueError("an ok case needs pallas, native and tflops")
+            if self.error is not None:
+                raise ValueError("an ok case has no error")
+        elif not self.error:
+            raise ValueError("an error case needs an error message")
+        return self
+
+
+class RunSettings(Model):
+    warmup: int = Field(ge=0)
+    repeats: int = Field(ge=1)
+    seed: int
+    interpret: bool = Field(description="Pallas ran in interpret mode (CPU)")
+    compilation_cache: str | None = None
+
+
+class GitInfo(Model):
+    commit: str | None = None
+    ref: str | None = None
+    dirty: bool | None = None
+
+
+class RunMeta(Model):
+    tool_version: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    complete: bool = Field(description="false while a run is in progress or was interrupted")
+    profile: str | None
+    shard: str | None = None
+    git: GitInfo = GitInfo()
+    device: DeviceFingerprint
+    settings: RunSettings
+    kernels: dict[str, str] = Field(description="kernel name -> version")
+
+
+class Results(Model):
+    """A results file: ``ci-bench run --output``."""
+
+    schema_version: Literal[1] = RESULTS_SCHEMA_VERSION
+    meta: RunMeta
+    cases: list[CaseResult]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Results:
+        ids = [c.id for c in self.cases]
+        if len(ids) != len(set(ids)):
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"duplicate case ids: {', '.join(dup)}")
+        return self

@@ -1,0 +1,95 @@
+"""Tiled matmul, version 0.1.0: the specification's worked example (``matmul_tiled``)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, grid, points
+from kernels.matmul.kernel import BlockSizes, matmul_tiled
+
+__all__ = ["SPEC", "BlockSizes", "matmul_tiled"]
+
+_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def make_inputs(case: Case, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Normal operands; B=1 gives the 2-D form ``[M,K]x[K,N]`` of the specification.
+
+    ``b`` is scaled by 1/sqrt(K) so outputs are O(1) for every K and a single absolute
+    tolerance means the same thing across the matrix.
+    """
+    B, M, K, N = case["B"], case["M"], case["K"], case["N"]
+    dtype = jnp.dtype(case.dtype)
+    lead = () if B == 1 else (B,)
+    key_a, key_b = jax.random.split(key)
+    a = jax.random.normal(key_a, (*lead, M, K), jnp.float32)
+    b = jax.random.normal(key_b, (*lead, K, N), jnp.float32) * K**-0.5
+    return a.astype(dtype), b.astype(dtype)
+
+
+def reference(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Exact float32 product of the (already rounded) operands."""
+    return jnp.matmul(
+        a.astype(jnp.float32), b.astype(jnp.float32), precision=jax.lax.Precision.HIGHEST
+    )
+
+
+def flops(case: Case) -> int:
+    """2·B·M·K·N (specification section 1.3)."""
+    return 2 * case["B"] * case["M"] * case["K"] * case["N"]
+
+
+def bytes_accessed(case: Case) -> int:
+    """(M·K + K·N + M·N)·itemsize per batch: each operand read once, the output written once."""
+    B, M, K, N = case["B"], case["M"], case["K"], case["N"]
+    return B * (M * K + K * N + M * N) * _BYTES[case.dtype]
+
+
+def _square(*sizes: int) -> list[dict[str, int]]:
+    return [{"M": s, "K": s, "N": s} for s in sizes]
+
+
+def _with_batch(batches: tuple[int, ...], shapes: list[dict[str, int]]) -> list[dict[str, int]]:
+    return [{"B": b, **s} for b in batches for s in shapes]
+
+
+DTYPES = ("float32", "bfloat16")
+# Specification 2.2: small 128², medium 1024², large 4096², unaligned (127, 513); batch 1, 4, 16.
+FULL = _with_batch((1, 4, 16), _square(128, 1024, 4096, 127, 513))
+CI = points(
+    _with_batch((1,), _square(128, 1024, 127, 513)),
+    _with_batch((4,), _square(128, 513)),
+    _with_batch((16,), _square(128)),
+)
+SMOKE = points(
+    _with_batch((1,), _square(128)),
+    _with_batch((1,), [{"M": 127, "K": 513, "N": 255}]),
+    grid(B=(4,), M=(128,), K=(256,), N=(128,)),
+)
+
+SPEC = KernelSpec(
+    name="matmul",
+    version="0.1.0",
+    pallas=matmul_tiled,
+    native=jnp.matmul,
+    reference=reference,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes_accessed=bytes_accessed,
+    # float32: accumulation order differs (blocks vs XLA), and TPUs/GPUs run default-precision
+    # f32 dots as bf16 passes / TF32, so 1e-2 on O(1) outputs; wrong tiling or padding gives
+    # O(1) errors and is still caught. bfloat16: the output rounding alone is 2^-8 relative.
+    tolerances={
+        "float32": Tolerance(atol=1e-2, rtol=1e-2),
+        "bfloat16": Tolerance(atol=2e-2, rtol=2e-2),
+    },
+    matrix={
+        "full": MatrixProfile(FULL, DTYPES),
+        "ci": MatrixProfile(CI, DTYPES),
+        "smoke": MatrixProfile(SMOKE, DTYPES),
+    },
+    shape_keys=("M", "K", "N"),
+    shape_defaults={"B": 1},
+    description="Pallas tiled matmul, float32 accumulation",
+)

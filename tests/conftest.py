@@ -1,0 +1,52 @@
+"""Shared fixtures: a project folder with its own [tool.ci-bench] config and kernel modules."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def write_project(folder: Path, kernels: list[str], extra: str = "") -> Path:
+    """A pyproject.toml declaring ``kernels``; modules resolve from ``folder`` and the repo."""
+    listed = ", ".join(f'"{k}"' for k in kernels)
+    (folder / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            [tool.ci-bench]
+            kernels = [{listed}]
+            compilation-cache-dir = "{(REPO / ".cache" / "jax").as_posix()}"
+            """
+        )
+        + extra
+    )
+    return folder / "pyproject.toml"
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):
+    """Run ``ci-bench`` as a user would: a subprocess, its exit code and both streams."""
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "ci_bench.cli", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder configured with the repo's matmul kernel."""
+    write_project(tmp_path, ["kernels.matmul"])
+    return tmp_path

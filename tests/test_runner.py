@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import dataclasses
+import io
+from datetime import UTC, datetime
+
+import pytest
+
+from ci_bench.devices import fingerprint
+from ci_bench.errors import ExitCode
+from ci_bench.harness import HarnessSettings
+from ci_bench.progress import Progress
+from ci_bench.runner import peak_lookup, run_all, run_exit_code
+from ci_bench.schema import DeviceFingerprint, RunMeta, RunSettings
+from kernels.matmul import SPEC
+
+
+def meta() -> RunMeta:
+    return RunMeta(
+        tool_version="test",
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        complete=False,
+        profile="smoke",
+        device=fingerprint(),
+        settings=RunSettings(warmup=0, repeats=1, seed=0, interpret=True),
+        kernels={"matmul": "0.1.0"},
+    )
+
+
+def test_an_interrupt_keeps_every_case_measured_so_far(tmp_path):
+    calls = {"n": 0}
+
+    def interrupted(a, b):
+        calls["n"] += 1
+        if a.shape[0] == 127:
+            raise KeyboardInterrupt
+        return SPEC.pallas(a, b)
+
+    spec = dataclasses.replace(SPEC, pallas=interrupted)
+    saved = []
+    cases = SPEC.cases("smoke")
+    with pytest.raises(KeyboardInterrupt):
+        run_all(
+            {"matmul": spec},
+            cases,
+            HarnessSettings(warmup=0, repeats=1),
+            meta(),
+            lambda dtype: (None, None),
+            progress=Progress(io.StringIO(), live=False),
+            save=saved.append,
+        )
+    assert [len(r.cases) for r in saved] == [1, 2]
+    assert all(not r.meta.complete for r in saved)
+    assert all(c.status == "ok" for c in saved[-1].cases)
+
+
+def test_exit_codes_distinguish_errors_from_nothing_measured(tmp_path):
+    saved = []
+    results = run_all(
+        {"matmul": SPEC},
+        SPEC.cases("smoke")[:1],
+        HarnessSettings(warmup=0, repeats=1),
+        meta(),
+        lambda dtype: (None, None),
+        progress=Progress(io.StringIO(), live=False),
+        save=saved.append,
+    )
+    assert saved[-1].meta.complete
+    assert saved[-1].meta.finished_at is not None
+    assert run_exit_code(results, fail_on_error=True) == ExitCode.OK
+    errored = results.model_copy(
+        update={
+            "cases": [
+                *results.cases,
+                results.cases[0].model_copy(
+                    update={"id": "x", "status": "error", "error": "boom", "pallas": None}
+                ),
+            ]
+        }
+    )
+    assert run_exit_code(errored, fail_on_error=True) == ExitCode.FAILED
+    assert run_exit_code(errored, fail_on_error=False) == ExitCode.OK
+    assert (
+        run_exit_code(results.model_copy(update={"cases": []}), True) == ExitCode.NOTHING_MEASURED
+    )
+
+
+def test_peak_overrides_win_and_cpu_has_no_table_entry():
+    cpu = fingerprint()
+    assert peak_lookup(cpu, None, None)("bfloat16") == (None, None)
+    assert peak_lookup(cpu, 10.0, 100.0)("float32") == (10.0, 100.0)
+    h200 = DeviceFingerprint(
+        **{**cpu.model_dump(), "platform": "gpu", "device_kind": "NVIDIA H200"}
+    )
+    assert peak_lookup(h200, None, None)("bfloat16") == (989.0, 4800.0)
