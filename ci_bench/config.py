@@ -8,31 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_bench.errors import InputError
-
-
-class Thresholds(BaseModel):
-    """Specification section 4.2: mean_ms more than 5 % above, tflops below 95 %."""
-
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
-    )
-
-    mean_slowdown: float = Field(0.05, gt=0, lt=10)
-    tflops_drop: float = Field(0.05, gt=0, lt=1)
-    significance: float = Field(0.01, gt=0, lt=1, description="Mann-Whitney U level")
-    memory_growth: float = Field(0.10, gt=0)
-
-
-class FailPolicy(BaseModel):
-    """Which non-regression states also fail a run (exit 1)."""
-
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
-    )
-
-    error: bool = True
-    missing: bool = False
-    noisy: bool = False
+from ci_bench.schema import FailPolicy, Thresholds
 
 
 class Config(BaseModel):

@@ -6,7 +6,14 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from ci_bench.schema import CaseResult, Results
+from ci_bench.schema import (
+    VERDICT_PRECEDENCE,
+    CaseResult,
+    CaseVerdict,
+    KernelSummary,
+    Report,
+    Results,
+)
 
 
 def fmt_ms(value: float | None) -> str:
@@ -87,3 +94,140 @@ def run_summary(results: Results) -> str:
         f"{device.software}, profile {results.meta.profile or 'ad-hoc'}, "
         f"warmup {results.meta.settings.warmup}, repeats {results.meta.settings.repeats}"
     )
+
+
+VERDICT_ICONS = {
+    "regression": "❌",
+    "error": "💥",
+    "missing": "❔",
+    "noisy": "⚠️",
+    "incomparable": "↔️",
+    "new": "🆕",
+    "improved": "🚀",
+    "pass": "✅",
+}
+REPORT_HEADERS = (
+    "case",
+    "Pallas ms",
+    "native ms",
+    "speedup",
+    "TFLOPS",
+    "MFU",
+    "bound",
+    "baseline ms",
+    "Δ",
+    "verdict",
+)
+WORTH_A_LOOK = ("regression", "error", "missing", "noisy", "improved", "new", "incomparable")
+
+
+def ordered(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
+    """Worst first (verdict precedence), then the largest change first."""
+    rank = {v: i for i, v in enumerate(VERDICT_PRECEDENCE)}
+    return sorted(verdicts, key=lambda v: (rank[v.verdict], -abs(v.mean_change or 0.0), v.id))
+
+
+def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
+    cur = v.current
+    metrics = cur.metrics if cur else None
+    base_ms = v.baseline.pallas.mean_ms if v.baseline and v.baseline.pallas else None
+    label = f"{VERDICT_ICONS[v.verdict]} {v.verdict}" if icons else v.verdict
+    if v.p_value is not None:
+        label += f" (p={v.p_value:.2g})"
+    return [
+        v.id,
+        fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),
+        fmt_ms(cur.native.mean_ms if cur and cur.native else None),
+        fmt_ratio(cur.speedup if cur else None),
+        fmt_float(cur.tflops if cur else None, 4),
+        fmt_pct(metrics.mfu if metrics else None),
+        (metrics.bound or "–") if metrics else "–",
+        fmt_ms(base_ms),
+        "–" if v.mean_change is None else f"{v.mean_change:+.1%}",
+        label,
+    ]
+
+
+def _table(verdicts: Sequence[CaseVerdict], tablefmt: str, icons: bool) -> str:
+    rows = [report_row(v, icons=icons) for v in verdicts]
+    return tabulate(rows, headers=REPORT_HEADERS, tablefmt=tablefmt, disable_numparse=True)
+
+
+def _provenance(k: KernelSummary) -> str:
+    if k.baseline_version is None:
+        return f"{k.kernel} v{k.version}: no baseline"
+    p = k.provenance
+    if p is None:
+        return (
+            f"{k.kernel} v{k.version}: baseline v{k.baseline_version} has no entry for this device"
+        )
+    commit = (p.commit or "-")[:12]
+    return (
+        f"{k.kernel} v{k.version} vs baseline v{k.baseline_version} (tag {p.tag or '-'}, "
+        f"commit {commit}, measured {p.measured_at:%Y-%m-%d}, ci-bench {p.tool_version}, "
+        f"profile {p.profile or 'ad-hoc'})"
+    )
+
+
+def footer(report: Report) -> str:
+    meta = report.meta
+    device = meta.device
+    commit = (meta.git.commit or "-")[:12]
+    where = f"{device.platform} · {device.device_kind}"
+    if device.platform == "cpu":
+        where += f" · {device.cpu_model}"
+    lines = [
+        f"Device: {where} · {device.software} · commit {commit} · "
+        f"profile {meta.profile or 'ad-hoc'}",
+        *(f"Baseline: {_provenance(k)}" for k in report.kernels),
+    ]
+    return "\n".join(lines)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def markdown_report(report: Report) -> str:
+    """The PR comment / job summary body: verdict line first, then what deserves a look."""
+    t = report.thresholds
+    parts = [
+        f"### {VERDICT_ICONS[report.verdict]} ci-bench: {report.headline}",
+        "",
+        f"Regression: mean_ms more than {t.mean_slowdown:.0%} above the baseline or TFLOPS "
+        f"below {1 - t.tflops_drop:.0%} of it, and significant on the raw samples (one-sided "
+        f"Mann–Whitney U, p < {t.significance:g}); past the threshold but not significant is "
+        "noisy.",
+    ]
+    notes = [f"> {k.kernel}: {k.note}" for k in report.kernels if k.note]
+    notes += [f"> ⚠️ {w}" for k in report.kernels for w in k.warnings]
+    if notes:
+        parts += ["", *notes]
+    look = ordered([v for v in report.cases if v.verdict in WORTH_A_LOOK])
+    if look:
+        parts += ["", "#### Cases worth a look", "", _table(look, "github", True)]
+    errors = [v for v in report.cases if v.verdict == "error"]
+    if errors:
+        parts += ["", "Errors:", *(f"- `{v.id}`: {_one_line(v.reason)}" for v in errors)]
+    everything = ordered(report.cases)
+    parts += [
+        "",
+        f"<details><summary>Full matrix ({len(everything)} cases)</summary>",
+        "",
+        _table(everything, "github", True),
+        "",
+        "</details>",
+        "",
+        *(f"<sub>{line}</sub><br>" for line in footer(report).splitlines()),
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def terminal_report(report: Report) -> str:
+    """Plain-text report for a terminal: table, then notes and footer."""
+    lines = [_table(ordered(report.cases), "simple", False), "", report.headline]
+    lines += [f"note: {k.kernel}: {k.note}" for k in report.kernels if k.note]
+    lines += [f"warning: {w}" for k in report.kernels for w in k.warnings]
+    lines.append(footer(report))
+    return "\n".join(lines) + "\n"

@@ -24,6 +24,35 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+KEBAB = ConfigDict(
+    extra="forbid",
+    frozen=True,
+    populate_by_name=True,
+    alias_generator=lambda s: s.replace("_", "-"),
+)
+
+
+class Thresholds(Model):
+    """Specification section 4.2: mean_ms more than 5 % above, tflops below 95 %."""
+
+    model_config = KEBAB
+
+    mean_slowdown: float = Field(0.05, gt=0, lt=10)
+    tflops_drop: float = Field(0.05, gt=0, lt=1)
+    significance: float = Field(0.01, gt=0, lt=1, description="Mann-Whitney U level")
+    memory_growth: float = Field(0.10, gt=0)
+
+
+class FailPolicy(Model):
+    """Which non-regression states also fail a run (exit 1)."""
+
+    model_config = KEBAB
+
+    error: bool = True
+    missing: bool = False
+    noisy: bool = False
+
+
 def _finite_non_negative(value: float, what: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{what} must be a finite, non-negative number, got {value}")
@@ -170,10 +199,17 @@ class RunMeta(Model):
     complete: bool = Field(description="false while a run is in progress or was interrupted")
     profile: str | None
     shard: str | None = None
+    case_globs: list[str] = Field(default_factory=list, description="--case filters")
+    adhoc: bool = Field(False, description="one ad-hoc --shape case, not a profile")
     git: GitInfo = GitInfo()
     device: DeviceFingerprint
     settings: RunSettings
     kernels: dict[str, str] = Field(description="kernel name -> version")
+
+    @property
+    def subset(self) -> bool:
+        """Only part of the profile ran: absent baseline cases are not 'missing'."""
+        return bool(self.case_globs or self.adhoc or self.shard)
 
 
 class Results(Model):
@@ -190,3 +226,74 @@ class Results(Model):
             dup = sorted({i for i in ids if ids.count(i) > 1})
             raise ValueError(f"duplicate case ids: {', '.join(dup)}")
         return self
+
+
+class Provenance(Model):
+    """Where a baseline entry came from: enough to reproduce or distrust it."""
+
+    tag: str | None = None
+    commit: str | None = None
+    ref: str | None = None
+    promoted_at: datetime
+    measured_at: datetime
+    tool_version: str
+    profile: str | None
+
+
+Verdict = Literal[
+    "pass", "improved", "regression", "noisy", "new", "missing", "error", "incomparable"
+]
+# Overall verdict: the first state present, in this order.
+VERDICT_PRECEDENCE: tuple[Verdict, ...] = (
+    "regression",
+    "error",
+    "missing",
+    "noisy",
+    "incomparable",
+    "new",
+    "improved",
+    "pass",
+)
+REPORT_SCHEMA_VERSION = 1
+
+
+class CaseVerdict(Model):
+    """One case compared with its baseline."""
+
+    id: str
+    kernel: str
+    verdict: Verdict
+    reason: str
+    current: CaseResult | None = None
+    baseline: CaseResult | None = None
+    mean_change: float | None = Field(None, description="current/baseline mean_ms - 1")
+    tflops_ratio: float | None = Field(None, description="current/baseline tflops")
+    p_value: float | None = Field(None, description="one-sided Mann-Whitney U")
+
+
+class KernelSummary(Model):
+    """Which baseline a kernel was compared with, and anything a reader must know."""
+
+    kernel: str
+    version: str
+    baseline_version: str | None = None
+    baseline_path: str | None = None
+    note: str | None = None
+    provenance: Provenance | None = None
+    baseline_device: DeviceFingerprint | None = None
+    warnings: list[str] = []
+
+
+class Report(Model):
+    """``ci-bench compare`` output: the verdict and everything needed to render it."""
+
+    schema_version: Literal[1] = REPORT_SCHEMA_VERSION
+    verdict: Verdict
+    exit_code: int
+    headline: str
+    counts: dict[str, int]
+    thresholds: Thresholds
+    policy: FailPolicy
+    meta: RunMeta
+    kernels: list[KernelSummary]
+    cases: list[CaseVerdict]

@@ -1,0 +1,158 @@
+"""``ci-bench run``, ``list`` and ``schema``: measure the matrix and describe it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from ci_bench import __version__
+from ci_bench.config import Config, load_config, resolve
+from ci_bench.errors import InputError
+from ci_bench.io import atomic_write_text, dump_model
+from ci_bench.matrix import Shard, expand, select, shard
+from ci_bench.spec import Case, KernelSpec
+
+
+def split_list(values: Sequence[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def load_project(args: argparse.Namespace, cwd: Path) -> tuple[Config, Mapping[str, KernelSpec]]:
+    from ci_bench.registry import load_kernels
+
+    config = load_config(args.config, cwd)
+    modules = [*config.kernels, *split_list(args.kernel_module)]
+    if not modules:
+        raise InputError("no kernels configured: add kernels to [tool.ci-bench] or --kernel-module")
+    return config, load_kernels(dict.fromkeys(modules), root=config.root)
+
+
+def _cases(args: argparse.Namespace, config: Config, specs: Mapping[str, KernelSpec]) -> list[Case]:
+    kernels = split_list(args.kernel)
+    if getattr(args, "shape", None):
+        if len(kernels) != 1:
+            raise InputError("--shape needs exactly one --kernel")
+        if kernels[0] not in specs:
+            raise InputError(f"unknown kernel {kernels[0]!r} (known: {', '.join(specs)})")
+        try:
+            dims = [int(x) for x in args.shape.split(",")]
+        except ValueError:
+            raise InputError(
+                f"--shape wants comma-separated integers, got {args.shape!r}"
+            ) from None
+        return [specs[kernels[0]].case_from_shape(dims, args.dtype)]
+    profile = args.profile or config.default_profile
+    return select(expand(specs, profile, kernels), args.case)
+
+
+def _configure_jax(cache_dir: Path | None) -> None:
+    """Persistent compilation cache: later runs load compiled kernels instead of recompiling."""
+    import jax
+
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+        # Interpret-mode kernels compile in well under the 1 s default threshold.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    from ci_bench.devices import fingerprint
+    from ci_bench.gitinfo import git_info
+    from ci_bench.harness import HarnessSettings
+    from ci_bench.progress import Progress
+    from ci_bench.render import results_table, run_summary
+    from ci_bench.runner import peak_lookup, run_all, run_exit_code, utc_now
+    from ci_bench.schema import RunMeta, RunSettings
+
+    config, specs = load_project(args, cwd)
+    cases = _cases(args, config, specs)
+    part = Shard.parse(args.shard) if args.shard else None
+    cases = shard(cases, part)
+    for name, value in (("--warmup", args.warmup), ("--repeats", args.repeats)):
+        if value is not None and value < (1 if name == "--repeats" else 0):
+            raise InputError(f"{name} must be {'>= 1' if name == '--repeats' else '>= 0'}")
+    for name, value in (("--peak-tflops", args.peak_tflops), ("--peak-gbps", args.peak_gbps)):
+        if value is not None and not value > 0:
+            raise InputError(f"{name} must be positive")
+    settings = HarnessSettings(
+        warmup=config.warmup if args.warmup is None else args.warmup,
+        repeats=config.repeats if args.repeats is None else args.repeats,
+        seed=config.seed if args.seed is None else args.seed,
+    )
+    cache_dir = None
+    if not args.no_compilation_cache:
+        chosen = args.compilation_cache or config.compilation_cache_dir
+        cache_dir = resolve(config, chosen) if chosen else None
+    _configure_jax(cache_dir)
+
+    device = fingerprint()
+    meta = RunMeta(
+        tool_version=__version__,
+        started_at=utc_now(),
+        complete=False,
+        profile=None if args.shape else (args.profile or config.default_profile),
+        shard=str(part) if part else None,
+        case_globs=[] if args.shape else list(args.case),
+        adhoc=bool(args.shape),
+        git=git_info(config.root, env.get("GITHUB_SHA"), env.get("GITHUB_REF")),
+        device=device,
+        settings=RunSettings(
+            warmup=settings.warmup,
+            repeats=settings.repeats,
+            seed=settings.seed,
+            interpret=device.platform == "cpu",
+            compilation_cache=str(cache_dir) if cache_dir else None,
+        ),
+        kernels={name: specs[name].version for name in dict.fromkeys(c.kernel for c in cases)},
+    )
+    stderr = sys.stderr
+    progress = Progress(stderr, live=stderr.isatty(), quiet=args.quiet)
+    output = args.output
+
+    def save(results) -> None:
+        if output is not None:
+            atomic_write_text(output, dump_model(results))
+
+    if not cases:
+        progress.note("the selection is empty: nothing to measure")
+    results = run_all(
+        specs,
+        cases,
+        settings,
+        meta,
+        peak_lookup(device, args.peak_tflops, args.peak_gbps),
+        progress=progress,
+        save=save,
+    )
+    if args.format == "json":
+        out.write(dump_model(results))
+    else:
+        out.write(results_table(results.cases, "github" if args.format == "markdown" else "simple"))
+        out.write("\n\n" + run_summary(results) + "\n")
+    if output is not None:
+        progress.note(f"results written to {output}")
+    return int(run_exit_code(results, config.fail_on.error))
+
+
+def cmd_list(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    config, specs = load_project(args, cwd)
+    for name in split_list(args.kernel) or list(specs):
+        if name in specs:
+            spec = specs[name]
+            out.write(f"# {spec.name} v{spec.version}: {spec.description}\n")
+    for case in _cases(args, config, specs):
+        out.write(case.id + "\n")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    from ci_bench.schema import Results
+
+    out.write(json.dumps(Results.model_json_schema(), indent=2) + "\n")
+    return 0
