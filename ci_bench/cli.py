@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci_bench import __version__
+from ci_bench.cli_ci import cmd_ci, cmd_comment
 from ci_bench.cli_compare import cmd_compare, cmd_merge, cmd_promote
 from ci_bench.cli_run import cmd_list, cmd_run, cmd_schema
 from ci_bench.errors import CiBenchError, ExitCode
@@ -43,28 +44,12 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ci-bench", description="Continuous benchmarking for JAX Pallas kernels."
-    )
-    parser.add_argument("--version", action="version", version=f"ci-bench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = sub.add_parser("run", help="run the benchmark matrix and print a table")
-    _add_selection(run)
-    run.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
-    run.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
+def _add_measurement(run: argparse.ArgumentParser) -> None:
+    """Options shared by ``run`` and ``ci``: how cases are measured."""
     run.add_argument("--warmup", type=int, help="warmup calls per implementation (default 5)")
     run.add_argument("--repeats", type=int, help="timed calls per implementation (default 20)")
     run.add_argument("--seed", type=int, help="PRNG seed for inputs (default 42)")
     run.add_argument("--shard", help="run shard I of N of the matrix, e.g. 2/4")
-    run.add_argument("--output", "-o", type=Path, help="write the results JSON here")
-    run.add_argument(
-        "--format",
-        choices=("table", "json", "markdown"),
-        default="table",
-        help="what to print on stdout",
-    )
     run.add_argument("--peak-tflops", type=float, help="override the device's peak TFLOPS")
     run.add_argument("--peak-gbps", type=float, help="override the device's peak HBM GB/s")
     cache = run.add_mutually_exclusive_group()
@@ -76,6 +61,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cache.add_argument("--no-compilation-cache", action="store_true")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ci-bench", description="Continuous benchmarking for JAX Pallas kernels."
+    )
+    parser.add_argument("--version", action="version", version=f"ci-bench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the benchmark matrix and print a table")
+    _add_selection(run)
+    _add_measurement(run)
+    run.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
+    run.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
+    run.add_argument("--output", "-o", type=Path, help="write the results JSON here")
+    run.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="what to print on stdout",
+    )
+
+    ci = sub.add_parser("ci", help="what the GitHub event asks for: run, compare, report, promote")
+    _add_selection(ci)
+    _add_measurement(ci)
+    ci.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("ci-bench-out"),
+        help="results, report and comment context go here (the artifact)",
+    )
+    ci.add_argument("--results", type=Path, help="use these (merged) results instead of running")
+    ci.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    ci.add_argument("--fail-on", metavar="STATES", help="as for compare (default: event, config)")
+    ci.add_argument("--no-comment", action="store_true", help="never post the PR comment")
+    ci.add_argument(
+        "--promote-via",
+        choices=("commit", "pull-request"),
+        help="how a release tag's baselines land (default: config)",
+    )
+
+    comment = sub.add_parser("comment", help="post the sticky PR comment from a report artifact")
+    comment.add_argument(
+        "--report-dir",
+        type=Path,
+        required=True,
+        help="downloaded artifact with report.json and pr.json",
+    )
 
     lst = sub.add_parser("list", help="list kernels and the cases a selection expands to")
     _add_selection(lst)
@@ -131,6 +164,8 @@ COMMANDS = {
     "compare": cmd_compare,
     "promote": cmd_promote,
     "merge": cmd_merge,
+    "ci": cmd_ci,
+    "comment": cmd_comment,
 }
 
 

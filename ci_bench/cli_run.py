@@ -14,6 +14,7 @@ from ci_bench.config import Config, load_config, resolve
 from ci_bench.errors import InputError
 from ci_bench.io import atomic_write_text, dump_model
 from ci_bench.matrix import Shard, expand, select, shard
+from ci_bench.schema import Results
 from ci_bench.spec import Case, KernelSpec
 
 
@@ -61,16 +62,20 @@ def _configure_jax(cache_dir: Path | None) -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def measure(
+    args: argparse.Namespace,
+    config: Config,
+    specs: Mapping[str, KernelSpec],
+    env: Mapping[str, str],
+) -> Results:
+    """Expand the selection in ``args``, measure it and save to ``args.output`` as it goes."""
     from ci_bench.devices import fingerprint
     from ci_bench.gitinfo import git_info
     from ci_bench.harness import HarnessSettings
     from ci_bench.progress import Progress
-    from ci_bench.render import results_table, run_summary
-    from ci_bench.runner import peak_lookup, run_all, run_exit_code, utc_now
+    from ci_bench.runner import peak_lookup, run_all, utc_now
     from ci_bench.schema import RunMeta, RunSettings
 
-    config, specs = load_project(args, cwd)
     cases = _cases(args, config, specs)
     part = Shard.parse(args.shard) if args.shard else None
     cases = shard(cases, part)
@@ -115,7 +120,7 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
     progress = Progress(stderr, live=stderr.isatty(), quiet=args.quiet)
     output = args.output
 
-    def save(results) -> None:
+    def save(results: Results) -> None:
         if output is not None:
             atomic_write_text(output, dump_model(results))
 
@@ -130,13 +135,22 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
         progress=progress,
         save=save,
     )
+    if output is not None:
+        progress.note(f"results written to {output}")
+    return results
+
+
+def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    from ci_bench.render import results_table, run_summary
+    from ci_bench.runner import run_exit_code
+
+    config, specs = load_project(args, cwd)
+    results = measure(args, config, specs, env)
     if args.format == "json":
         out.write(dump_model(results))
     else:
         out.write(results_table(results.cases, "github" if args.format == "markdown" else "simple"))
         out.write("\n\n" + run_summary(results) + "\n")
-    if output is not None:
-        progress.note(f"results written to {output}")
     return int(run_exit_code(results, config.fail_on.error))
 
 

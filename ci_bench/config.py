@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_bench.errors import InputError
 from ci_bench.schema import FailPolicy, Thresholds
+
+Profile = Literal["smoke", "ci", "full"]
+
+
+class GitHubSettings(BaseModel):
+    """API client behaviour; the defaults suit github.com, tests shorten the waits."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
+    )
+
+    retries: int = Field(4, ge=0)
+    backoff: float = Field(2.0, ge=0, description="seconds, doubled per retry")
+    max_rate_limit_wait: float = Field(300.0, ge=0)
+    seconds_between_requests: float = Field(0.25, ge=0)
+    seconds_between_writes: float = Field(1.0, ge=0)
 
 
 class Config(BaseModel):
@@ -18,13 +35,17 @@ class Config(BaseModel):
 
     kernels: list[str] = Field(default_factory=list, description="modules exposing SPEC")
     baselines_dir: Path = Path("baselines")
-    default_profile: str = "smoke"
+    default_profile: Profile = "smoke"
+    pr_profile: Profile = "ci"
+    release_profile: Profile = "full"
+    promote_via: Literal["commit", "pull-request"] = "commit"
     warmup: int = Field(5, ge=0)
     repeats: int = Field(20, ge=1)
     seed: int = 42
     compilation_cache_dir: Path | None = Path(".cache/jax")
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
+    github: GitHubSettings = GitHubSettings()
     # Where the config was read from; relative paths above resolve against it.
     root: Path = Field(Path(), exclude=True)
 

@@ -189,8 +189,18 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def markdown_report(report: Report) -> str:
-    """The PR comment / job summary body: verdict line first, then what deserves a look."""
+def markdown_report(
+    report: Report,
+    *,
+    full_matrix: bool = True,
+    max_rows: int | None = None,
+    pointer: str | None = None,
+) -> str:
+    """The PR comment / job summary body: verdict line first, then what deserves a look.
+
+    ``full_matrix=False`` and ``max_rows`` shrink the body (GitHub caps comments); then
+    ``pointer`` tells the reader where the whole report is.
+    """
     t = report.thresholds
     parts = [
         f"### {VERDICT_ICONS[report.verdict]} ci-bench: {report.headline}",
@@ -206,22 +216,42 @@ def markdown_report(report: Report) -> str:
         parts += ["", *notes]
     look = ordered([v for v in report.cases if v.verdict in WORTH_A_LOOK])
     if look:
-        parts += ["", "#### Cases worth a look", "", _table(look, "github", True)]
+        shown = look if max_rows is None else look[:max_rows]
+        parts += ["", "#### Cases worth a look", "", _table(shown, "github", True)]
+        if len(shown) < len(look):
+            parts += ["", f"… and {len(look) - len(shown)} more cases worth a look."]
     errors = [v for v in report.cases if v.verdict == "error"]
     if errors:
-        parts += ["", "Errors:", *(f"- `{v.id}`: {_one_line(v.reason)}" for v in errors)]
+        shown_errors = errors if max_rows is None else errors[:max_rows]
+        parts += ["", "Errors:", *(f"- `{v.id}`: {_one_line(v.reason)}" for v in shown_errors)]
     everything = ordered(report.cases)
-    parts += [
-        "",
-        f"<details><summary>Full matrix ({len(everything)} cases)</summary>",
-        "",
-        _table(everything, "github", True),
-        "",
-        "</details>",
-        "",
-        *(f"<sub>{line}</sub><br>" for line in footer(report).splitlines()),
-    ]
+    if full_matrix:
+        parts += [
+            "",
+            f"<details><summary>Full matrix ({len(everything)} cases)</summary>",
+            "",
+            _table(everything, "github", True),
+            "",
+            "</details>",
+        ]
+    if pointer:
+        parts += ["", pointer]
+    parts += ["", *(f"<sub>{line}</sub><br>" for line in footer(report).splitlines())]
     return "\n".join(parts) + "\n"
+
+
+def fit_markdown(report: Report, limit: int, where: str) -> str:
+    """The largest rendering under ``limit`` characters: drop the full matrix, then rows."""
+    body = markdown_report(report)
+    if len(body) <= limit:
+        return body
+    pointer = f"The full matrix ({len(report.cases)} cases) did not fit here: see {where}."
+    rows: int | None = None
+    while True:
+        body = markdown_report(report, full_matrix=False, max_rows=rows, pointer=pointer)
+        if len(body) <= limit or rows == 0:
+            return body[:limit]
+        rows = len(report.cases) // 2 if rows is None else rows // 2
 
 
 def terminal_report(report: Report) -> str:

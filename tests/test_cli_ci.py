@@ -1,0 +1,341 @@
+"""``ci-bench ci`` and ``comment`` end to end: real CLI, real PyGithub, a real HTTP server.
+
+Events come from GitHub's webhook examples (tests/fixtures/events); every request the tool
+sends is validated against GitHub's OpenAPI description by the fake server.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from github import Auth, Github
+
+from ci_bench.errors import ExitCode
+from ci_bench.io import dump_model
+from tests.conftest import run_cli, write_project
+from tests.factories import case, results
+from tests.github_server import FakeGitHub
+
+TOKEN = "ghs_S3CRET_token_never_printed"
+REPO = "octo-org/ci-bench"
+EVENTS = Path(__file__).parent / "fixtures" / "events"
+SMALL = ["--case", "matmul/B1-M128-K128-N128/*", "--repeats", "2", "--warmup", "0"]
+FAST_API = """
+[tool.ci-bench.github]
+retries = 2
+backoff = 0.01
+max-rate-limit-wait = 2
+seconds-between-requests = 0
+seconds-between-writes = 0
+"""
+
+
+@pytest.fixture
+def server():
+    with FakeGitHub(token=TOKEN, repos=(REPO,)) as fake:
+        yield fake
+        fake.assert_no_violations()
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    write_project(tmp_path, ["kernels.matmul"], FAST_API)
+    return tmp_path
+
+
+def gh(server) -> Github:
+    return Github(
+        auth=Auth.Token(TOKEN),
+        base_url=server.url,
+        seconds_between_requests=0,
+        seconds_between_writes=0,
+        retry=None,
+    )
+
+
+def open_pull(server, branch="feature") -> tuple[int, str]:
+    repo = gh(server).get_repo(REPO)
+    head = repo.get_git_ref("heads/main").object.sha
+    repo.create_git_ref(f"refs/heads/{branch}", head)
+    pull = repo.create_pull(base="main", head=branch, title="Faster matmul", body="")
+    return pull.number, pull.head.sha
+
+
+def event_file(folder: Path, name: str, **changes) -> Path:
+    data = json.loads((EVENTS / name).read_text())
+    for dotted, value in changes.items():
+        target = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            target = target[key]
+        target[leaf] = value
+    path = folder / f"event-{name}"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def actions_env(server, folder: Path, event: str, event_path: Path, **extra) -> dict[str, str]:
+    return {
+        "GITHUB_EVENT_NAME": event,
+        "GITHUB_EVENT_PATH": str(event_path),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_SHA": "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
+        "GITHUB_REF": "refs/pull/1/merge",
+        "GITHUB_TOKEN": TOKEN,
+        "GITHUB_API_URL": server.url,
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_RUN_ID": "4242",
+        "GITHUB_WORKFLOW": "benchmark",
+        "GITHUB_STEP_SUMMARY": str(folder / "summary.md"),
+        "GITHUB_OUTPUT": str(folder / "output.txt"),
+        **extra,
+    }
+
+
+def pr_env(server, folder, number, head_sha, fork=False):
+    changes = {"pull_request__number": number, "pull_request__head__sha": head_sha}
+    if fork:
+        changes["pull_request__head__repo"] = {"full_name": "someone/fork"}
+    path = event_file(folder, "pull_request_synchronize.json", **changes)
+    return actions_env(server, folder, "pull_request", path)
+
+
+def comments(server, number):
+    return list(gh(server).get_repo(REPO).get_issue(number).get_comments())
+
+
+def assert_secret_kept(*texts: str, folder: Path | None = None) -> None:
+    for text in texts:
+        assert TOKEN not in text
+    for path in folder.rglob("*") if folder else []:
+        if path.is_file():
+            assert TOKEN not in path.read_text(errors="replace"), path
+
+
+def test_a_pull_request_run_twice_keeps_one_comment_edited_in_place(server, workspace):
+    number, head = open_pull(server)
+    env = pr_env(server, workspace, number, head)
+    first = run_cli("ci", *SMALL, cwd=workspace, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "comment created" in first.stderr
+    (only,) = comments(server, number)
+    assert only.body.startswith("<!-- ci-bench sticky: benchmark|cpu:cpu:")
+    assert "ci-bench:" in only.body
+    second = run_cli("ci", *SMALL, cwd=workspace, env=env)
+    assert second.returncode == 0, second.stderr
+    assert "comment updated" in second.stderr
+    after = comments(server, number)
+    assert [c.id for c in after] == [only.id]
+    assert after[0].body != only.body
+    methods = [(r.method, r.path) for r in server.requests if "comments" in r.path]
+    assert sum(m == "POST" for m, _ in methods) == 1
+    assert sum(m == "PATCH" for m, _ in methods) == 1
+    # the summary, outputs and artifact files were written too
+    out = workspace / "ci-bench-out"
+    assert {p.name for p in out.iterdir()} >= {
+        "results.json",
+        "report.json",
+        "report.md",
+        "pr.json",
+    }
+    assert "ci-bench:" in (workspace / "summary.md").read_text()
+    outputs = (workspace / "output.txt").read_text()
+    assert "verdict<<" in outputs
+    assert "regressions<<" in outputs
+    assert "report-path<<" in outputs
+    assert_secret_kept(first.stdout, first.stderr, second.stdout, second.stderr, folder=workspace)
+
+
+def test_the_sticky_comment_is_found_across_pages(server, workspace):
+    number, head = open_pull(server)
+    issue = gh(server).get_repo(REPO).get_issue(number)
+    for i in range(130):
+        issue.create_comment(f"chatter {i}")
+    results_path = workspace / "r.json"
+    results_path.write_text(dump_model(results([case("matmul/B1-M128-K128-N128/float32")])))
+    env = pr_env(server, workspace, number, head)
+    for _ in range(2):
+        done = run_cli("ci", "--results", str(results_path), cwd=workspace, env=env)
+        assert done.returncode == 0, done.stderr
+    ours = [c for c in comments(server, number) if c.body.startswith("<!-- ci-bench sticky")]
+    assert len(ours) == 1
+    pages = [
+        r.query.get("page")
+        for r in server.requests
+        if r.path.endswith("/comments") and r.method == "GET"
+    ]
+    assert any(p not in (None, "1", ["1"]) for p in pages)
+
+
+def test_a_fork_leaves_the_comment_to_the_workflow_run_job(server, workspace):
+    number, head = open_pull(server)
+    env = pr_env(server, workspace, number, head, fork=True)
+    done = run_cli("ci", *SMALL, cwd=workspace, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "comment left to the workflow_run job" in done.stderr
+    assert comments(server, number) == []
+    out = workspace / "ci-bench-out"
+    assert json.loads((out / "pr.json").read_text()) == {"number": number, "head_sha": head}
+    # comment.yml: workflow_run completed; GitHub lists no pull requests for a fork's run
+    run_event = event_file(
+        workspace,
+        "workflow_run_completed.json",
+        workflow_run__event="pull_request",
+        workflow_run__head_sha=head,
+        workflow_run__name="benchmark",
+        workflow_run__pull_requests=[],
+    )
+    env = actions_env(server, workspace, "workflow_run", run_event)
+    posted = run_cli("comment", "--report-dir", str(out), cwd=workspace, env=env)
+    assert posted.returncode == 0, posted.stderr
+    assert "comment created" in posted.stdout
+    (comment,) = comments(server, number)
+    assert comment.body.startswith("<!-- ci-bench sticky: benchmark|cpu:cpu:")
+
+
+def test_an_artifact_naming_another_pull_request_is_refused(server, workspace):
+    number, head = open_pull(server)
+    out = workspace / "ci-bench-out"
+    env = pr_env(server, workspace, number, head, fork=True)
+    assert run_cli("ci", *SMALL, cwd=workspace, env=env).returncode == 0
+    run_event = event_file(
+        workspace,
+        "workflow_run_completed.json",
+        workflow_run__event="pull_request",
+        workflow_run__head_sha="f" * 40,
+        workflow_run__pull_requests=[],
+    )
+    env = actions_env(server, workspace, "workflow_run", run_event)
+    done = run_cli("comment", "--report-dir", str(out), cwd=workspace, env=env)
+    assert done.returncode == ExitCode.USAGE
+    assert "not commenting" in done.stderr
+    assert comments(server, number) == []
+
+
+def test_server_errors_are_retried(server, workspace):
+    number, head = open_pull(server)
+    server.fail_next("GET", r"/issues/\d+/comments$", 502)
+    server.fail_next("POST", r"/issues/\d+/comments$", 503)
+    done = run_cli("ci", *SMALL, cwd=workspace, env=pr_env(server, workspace, number, head))
+    assert done.returncode == 0, done.stderr
+    assert len(comments(server, number)) == 1
+
+
+def test_a_failed_comment_keeps_the_report_and_says_which_step_failed(server, workspace):
+    number, head = open_pull(server)
+    server.fail_next("GET", r"/issues/\d+/comments$", 500, times=10)
+    done = run_cli("ci", *SMALL, cwd=workspace, env=pr_env(server, workspace, number, head))
+    assert done.returncode == ExitCode.GITHUB
+    assert "GitHub API: updating the comment" in done.stderr
+    assert "Traceback" not in done.stderr
+    out = workspace / "ci-bench-out"
+    assert json.loads((out / "report.json").read_text())["verdict"] == "new"
+    assert "ci-bench:" in (workspace / "summary.md").read_text()
+    assert_secret_kept(done.stdout, done.stderr, folder=workspace)
+
+
+def test_a_huge_report_is_cut_to_fit_a_comment(server, workspace):
+    number, head = open_pull(server)
+    many = [case(f"matmul/B{b}-M{m}-K128-N128/float32") for b in range(1, 41) for m in range(1, 41)]
+    path = workspace / "many.json"
+    path.write_text(dump_model(results(many)))
+    done = run_cli(
+        "ci", "--results", str(path), cwd=workspace, env=pr_env(server, workspace, number, head)
+    )
+    assert done.returncode == 0, done.stderr
+    (comment,) = comments(server, number)
+    assert len(comment.body) <= 65_536
+    assert (
+        "did not fit here: see the job summary and the `ci-bench-report` artifact" in comment.body
+    )
+    assert "actions/runs/4242" in comment.body
+    assert "Full matrix" in (workspace / "summary.md").read_text()
+
+
+def test_dispatch_runs_only_the_chosen_kernels_and_profile(server, workspace):
+    write_project(workspace, ["kernels.matmul", "wrong_matmul"], FAST_API)
+    path = event_file(
+        workspace,
+        "workflow_dispatch.json",
+        inputs={"kernels": "matmul", "profile": "smoke", "repeats": "2", "fail_on": "none"},
+    )
+    env = actions_env(server, workspace, "workflow_dispatch", path)
+    done = run_cli("ci", cwd=workspace, env=env)
+    assert done.returncode == 0, done.stderr
+    res = json.loads((workspace / "ci-bench-out" / "results.json").read_text())
+    assert res["meta"]["profile"] == "smoke"
+    assert res["meta"]["kernels"] == {"matmul": "0.1.0"}
+    assert res["meta"]["settings"]["repeats"] == 2
+    assert {c["kernel"] for c in res["cases"]} == {"matmul"}
+    assert not [r for r in server.requests if r.method != "GET"]
+
+
+def tag_env(server, folder, tag):
+    path = event_file(folder, "push_tag.json", ref=f"refs/tags/{tag}")
+    return actions_env(server, folder, "push", path, GITHUB_REF=f"refs/tags/{tag}")
+
+
+def test_a_tag_promotes_once_and_a_rerun_changes_nothing(server, workspace):
+    env = tag_env(server, workspace, "matmul-v0.1.0")
+    first = run_cli("ci", *SMALL, cwd=workspace, env=env)
+    assert first.returncode == 0, first.stderr
+    files = server.files(REPO)
+    doc = json.loads(files["baselines/matmul_v0.1.0.json"])
+    assert doc["entries"][0]["provenance"]["tag"] == "matmul-v0.1.0"
+    assert len(server.commits) == 1
+    assert "matmul-v0.1.0" in server.commits[0].message
+    assert "cpu:cpu:" in server.commits[0].message
+    again = run_cli("ci", *SMALL, cwd=workspace, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "unchanged" in again.stdout
+    assert len(server.commits) == 1
+    assert server.files(REPO) == files
+
+
+def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):
+    other = results([case("matmul/B1-M128-K128-N128/float32")])
+    other = other.model_copy(
+        update={
+            "meta": other.meta.model_copy(
+                update={
+                    "device": other.meta.device.model_copy(
+                        update={"device_kind": "TPU v6 lite", "platform": "tpu"}
+                    )
+                }
+            )
+        }
+    )
+    from ci_bench.baselines import BaselineFile, entry_from_results, render_baseline
+
+    entry = entry_from_results(other, "matmul", other.meta.started_at, "v0.0.9")
+    remote = render_baseline(BaselineFile(kernel="matmul", version="0.1.0", entries=[entry]))
+    repo = gh(server).get_repo(REPO)
+    repo.create_file("baselines/matmul_v0.1.0.json", "v6e numbers", remote, branch="main")
+    server.fail_next("PUT", r"/contents/baselines/matmul_v0\.1\.0\.json$", 409)
+    done = run_cli("ci", *SMALL, cwd=workspace, env=tag_env(server, workspace, "v0.1.0"))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(server.files(REPO)["baselines/matmul_v0.1.0.json"])
+    kinds = [e["device"]["device_kind"] for e in doc["entries"]]
+    assert kinds == ["TPU v6 lite", "cpu"]
+
+
+def test_promotion_through_a_pull_request(server, workspace):
+    env = tag_env(server, workspace, "v0.1.0")
+    done = run_cli("ci", *SMALL, "--promote-via", "pull-request", cwd=workspace, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "pull request:" in done.stdout
+    assert "baselines/matmul_v0.1.0.json" in server.files(REPO, "ci-bench/baselines-v0.1.0")
+    assert "baselines/matmul_v0.1.0.json" not in server.files(REPO)
+    again = run_cli("ci", *SMALL, "--promote-via", "pull-request", cwd=workspace, env=env)
+    assert again.returncode == 0, again.stderr
+    pulls = [r for r in server.requests if r.method == "POST" and r.path.endswith("/pulls")]
+    assert len(pulls) == 1
+
+
+def test_a_kernel_tag_must_match_the_kernel_version(server, workspace):
+    done = run_cli("ci", *SMALL, cwd=workspace, env=tag_env(server, workspace, "matmul-v9.9.9"))
+    assert done.returncode == ExitCode.USAGE
+    assert "declares version 0.1.0, not 9.9.9" in done.stderr
+    assert server.commits == []
