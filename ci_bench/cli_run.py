@@ -89,6 +89,7 @@ def measure(
         warmup=config.warmup if args.warmup is None else args.warmup,
         repeats=config.repeats if args.repeats is None else args.repeats,
         seed=config.seed if args.seed is None else args.seed,
+        cost_model_factor=config.cost_model_factor,
     )
     cache_dir = None
     if not args.no_compilation_cache:

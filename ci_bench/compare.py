@@ -13,12 +13,28 @@ from ci_bench.schema import (
     CaseVerdict,
     FailPolicy,
     KernelSummary,
+    MemoryVerdict,
     Report,
     Results,
     Thresholds,
     Verdict,
 )
 from ci_bench.stats import mann_whitney_p
+
+
+def judge_memory(
+    current: CaseResult, baseline: CaseResult, thresholds: Thresholds
+) -> tuple[float | None, MemoryVerdict | None]:
+    """Peak-memory growth beyond ``memory_growth`` is a memory regression."""
+    cur, base = current.peak_bytes, baseline.peak_bytes
+    if not cur or not base:
+        return None, None
+    change = cur / base - 1
+    if change > thresholds.memory_growth:
+        return change, "regression"
+    if change < -thresholds.memory_growth:
+        return change, "improved"
+    return change, "pass"
 
 
 def judge(current: CaseResult, baseline: CaseResult, thresholds: Thresholds) -> CaseVerdict:
@@ -39,6 +55,7 @@ def judge(current: CaseResult, baseline: CaseResult, thresholds: Thresholds) -> 
     faster = mean_change < -thresholds.mean_slowdown or (
         tflops_ratio is not None and tflops_ratio > 1 + thresholds.tflops_drop
     )
+    memory_change, memory_verdict = judge_memory(current, baseline, thresholds)
     common = {
         "id": current.id,
         "kernel": current.kernel,
@@ -46,6 +63,8 @@ def judge(current: CaseResult, baseline: CaseResult, thresholds: Thresholds) -> 
         "baseline": baseline,
         "mean_change": mean_change,
         "tflops_ratio": tflops_ratio,
+        "memory_change": memory_change,
+        "memory_verdict": memory_verdict,
     }
     if not (slower or faster):
         return CaseVerdict(**common, verdict="pass", reason="within thresholds")
@@ -90,6 +109,19 @@ def compare_kernel(
     baseline = lookup.baseline
     entry = baseline.entry_for(results.meta.device) if baseline else None
     summary = _kernel_summary(lookup, entry, results)
+    wrong_model = [c for c in current if c.cost_check and c.cost_check.status == "mismatch"]
+    if wrong_model:
+        first = wrong_model[0]
+        reason = first.cost_check.reason if first.cost_check else ""
+        summary = summary.model_copy(
+            update={
+                "warnings": [
+                    *summary.warnings,
+                    f"{lookup.kernel}: FLOPs model disagrees with XLA in {len(wrong_model)} "
+                    f"case(s), e.g. {first.id}: {reason}; TFLOPS and MFU may be wrong",
+                ]
+            }
+        )
     verdicts: list[CaseVerdict] = []
     by_id = {c.id: c for c in entry.cases} if entry else {}
     for case in current:
@@ -128,8 +160,15 @@ def compare_kernel(
     return summary, verdicts
 
 
+def memory_regressions(verdicts: list[CaseVerdict]) -> int:
+    return sum(v.memory_verdict == "regression" for v in verdicts)
+
+
 def overall(verdicts: list[CaseVerdict]) -> Verdict:
+    """The worst state present; a memory regression counts as a regression."""
     present = {v.verdict for v in verdicts}
+    if memory_regressions(verdicts):
+        present.add("regression")
     return next((v for v in VERDICT_PRECEDENCE if v in present), "pass")
 
 
@@ -139,16 +178,22 @@ def exit_code(verdicts: list[CaseVerdict], policy: FailPolicy) -> ExitCode:
     measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
     if measured == 0:
         return ExitCode.NOTHING_MEASURED
-    failing = counts["regression"] or (
-        (policy.error and counts["error"])
-        or (policy.missing and counts["missing"])
-        or (policy.noisy and counts["noisy"])
+    failing = (
+        counts["regression"]
+        or memory_regressions(verdicts)
+        or (
+            (policy.error and counts["error"])
+            or (policy.missing and counts["missing"])
+            or (policy.noisy and counts["noisy"])
+        )
     )
     return ExitCode.FAILED if failing else ExitCode.OK
 
 
-def headline(verdict: Verdict, counts: Counter[str], total: int) -> str:
+def headline(verdict: Verdict, counts: Counter[str], total: int, memory: int = 0) -> str:
     parts = [f"{counts[v]} {v}" for v in VERDICT_PRECEDENCE if counts[v]]
+    if memory:
+        parts.insert(0, f"{memory} memory regression")
     return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} cases)"
 
 
@@ -173,8 +218,13 @@ def compare(
     return Report(
         verdict=verdict,
         exit_code=int(code),
-        headline=headline(verdict, counts, len(verdicts)),
-        counts={v: counts[v] for v in VERDICT_PRECEDENCE if counts[v]},
+        headline=headline(verdict, counts, len(verdicts), memory_regressions(verdicts)),
+        counts={v: counts[v] for v in VERDICT_PRECEDENCE if counts[v]}
+        | (
+            {"memory-regression": memory_regressions(verdicts)}
+            if memory_regressions(verdicts)
+            else {}
+        ),
         thresholds=thresholds,
         policy=policy,
         meta=results.meta,

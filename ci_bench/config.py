@@ -42,6 +42,8 @@ class Config(BaseModel):
     warmup: int = Field(5, ge=0)
     repeats: int = Field(20, ge=1)
     seed: int = 42
+    # A FLOPs model further than this factor from XLA's count is flagged (MFU would lie).
+    cost_model_factor: float = Field(2.0, gt=1)
     compilation_cache_dir: Path | None = Path(".cache/jax")
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()

@@ -40,6 +40,10 @@ def annotations(report: Report) -> list[str]:
         if level:
             title = _escape_property(f"ci-bench {case.verdict}: {case.id}")
             lines.append(f"::{level} title={title}::{_escape_data(case.id + ': ' + case.reason)}")
+        if case.memory_verdict == "regression" and case.memory_change is not None:
+            title = _escape_property(f"ci-bench memory regression: {case.id}")
+            text = f"{case.id}: peak memory {case.memory_change:+.1%}"
+            lines.append(f"::error title={title}::{_escape_data(text)}")
     return lines
 
 

@@ -15,7 +15,16 @@ import jax
 import jax.numpy as jnp
 
 from ci_bench.roofline import compute_metrics, tflops_of
-from ci_bench.schema import CaseResult, CompileTimes, Correctness, TimingStats
+from ci_bench.schema import (
+    CaseResult,
+    CompiledStats,
+    CompileTimes,
+    Correctness,
+    CostModelCheck,
+    MemoryStats,
+    TimingStats,
+    XlaCost,
+)
 from ci_bench.spec import Case, KernelSpec, Tolerance
 
 Clock = Callable[[], float]
@@ -132,16 +141,78 @@ class HarnessSettings:
     warmup: int = 5
     repeats: int = 20
     seed: int = 42
+    # Flag a case whose FLOPs model and XLA's count differ by more than this factor.
+    cost_model_factor: float = 2.0
 
 
 # dtype -> (peak TFLOPS, peak GB/s) of the device; (None, None) when unknown.
 PeakLookup = Callable[[str], tuple[float | None, float | None]]
 
 
-def _first_call(fn: Callable[..., Any], inputs: Sequence[Any], clock: Clock) -> tuple[Any, float]:
+def _compile(
+    fn: Callable[..., Any], inputs: Sequence[Any], clock: Clock
+) -> tuple[Any, float, CompiledStats]:
+    """Trace and compile once (timed), and read XLA's memory and cost analyses."""
     start = clock()
-    out = jax.block_until_ready(fn(*inputs))
-    return out, (clock() - start) * 1000
+    lowered = jax.jit(fn).lower(*inputs)
+    compiled = lowered.compile()
+    compile_ms = (clock() - start) * 1000
+    return compiled, compile_ms, _analyse(lowered, compiled)
+
+
+def _analyse(lowered: Any, compiled: Any) -> CompiledStats:
+    memory = cost = None
+    try:
+        m = compiled.memory_analysis()
+    except (NotImplementedError, RuntimeError):  # backends without the analysis
+        m = None
+    if m is not None:
+        memory = MemoryStats(
+            argument_bytes=m.argument_size_in_bytes,
+            output_bytes=m.output_size_in_bytes,
+            temp_bytes=m.temp_size_in_bytes,
+            alias_bytes=m.alias_size_in_bytes,
+            generated_code_bytes=m.generated_code_size_in_bytes,
+            peak_bytes=getattr(m, "peak_memory_in_bytes", 0)
+            or m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes,
+        )
+    try:
+        raw = compiled.cost_analysis()
+    except (NotImplementedError, RuntimeError):
+        raw = None
+    if isinstance(raw, list):  # older jax returns one dict per computation
+        raw = raw[0] if raw else None
+    if raw:
+        cost = XlaCost(
+            flops=raw.get("flops"),
+            bytes_accessed=raw.get("bytes accessed"),
+            has_loops="stablehlo.while" in lowered.as_text(),
+        )
+    return CompiledStats(memory=memory, cost=cost)
+
+
+def cost_model_check(model_flops: int, native: CompiledStats, factor: float) -> CostModelCheck:
+    """Compare the kernel's FLOPs model with XLA's count for the native implementation."""
+    cost = native.cost
+    if cost is None or not cost.flops:
+        return CostModelCheck(
+            model_flops=model_flops,
+            xla_flops=None,
+            ratio=None,
+            status="unverifiable",
+            reason="XLA reported no FLOPs for the native implementation",
+        )
+    ratio = model_flops / cost.flops
+    if cost.has_loops:
+        status, reason = "unverifiable", "the native implementation loops: XLA counts a body once"
+    elif max(ratio, 1 / ratio if ratio else float("inf")) > factor:
+        status = "mismatch"
+        reason = f"FLOPs model is {ratio:.3g}× XLA's count for the native implementation"
+    else:
+        status, reason = "ok", f"FLOPs model within {factor:g}× of XLA's count"
+    return CostModelCheck(
+        model_flops=model_flops, xla_flops=cost.flops, ratio=ratio, status=status, reason=reason
+    )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -158,8 +229,9 @@ def run_case(
 ) -> CaseResult:
     """Measure one case; any failure becomes an ``error`` result, never an exception.
 
-    Order: first (compile) call of the Pallas kernel, correctness against the reference,
-    then the native first call, then warmup and interleaved timed rounds of both.
+    Order: compile the Pallas kernel (timed, with XLA's memory and cost analyses), one
+    call checked against the reference, the same compile for the native implementation,
+    then warmup and interleaved timed rounds of both compiled executables.
     """
     base = {
         "id": case.id,
@@ -170,13 +242,14 @@ def run_case(
         "dtype": case.dtype,
     }
     compile_times = CompileTimes()
+    analysis: dict[str, CompiledStats] = {}
     correctness: Correctness | None = None
     try:
         flops, nbytes = int(spec.flops(case)), int(spec.bytes_accessed(case))
         inputs = spec.make_inputs(case, jax.random.PRNGKey(settings.seed))
-        pallas, native = jax.jit(spec.pallas), jax.jit(spec.native)
-        out, pallas_ms = _first_call(pallas, inputs, clock)
+        pallas, pallas_ms, analysis["pallas"] = _compile(spec.pallas, inputs, clock)
         compile_times = CompileTimes(pallas_ms=pallas_ms)
+        out = jax.block_until_ready(pallas(*inputs))
         ref = jax.block_until_ready(jax.jit(spec.reference)(*inputs))
         correctness = check_outputs(out, ref, spec.tolerances[case.dtype])
         del out, ref
@@ -191,10 +264,12 @@ def run_case(
                     f"max rel err {correctness.max_rel_err})"
                 ),
                 compile=compile_times,
+                analysis=analysis,
                 correctness=correctness,
             )
-        _, native_ms = _first_call(native, inputs, clock)
+        native, native_ms, analysis["native"] = _compile(spec.native, inputs, clock)
         compile_times = CompileTimes(pallas_ms=pallas_ms, native_ms=native_ms)
+        jax.block_until_ready(native(*inputs))
         pallas_s, native_s = time_interleaved(
             [pallas, native], inputs, warmup=settings.warmup, repeats=settings.repeats, clock=clock
         )
@@ -204,6 +279,7 @@ def run_case(
             status="error",
             error=_one_line(exc),
             compile=compile_times,
+            analysis=analysis,
             correctness=correctness,
         )
     pallas_stats = stats_of(pallas_s, settings.warmup)
@@ -224,5 +300,7 @@ def run_case(
             peak_gbps=peak_gbps,
         ),
         compile=compile_times,
+        analysis=analysis,
+        cost_check=cost_model_check(flops, analysis["native"], settings.cost_model_factor),
         correctness=correctness,
     )

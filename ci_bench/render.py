@@ -116,6 +116,7 @@ REPORT_HEADERS = (
     "bound",
     "baseline ms",
     "Δ",
+    "mem Δ",
     "verdict",
 )
 WORTH_A_LOOK = ("regression", "error", "missing", "noisy", "improved", "new", "incomparable")
@@ -124,7 +125,12 @@ WORTH_A_LOOK = ("regression", "error", "missing", "noisy", "improved", "new", "i
 def ordered(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
     """Worst first (verdict precedence), then the largest change first."""
     rank = {v: i for i, v in enumerate(VERDICT_PRECEDENCE)}
-    return sorted(verdicts, key=lambda v: (rank[v.verdict], -abs(v.mean_change or 0.0), v.id))
+
+    def key(v: CaseVerdict) -> tuple[int, float, str]:
+        worst = 0 if v.memory_verdict == "regression" else rank[v.verdict]
+        return worst, -abs(v.mean_change or 0.0), v.id
+
+    return sorted(verdicts, key=key)
 
 
 def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
@@ -134,6 +140,8 @@ def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
     label = f"{VERDICT_ICONS[v.verdict]} {v.verdict}" if icons else v.verdict
     if v.p_value is not None:
         label += f" (p={v.p_value:.2g})"
+    if v.memory_verdict == "regression" and v.verdict != "regression":
+        label = f"{'❌ ' if icons else ''}memory regression; time: {label}"
     return [
         v.id,
         fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),
@@ -144,8 +152,16 @@ def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
         (metrics.bound or "–") if metrics else "–",
         fmt_ms(base_ms),
         "–" if v.mean_change is None else f"{v.mean_change:+.1%}",
+        _memory_cell(v),
         label,
     ]
+
+
+def _memory_cell(v: CaseVerdict) -> str:
+    if v.memory_change is None:
+        return "–"
+    flag = " ❌" if v.memory_verdict == "regression" else ""
+    return f"{v.memory_change:+.1%}{flag}"
 
 
 def _table(verdicts: Sequence[CaseVerdict], tablefmt: str, icons: bool) -> str:
@@ -214,7 +230,9 @@ def markdown_report(
     notes += [f"> ⚠️ {w}" for k in report.kernels for w in k.warnings]
     if notes:
         parts += ["", *notes]
-    look = ordered([v for v in report.cases if v.verdict in WORTH_A_LOOK])
+    look = ordered(
+        [v for v in report.cases if v.verdict in WORTH_A_LOOK or v.memory_verdict == "regression"]
+    )
     if look:
         shown = look if max_rows is None else look[:max_rows]
         parts += ["", "#### Cases worth a look", "", _table(shown, "github", True)]

@@ -147,6 +147,51 @@ class CompileTimes(Model):
     native_ms: float | None = None
 
 
+class MemoryStats(Model):
+    """The compiled executable's memory analysis (XLA buffer assignment), in bytes."""
+
+    argument_bytes: int = Field(ge=0)
+    output_bytes: int = Field(ge=0)
+    temp_bytes: int = Field(ge=0)
+    alias_bytes: int = Field(ge=0)
+    generated_code_bytes: int = Field(ge=0)
+    peak_bytes: int = Field(ge=0, description="XLA's peak_memory_in_bytes")
+
+
+class XlaCost(Model):
+    """XLA's cost analysis of the compiled executable.
+
+    XLA counts a loop body once, so for code with loops (every interpreted Pallas call,
+    lax.scan) its figures undercount; ``has_loops`` says when that applies.
+    """
+
+    flops: float | None
+    bytes_accessed: float | None
+    has_loops: bool
+
+
+class CompiledStats(Model):
+    memory: MemoryStats | None = None
+    cost: XlaCost | None = None
+
+
+CostCheckStatus = Literal["ok", "mismatch", "unverifiable"]
+
+
+class CostModelCheck(Model):
+    """The kernel's hand-written FLOPs against XLA's count for the native implementation.
+
+    A wrong model makes TFLOPS and MFU lie; the native implementation is the yardstick
+    because XLA counts its FLOPs exactly when it has no loops.
+    """
+
+    model_flops: int
+    xla_flops: float | None
+    ratio: float | None = Field(description="model / XLA")
+    status: CostCheckStatus
+    reason: str
+
+
 class CaseResult(Model):
     """One case. The specification's keys sit at the top level."""
 
@@ -164,7 +209,17 @@ class CaseResult(Model):
     tflops: float | None = None
     metrics: Metrics | None = None
     compile: CompileTimes = CompileTimes()
+    analysis: dict[str, CompiledStats] = Field(
+        default_factory=dict, description="'pallas' and 'native': memory and XLA cost"
+    )
+    cost_check: CostModelCheck | None = None
     correctness: Correctness | None = None
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The Pallas executable's peak memory, the figure the memory verdict compares."""
+        stats = self.analysis.get("pallas")
+        return stats.memory.peak_bytes if stats and stats.memory else None
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseResult:
@@ -255,6 +310,8 @@ VERDICT_PRECEDENCE: tuple[Verdict, ...] = (
     "pass",
 )
 REPORT_SCHEMA_VERSION = 1
+# Peak memory is a compile-time figure, deterministic: no significance test needed.
+MemoryVerdict = Literal["pass", "regression", "improved"]
 
 
 class CaseVerdict(Model):
@@ -269,6 +326,8 @@ class CaseVerdict(Model):
     mean_change: float | None = Field(None, description="current/baseline mean_ms - 1")
     tflops_ratio: float | None = Field(None, description="current/baseline tflops")
     p_value: float | None = Field(None, description="one-sided Mann-Whitney U")
+    memory_change: float | None = Field(None, description="current/baseline peak bytes - 1")
+    memory_verdict: MemoryVerdict | None = None
 
 
 class KernelSummary(Model):

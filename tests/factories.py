@@ -8,10 +8,12 @@ from ci_bench.harness import stats_of
 from ci_bench.roofline import compute_metrics, tflops_of
 from ci_bench.schema import (
     CaseResult,
+    CompiledStats,
     CompileTimes,
     Correctness,
     DeviceFingerprint,
     GitInfo,
+    MemoryStats,
     Results,
     RunMeta,
     RunSettings,
@@ -43,6 +45,7 @@ def case(
     version: str = "0.1.0",
     spread: float = 0.01,
     status: str = "ok",
+    peak_bytes: int | None = None,
 ) -> CaseResult:
     kernel, params_text, dtype = cid.split("/")
     params = {p[0]: int(p[1:]) for p in params_text.split("-")}
@@ -67,6 +70,7 @@ def case(
         native=native,
         speedup=native.mean_ms / pallas.mean_ms,
         tflops=tflops_of(flops, pallas.mean_ms),
+        analysis={"pallas": memory(peak_bytes)} if peak_bytes else {},
         metrics=compute_metrics(
             flops=flops,
             bytes_accessed=flops // 10,
@@ -83,6 +87,20 @@ def case(
             mismatched=0,
             elements=16384,
         ),
+    )
+
+
+def memory(peak_bytes: int) -> CompiledStats:
+    third = peak_bytes // 3
+    return CompiledStats(
+        memory=MemoryStats(
+            argument_bytes=third,
+            output_bytes=third,
+            temp_bytes=peak_bytes - 2 * third,
+            alias_bytes=0,
+            generated_code_bytes=0,
+            peak_bytes=peak_bytes,
+        )
     )
 
 

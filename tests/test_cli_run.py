@@ -35,6 +35,16 @@ def test_smoke_profile_runs_validates_and_marks_unaligned_and_batched_correct(tm
         assert case.correctness.ok
         assert case.pallas.repeats == 20
         assert case.pallas.warmup == 5
+        for impl in ("pallas", "native"):
+            stats = case.analysis[impl]
+            assert stats.memory.peak_bytes > 0
+            assert stats.memory.argument_bytes > 0
+            assert stats.cost.flops > 0
+        # XLA counts jnp.matmul exactly: the matmul FLOPs model agrees with it
+        assert case.cost_check.status == "ok", case.cost_check
+        assert case.cost_check.ratio == pytest.approx(1.0, rel=0.02)
+        # the interpreted Pallas call is a loop, so XLA's count for it is not trusted
+        assert case.analysis["pallas"].cost.has_loops
         p = case.params
         assert case.tflops == pytest.approx(
             2 * p["B"] * p["M"] * p["K"] * p["N"] / (case.pallas.mean_ms / 1e3) / 1e12

@@ -136,3 +136,35 @@ def test_a_jax_version_difference_is_a_warning():
     report = compare(results([case(A)]), lookup(base), T, FailPolicy())
     assert report.cases[0].verdict == "pass"
     assert "jax 0.9.0" in report.kernels[0].warnings[0]
+
+
+def test_peak_memory_growth_is_a_memory_regression_counted_in_the_verdict():
+    base = baseline_of(results([case(A, 1.0, peak_bytes=1000), case(B, 1.0, peak_bytes=1000)]))
+    run = results([case(A, 1.0, peak_bytes=1111), case(B, 1.0, peak_bytes=1050)])
+    report = compare(run, lookup(base), T, FailPolicy())
+    verdicts = {c.id: c for c in report.cases}
+    assert verdicts[A].verdict == "pass"  # time is fine
+    assert verdicts[A].memory_verdict == "regression"
+    assert verdicts[A].memory_change == pytest.approx(0.111)
+    assert verdicts[B].memory_verdict == "pass"
+    assert report.verdict == "regression"
+    assert report.exit_code == ExitCode.FAILED
+    assert report.headline.startswith("regression: 1 memory regression")
+    looser = compare(run, lookup(base), Thresholds(memory_growth=0.2), FailPolicy())
+    assert looser.exit_code == ExitCode.OK
+
+
+def test_a_wrong_flops_model_is_a_warning_in_the_report():
+    from ci_bench.harness import cost_model_check
+    from ci_bench.schema import CompiledStats, XlaCost
+
+    native = CompiledStats(cost=XlaCost(flops=1000.0, bytes_accessed=10.0, has_loops=False))
+    check = cost_model_check(4000, native, 2.0)
+    assert check.status == "mismatch"
+    assert check.ratio == pytest.approx(4.0)
+    assert cost_model_check(1500, native, 2.0).status == "ok"
+    looping = CompiledStats(cost=XlaCost(flops=1000.0, bytes_accessed=10.0, has_loops=True))
+    assert cost_model_check(4000, looping, 2.0).status == "unverifiable"
+    wrong = case(A).model_copy(update={"cost_check": check})
+    report = compare(results([wrong]), lookup(None), T, FailPolicy())
+    assert "FLOPs model disagrees with XLA in 1 case(s)" in report.kernels[0].warnings[0]

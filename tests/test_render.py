@@ -40,8 +40,8 @@ def report():
     }
     base = results(
         [
-            case(ids["same"], 1.0),
-            case(ids["slow"], 2.0),
+            case(ids["same"], 1.0, peak_bytes=1_000_000),
+            case(ids["slow"], 2.0, peak_bytes=4_000_000),
             case(ids["fast"], 3.0),
             case(ids["noisy"], 1.0, spread=0.9),
             case(ids["gone"], 5.0),
@@ -50,8 +50,8 @@ def report():
     )
     current = results(
         [
-            case(ids["same"], 1.01),
-            case(ids["slow"], 2.5),
+            case(ids["same"], 1.01, peak_bytes=1_500_000),
+            case(ids["slow"], 2.5, peak_bytes=4_000_000),
             case(ids["fast"], 2.4),
             case(ids["noisy"], 1.08, spread=0.9),
             case(ids["new"], 0.5),
@@ -85,6 +85,7 @@ def test_the_verdict_comes_first_and_regressions_lead_the_table(report):
     look = text.split("#### Cases worth a look")[1].split("<details>")[0]
     rows = [line for line in look.splitlines() if line.startswith("| matmul/")]
     assert "regression" in rows[0]
-    assert "error" in rows[1]
-    assert "pass" not in look
+    assert "memory regression; time: ✅ pass" in rows[1]
+    assert "error" in rows[2]
+    assert "| ✅ pass" not in look  # plain passes stay in the full matrix
     assert "compared with v0.1.0: no baseline yet for v0.2.0" in text
