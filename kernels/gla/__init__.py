@@ -1,0 +1,129 @@
+"""Gated linear attention (GLA) forward: a chunked Pallas kernel, benchmarked by ci-bench.
+
+``SPEC`` declares the inputs, the three implementations (Pallas kernel, pure-JAX chunked
+baseline, float32 recurrence), the cost model (see ``kernels.gla.cost``), the tolerances and
+the parameter matrix.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, points
+from kernels.gla.cost import ITEMSIZE, gla_bytes, gla_flops
+from kernels.gla.kernel import chunk_gla
+from kernels.gla.native import chunk_gla_native
+from kernels.gla.reference import recurrent_gla
+
+__all__ = ["SPEC", "chunk_gla", "chunk_gla_native", "make_inputs", "recurrent_gla"]
+
+# FLA's GLA layer divides log-sigmoid gates by this "gate logit normalizer": per-step decay
+# of ~0.05 nats, so a 64-token chunk decays by ~e^-3 and both the intra-chunk and the
+# carried inter-chunk terms matter in the correctness check.
+GATE_NORMALIZER = 16.0
+
+
+def make_inputs(case: Case, key: jax.Array) -> tuple[jax.Array, ...]:
+    """(q, k, v, gk) for one case, deterministic in ``key``; gk = log_sigmoid(x) / 16 <= 0."""
+    B, T, H, K, V = (case[n] for n in ("B", "T", "H", "K", "V"))
+    dtype = jnp.dtype(case.dtype)
+    kq, kk, kv, kg = jax.random.split(key, 4)
+    q = jax.random.normal(kq, (B, T, H, K), jnp.float32)
+    k = jax.random.normal(kk, (B, T, H, K), jnp.float32)
+    v = jax.random.normal(kv, (B, T, H, V), jnp.float32)
+    gk = jax.nn.log_sigmoid(jax.random.normal(kg, (B, T, H, K), jnp.float32)) / GATE_NORMALIZER
+    return tuple(x.astype(dtype) for x in (q, k, v, gk))
+
+
+def _pallas(q: jax.Array, k: jax.Array, v: jax.Array, gk: jax.Array) -> jax.Array:
+    return chunk_gla(q, k, v, gk)
+
+
+def _native(q: jax.Array, k: jax.Array, v: jax.Array, gk: jax.Array) -> jax.Array:
+    return chunk_gla_native(q, k, v, gk)
+
+
+def _reference(q: jax.Array, k: jax.Array, v: jax.Array, gk: jax.Array) -> jax.Array:
+    return recurrent_gla(q, k, v, gk)
+
+
+def _dims(case: Case) -> tuple[int, int, int, int, int]:
+    return case["B"], case["T"], case["H"], case["K"], case["V"]
+
+
+def flops(case: Case) -> int:
+    """2·B·H·T·(2·K·V + 64·(K + V)): intra- and inter-chunk matmuls (kernels.gla.cost)."""
+    return gla_flops(*_dims(case))
+
+
+def bytes_accessed(case: Case) -> int:
+    """itemsize·B·T·H·(3·K + 2·V): q, k, gk, v read and o written once (kernels.gla.cost)."""
+    return gla_bytes(*_dims(case), ITEMSIZE[case.dtype])
+
+
+# Tolerances for |pallas - reference| <= atol + rtol·|reference|, the reference being the
+# float32 recurrence on the same (already rounded) inputs, so input rounding cancels out.
+# float32: float32 matmuls (HIGHEST / IEEE) and exps; observed max error ~1e-5 on outputs of
+# magnitude up to ~20 (rms ~3); 1e-4 leaves room for other exp and matmul implementations.
+# bfloat16: two error sources, accumulation is float32 throughout.
+#  * o is returned in bf16: rounding is at most half an ulp, <= 2^-8·|o| (rtol = 2^-6 = 4x).
+#  * matmul operands (gated q and k, the score block, the state) are rounded to bf16
+#    (<= 2^-9 relative each) as any bf16 MXU / tensor-core kernel does; summed over K·(C + K)
+#    terms these errors add like a random walk, so they scale with the rms of the outputs
+#    (~3 for these inputs), not with each |o|. Over ~10^6 outputs per case their maximum,
+#    together with the output rounding, reached 0.093 (B4-T2048-H16-K128); atol = 2^-3 = 0.125
+#    keeps the worst observed case at ~40% of the tolerance while a real bug (a wrong decay or
+#    a dropped chunk) is O(1).
+TOLERANCES = {
+    "float32": Tolerance(atol=1e-4, rtol=1e-4),
+    "bfloat16": Tolerance(atol=2**-3, rtol=2**-6),
+}
+
+
+def _point(B: int, T: int, H: int, D: int) -> dict[str, int]:
+    return {"B": B, "T": T, "H": H, "K": D, "V": D}
+
+
+DTYPES = ("float32", "bfloat16")
+# smoke: tiny, one T not a multiple of the 64-token chunk, both K; ~12 s on a 2-core CPU in
+# interpret mode (compile + 25 calls of pallas and native per case).
+SMOKE = (_point(1, 256, 2, 64), _point(1, 200, 2, 64), _point(2, 128, 1, 128))
+# ci: batch 1-4, T 512-4096, both K; still affordable in interpret mode (~1 min on CPU).
+CI = (
+    _point(1, 1024, 4, 64),
+    _point(2, 512, 4, 128),
+    _point(4, 2048, 4, 64),
+    _point(1, 4096, 2, 128),
+    _point(4, 1024, 8, 128),
+)
+FULL = points(
+    [
+        _point(B, T, H, D)
+        for B in (1, 4)
+        for T in (256, 1024, 2048, 4096)
+        for H in (4, 16)
+        for D in (64, 128)
+    ],
+    # Batch 16 with 4 heads keeps the largest case (B16-T4096-H4-K128) at ~0.5 GiB of inputs.
+    [_point(16, T, 4, D) for T in (256, 1024, 2048, 4096) for D in (64, 128)],
+)
+
+SPEC = KernelSpec(
+    name="gla",
+    version="0.2.0",
+    pallas=_pallas,
+    native=_native,
+    reference=_reference,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes_accessed=bytes_accessed,
+    tolerances=TOLERANCES,
+    matrix={
+        "smoke": MatrixProfile(SMOKE, DTYPES),
+        "ci": MatrixProfile(CI, DTYPES),
+        "full": MatrixProfile(FULL, DTYPES),
+    },
+    shape_keys=("B", "T", "H", "K", "V"),
+    description="Gated linear attention forward (chunked, secondary chunking), Yang et al. 2023",
+)
