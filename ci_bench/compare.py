@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ci_bench.baselines import BaselineEntry, Lookup
 from ci_bench.errors import ExitCode
@@ -19,7 +20,12 @@ from ci_bench.schema import (
     Thresholds,
     Verdict,
 )
-from ci_bench.stats import mann_whitney_p
+from ci_bench.stats import (
+    Direction,
+    benjamini_hochberg,
+    mann_whitney_p,
+    minimum_detectable_change,
+)
 
 
 def judge_memory(
@@ -37,48 +43,107 @@ def judge_memory(
     return change, "pass"
 
 
-def judge(current: CaseResult, baseline: CaseResult, thresholds: Thresholds) -> CaseVerdict:
-    """The specification's thresholds, plus significance on the raw samples.
+@dataclass(frozen=True)
+class Change:
+    """How a measured case moved against its baseline, before any verdict."""
 
-    Past a threshold and significant: regression (or improved). Past a threshold but not
-    significant: noisy, a warning; a gate that cries wolf gets switched off.
-    """
+    mean_change: float
+    tflops_ratio: float | None
+    slower: bool
+    faster: bool
+    p_value: float  # one-sided, in the direction the mean moved
+    mdc: float | None
+    # The confirmation pass: (still past the threshold the same way, its p-value).
+    confirmation: tuple[bool, float] | None
+
+
+def _past(mean_change: float, tflops_ratio: float | None, t: Thresholds) -> tuple[bool, bool]:
+    slower = mean_change > t.mean_slowdown or (
+        tflops_ratio is not None and tflops_ratio < 1 - t.tflops_drop
+    )
+    faster = mean_change < -t.mean_slowdown or (
+        tflops_ratio is not None and tflops_ratio > 1 + t.tflops_drop
+    )
+    return slower, faster
+
+
+def measure_change(current: CaseResult, baseline: CaseResult, t: Thresholds) -> Change:
+    """The specification's two figures (mean_ms, tflops) plus the sample statistics."""
     cur, base = current.pallas, baseline.pallas
     cur_tflops, base_tflops = current.tflops, baseline.tflops
     if cur is None or base is None or cur_tflops is None or base_tflops is None:
         raise ValueError(f"{current.id}: only two measured (ok) cases can be judged")
     mean_change = cur.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
     tflops_ratio = cur_tflops / base_tflops if base_tflops > 0 else None
-    slower = mean_change > thresholds.mean_slowdown or (
-        tflops_ratio is not None and tflops_ratio < 1 - thresholds.tflops_drop
-    )
-    faster = mean_change < -thresholds.mean_slowdown or (
-        tflops_ratio is not None and tflops_ratio > 1 + thresholds.tflops_drop
-    )
-    memory_change, memory_verdict = judge_memory(current, baseline, thresholds)
+    slower, faster = _past(mean_change, tflops_ratio, t)
+    direction: Direction = "greater" if mean_change >= 0 else "less"
+    p = mann_whitney_p(cur.samples_ms, base.samples_ms, direction)
+    confirmation = None
+    again = current.confirmation
+    if again is not None:
+        change2 = again.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
+        slower2, faster2 = _past(change2, 1 / (1 + change2) if change2 > -1 else None, t)
+        p2 = mann_whitney_p(again.samples_ms, base.samples_ms, direction)
+        confirmation = ((slower and slower2) or (faster and faster2), p2)
+    mdc = minimum_detectable_change(cur.samples_ms, base.samples_ms, t.significance)
+    return Change(mean_change, tflops_ratio, slower, faster, p, mdc, confirmation)
+
+
+def decide(
+    current: CaseResult,
+    baseline: CaseResult,
+    change: Change,
+    significant: bool,
+    t: Thresholds,
+) -> CaseVerdict:
+    """Past a threshold and significant: regression (or improved), if a confirmation pass
+    (when there was one) agrees. Past a threshold but not significant: noisy, a warning;
+    a gate that cries wolf gets switched off.
+    """
+    memory_change, memory_verdict = judge_memory(current, baseline, t)
     common = {
         "id": current.id,
         "kernel": current.kernel,
         "current": current,
         "baseline": baseline,
-        "mean_change": mean_change,
-        "tflops_ratio": tflops_ratio,
+        "mean_change": change.mean_change,
+        "tflops_ratio": change.tflops_ratio,
         "memory_change": memory_change,
         "memory_verdict": memory_verdict,
+        "mdc": change.mdc,
     }
-    if not (slower or faster):
+    if not (change.slower or change.faster):
         return CaseVerdict(**common, verdict="pass", reason="within thresholds")
-    direction = "greater" if slower else "less"
-    p = mann_whitney_p(cur.samples_ms, base.samples_ms, direction)
-    word = "slower" if slower else "faster"
-    change = f"{mean_change:+.1%} mean"
-    if p < thresholds.significance:
-        verdict: Verdict = "regression" if slower else "improved"
-        reason = f"{change}, significantly {word} (p={p:.2g})"
-    else:
+    word = "slower" if change.slower else "faster"
+    text = f"{change.mean_change:+.1%} mean"
+    p = change.p_value
+    verdict: Verdict
+    if not significant:
         verdict = "noisy"
-        reason = f"{change} but not significant (p={p:.2g} ≥ {thresholds.significance})"
-    return CaseVerdict(**common, verdict=verdict, reason=reason, p_value=p)
+        reason = f"{text} but not significant (p={p:.2g}, false-discovery rate {t.significance:g})"
+    elif change.confirmation is not None and not (
+        change.confirmation[0] and change.confirmation[1] < t.significance
+    ):
+        verdict = "noisy"
+        again = change.confirmation[1]
+        reason = f"{text} (p={p:.2g}) but not reproduced when re-measured (p={again:.2g})"
+    else:
+        verdict = "regression" if change.slower else "improved"
+        confirmed = " and confirmed on re-measurement" if change.confirmation else ""
+        reason = f"{text}, significantly {word} (p={p:.2g}){confirmed}"
+    return CaseVerdict(
+        **common,
+        verdict=verdict,
+        reason=reason,
+        p_value=p,
+        confirmed=None if change.confirmation is None else verdict != "noisy",
+    )
+
+
+def judge(current: CaseResult, baseline: CaseResult, thresholds: Thresholds) -> CaseVerdict:
+    """One case on its own (a family of one): significant when p < the level."""
+    change = measure_change(current, baseline, thresholds)
+    return decide(current, baseline, change, change.p_value < thresholds.significance, thresholds)
 
 
 def _kernel_summary(lookup: Lookup, entry: BaselineEntry | None, results: Results) -> KernelSummary:
@@ -101,10 +166,19 @@ def _kernel_summary(lookup: Lookup, entry: BaselineEntry | None, results: Result
     )
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A case measured on both sides, waiting for the matrix-wide significance decision."""
+
+    current: CaseResult
+    baseline: CaseResult
+    change: Change
+
+
 def compare_kernel(
     results: Results, lookup: Lookup, thresholds: Thresholds
-) -> tuple[KernelSummary, list[CaseVerdict]]:
-    """Verdicts for one kernel's cases against its looked-up baseline file."""
+) -> tuple[KernelSummary, list[CaseVerdict | Pending]]:
+    """Verdicts (or pending comparisons) for one kernel's cases against its baseline."""
     current = [c for c in results.cases if c.kernel == lookup.kernel]
     baseline = lookup.baseline
     entry = baseline.entry_for(results.meta.device) if baseline else None
@@ -122,7 +196,7 @@ def compare_kernel(
                 ]
             }
         )
-    verdicts: list[CaseVerdict] = []
+    verdicts: list[CaseVerdict | Pending] = []
     by_id = {c.id: c for c in entry.cases} if entry else {}
     for case in current:
         base = by_id.get(case.id)
@@ -138,7 +212,7 @@ def compare_kernel(
         elif base is None:
             verdicts.append(CaseVerdict(**common, verdict="new", reason="not in the baseline"))
         else:
-            verdicts.append(judge(case, base, thresholds))
+            verdicts.append(Pending(case, base, measure_change(case, base, thresholds)))
     same_selection = (
         entry is not None
         and not results.meta.subset
@@ -205,11 +279,23 @@ def compare(
 ) -> Report:
     """The whole report: one lookup per kernel present in the results."""
     summaries: list[KernelSummary] = []
-    verdicts: list[CaseVerdict] = []
+    items: list[CaseVerdict | Pending] = []
     for kernel in dict.fromkeys(c.kernel for c in results.cases):
         summary, found = compare_kernel(results, lookups[kernel], thresholds)
         summaries.append(summary)
-        verdicts.extend(found)
+        items.extend(found)
+    # One family for the whole matrix: Benjamini-Hochberg keeps false discoveries at the
+    # significance level however many cases run.
+    pending = [i for i in items if isinstance(i, Pending)]
+    significant = iter(
+        benjamini_hochberg([p.change.p_value for p in pending], thresholds.significance)
+    )
+    verdicts = [
+        decide(i.current, i.baseline, i.change, next(significant), thresholds)
+        if isinstance(i, Pending)
+        else i
+        for i in items
+    ]
     verdict = overall(verdicts)
     code = exit_code(verdicts, policy)
     if code == ExitCode.NOTHING_MEASURED:

@@ -116,6 +116,7 @@ REPORT_HEADERS = (
     "bound",
     "baseline ms",
     "Δ",
+    "MDC",
     "mem Δ",
     "verdict",
 )
@@ -152,6 +153,7 @@ def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
         (metrics.bound or "–") if metrics else "–",
         fmt_ms(base_ms),
         "–" if v.mean_change is None else f"{v.mean_change:+.1%}",
+        "–" if v.mdc is None else f"±{v.mdc:.1%}",
         _memory_cell(v),
         label,
     ]
@@ -224,7 +226,9 @@ def markdown_report(
         f"Regression: mean_ms more than {t.mean_slowdown:.0%} above the baseline or TFLOPS "
         f"below {1 - t.tflops_drop:.0%} of it, and significant on the raw samples (one-sided "
         f"Mann–Whitney U, p < {t.significance:g}); past the threshold but not significant is "
-        "noisy.",
+        "noisy. Significance is controlled across the matrix (Benjamini–Hochberg); MDC is "
+        "the smallest change each comparison would detect (80 % power): a pass rules out "
+        "changes larger than it, not smaller ones.",
     ]
     notes = [f"> {k.kernel}: {k.note}" for k in report.kernels if k.note]
     notes += [f"> ⚠️ {w}" for k in report.kernels for w in k.warnings]

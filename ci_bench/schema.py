@@ -209,6 +209,9 @@ class CaseResult(Model):
     tflops: float | None = None
     metrics: Metrics | None = None
     compile: CompileTimes = CompileTimes()
+    confirmation: TimingStats | None = Field(
+        None, description="the Pallas kernel re-measured after a regression was flagged"
+    )
     analysis: dict[str, CompiledStats] = Field(
         default_factory=dict, description="'pallas' and 'native': memory and XLA cost"
     )
@@ -328,6 +331,12 @@ class CaseVerdict(Model):
     p_value: float | None = Field(None, description="one-sided Mann-Whitney U")
     memory_change: float | None = Field(None, description="current/baseline peak bytes - 1")
     memory_verdict: MemoryVerdict | None = None
+    mdc: float | None = Field(
+        None, description="minimum detectable relative change of this comparison (80 % power)"
+    )
+    confirmed: bool | None = Field(
+        None, description="a flagged change re-measured: true if it held, null if not re-measured"
+    )
 
 
 class KernelSummary(Model):

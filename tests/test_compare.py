@@ -168,3 +168,58 @@ def test_a_wrong_flops_model_is_a_warning_in_the_report():
     wrong = case(A).model_copy(update={"cost_check": check})
     report = compare(results([wrong]), lookup(None), T, FailPolicy())
     assert "FLOPs model disagrees with XLA in 1 case(s)" in report.kernels[0].warnings[0]
+
+
+def test_the_false_discovery_rate_is_controlled_across_the_matrix():
+    # One case with p ≈ 0.0025 is a regression on its own (p < 0.01); among 20 cases where
+    # 18 did not move, Benjamini-Hochberg asks for p ≤ 0.001 at its rank and calls it noisy.
+    # The strong regression (p ≈ 3e-8) survives.
+    ids = [f"matmul/B{i}-M128-K128-N128/float32" for i in range(1, 21)]
+    strong, weak, nulls = ids[0], ids[1], ids[2:]
+    base = results([case(strong), case(weak, spread=0.2)] + [case(i) for i in nulls])
+    current = results([case(strong, 1.5), case(weak, 1.15, spread=0.2)] + [case(i) for i in nulls])
+    alone = judge(current.cases[1], base.cases[1], T)
+    assert alone.verdict == "regression"
+    assert 0.001 < alone.p_value < 0.01
+    report = compare(current, lookup(baseline_of(base)), T, FailPolicy())
+    verdicts = {c.id: c for c in report.cases}
+    assert verdicts[strong].verdict == "regression"
+    assert verdicts[weak].verdict == "noisy"
+    assert "false-discovery rate" in verdicts[weak].reason
+    assert all(verdicts[i].verdict == "pass" for i in nulls)
+
+
+def test_every_comparison_reports_its_minimum_detectable_change():
+    quiet = compare(
+        results([case(A, 1.0, spread=0.01)]),
+        lookup(baseline_of(results([case(A, 1.0, spread=0.01)]))),
+        T,
+        FailPolicy(),
+    )
+    noisy = compare(
+        results([case(A, 1.0, spread=0.5)]),
+        lookup(baseline_of(results([case(A, 1.0, spread=0.5)]))),
+        T,
+        FailPolicy(),
+    )
+    assert 0 < quiet.cases[0].mdc < 0.05
+    assert noisy.cases[0].mdc > 10 * quiet.cases[0].mdc
+
+
+def test_a_regression_must_hold_when_re_measured():
+    from ci_bench.harness import stats_of
+    from tests.factories import samples
+
+    base = baseline_of(results([case(A, 1.0)]))
+    flagged = case(A, 1.25)
+    held = flagged.model_copy(update={"confirmation": stats_of(samples(1.24), warmup=5)})
+    gone = flagged.model_copy(update={"confirmation": stats_of(samples(1.0), warmup=5)})
+    confirmed = compare(results([held]), lookup(base), T, FailPolicy()).cases[0]
+    assert confirmed.verdict == "regression"
+    assert confirmed.confirmed is True
+    assert "confirmed on re-measurement" in confirmed.reason
+    refuted = compare(results([gone]), lookup(base), T, FailPolicy())
+    assert refuted.cases[0].verdict == "noisy"
+    assert refuted.cases[0].confirmed is False
+    assert "not reproduced when re-measured" in refuted.cases[0].reason
+    assert refuted.exit_code == ExitCode.OK
