@@ -11,6 +11,7 @@ from pathlib import Path
 from ci_bench import __version__
 from ci_bench.cli_ci import cmd_ci, cmd_comment
 from ci_bench.cli_compare import cmd_compare, cmd_merge, cmd_promote
+from ci_bench.cli_profile import cmd_plot, cmd_profile
 from ci_bench.cli_run import cmd_list, cmd_run, cmd_schema
 from ci_bench.errors import CiBenchError, ExitCode
 from ci_bench.matrix import SelectionError
@@ -49,6 +50,19 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
     run.add_argument("--warmup", type=int, help="warmup calls per implementation (default 5)")
     run.add_argument("--repeats", type=int, help="timed calls per implementation (default 20)")
     run.add_argument("--seed", type=int, help="PRNG seed for inputs (default 42)")
+    run.add_argument(
+        "--adaptive",
+        type=float,
+        metavar="WIDTH",
+        help="sample until the median's 95%% CI is this wide relative to it (e.g. 0.01); "
+        "--repeats becomes the minimum",
+    )
+    run.add_argument(
+        "--max-time",
+        type=float,
+        metavar="SECONDS",
+        help="per-case time cap for --adaptive (default: config, 30)",
+    )
     run.add_argument("--shard", help="run shard I of N of the matrix, e.g. 2/4")
     run.add_argument("--peak-tflops", type=float, help="override the device's peak TFLOPS")
     run.add_argument("--peak-gbps", type=float, help="override the device's peak HBM GB/s")
@@ -101,6 +115,24 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("commit", "pull-request"),
         help="how a release tag's baselines land (default: config)",
     )
+
+    profile = sub.add_parser(
+        "profile", help="jax.profiler trace of one case under a top-level jit; HLO dump"
+    )
+    _add_selection(profile)
+    profile.add_argument("--out", type=Path, required=True, help="folder for trace and dumps")
+    profile.add_argument("--runs", type=int, default=3, help="traced runs (default 3)")
+    profile.add_argument(
+        "--dump-hlo", action="store_true", help="dump HLO and buffer assignment via XLA_FLAGS"
+    )
+    profile.add_argument("--top", type=int, default=10, help="largest buffers to list")
+
+    plot = sub.add_parser("plot", help="roofline chart (PNG) of a results file")
+    plot.add_argument("results", type=Path)
+    plot.add_argument("--out", "-o", type=Path, default=Path("roofline.png"))
+    plot.add_argument("--baseline", type=Path, help="results file drawn beside the current one")
+    plot.add_argument("--peak-tflops", type=float, help="compute roof (TFLOPS)")
+    plot.add_argument("--peak-gbps", type=float, help="memory roof (GB/s)")
 
     comment = sub.add_parser("comment", help="post the sticky PR comment from a report artifact")
     comment.add_argument(
@@ -166,6 +198,8 @@ COMMANDS = {
     "merge": cmd_merge,
     "ci": cmd_ci,
     "comment": cmd_comment,
+    "profile": cmd_profile,
+    "plot": cmd_plot,
 }
 
 

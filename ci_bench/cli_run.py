@@ -71,7 +71,7 @@ def measure(
     """Expand the selection in ``args``, measure it and save to ``args.output`` as it goes."""
     from ci_bench.devices import fingerprint
     from ci_bench.gitinfo import git_info
-    from ci_bench.harness import HarnessSettings
+    from ci_bench.harness import Adaptive, HarnessSettings
     from ci_bench.progress import Progress
     from ci_bench.runner import peak_lookup, run_all, utc_now
     from ci_bench.schema import RunMeta, RunSettings
@@ -85,11 +85,19 @@ def measure(
     for name, value in (("--peak-tflops", args.peak_tflops), ("--peak-gbps", args.peak_gbps)):
         if value is not None and not value > 0:
             raise InputError(f"{name} must be positive")
+    target = args.adaptive if args.adaptive is not None else config.adaptive_target
+    max_seconds = args.max_time if args.max_time is not None else config.adaptive_max_seconds
+    if target is not None and not 0 < target < 1:
+        raise InputError("--adaptive wants a relative width between 0 and 1, e.g. 0.01")
+    if max_seconds <= 0:
+        raise InputError("--max-time must be positive")
+    adaptive = Adaptive(target=target, max_seconds=max_seconds) if target else None
     settings = HarnessSettings(
         warmup=config.warmup if args.warmup is None else args.warmup,
         repeats=config.repeats if args.repeats is None else args.repeats,
         seed=config.seed if args.seed is None else args.seed,
         cost_model_factor=config.cost_model_factor,
+        adaptive=adaptive,
     )
     cache_dir = None
     if not args.no_compilation_cache:
@@ -111,6 +119,8 @@ def measure(
         settings=RunSettings(
             warmup=settings.warmup,
             repeats=settings.repeats,
+            adaptive_target=adaptive.target if adaptive else None,
+            adaptive_max_seconds=adaptive.max_seconds if adaptive else None,
             seed=settings.seed,
             interpret=device.platform == "cpu",
             compilation_cache=str(cache_dir) if cache_dir else None,

@@ -44,6 +44,9 @@ class Config(BaseModel):
     seed: int = 42
     # A FLOPs model further than this factor from XLA's count is flagged (MFU would lie).
     cost_model_factor: float = Field(2.0, gt=1)
+    # Adaptive sampling (off unless a target is set here or with --adaptive).
+    adaptive_target: float | None = Field(None, gt=0, lt=1)
+    adaptive_max_seconds: float = Field(30.0, gt=0)
     compilation_cache_dir: Path | None = Path(".cache/jax")
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()

@@ -5,6 +5,7 @@ The clock is a parameter (``time.perf_counter`` by default) so tests can drive i
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from ci_bench.schema import (
     XlaCost,
 )
 from ci_bench.spec import Case, KernelSpec, Tolerance
+from ci_bench.stats import relative_ci_width
 
 Clock = Callable[[], float]
 
@@ -65,7 +67,27 @@ def stats_of(samples_s: Sequence[float], warmup: int) -> TimingStats:
         median_ms=statistics.median(samples_s) * 1000,
         samples_ms=[t * 1000 for t in samples_s],
         warmup=warmup,
+        median_ci_rel_width=_finite_or_none(relative_ci_width(samples_s)),
     )
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """Sample until the median's confidence interval is ``target`` wide (relative) or the
+    case has used ``max_seconds``; checked every ``check_every`` rounds past the minimum."""
+
+    target: float = 0.01
+    max_seconds: float = 30.0
+    check_every: int = 5
+    max_repeats: int = 100_000
+
+
+def _precise_enough(samples: list[list[float]], target: float) -> bool:
+    return all(relative_ci_width(s) <= target for s in samples)
 
 
 def time_interleaved(
@@ -75,22 +97,35 @@ def time_interleaved(
     warmup: int,
     repeats: int,
     clock: Clock = time.perf_counter,
+    adaptive: Adaptive | None = None,
 ) -> list[list[float]]:
     """Seconds per repeat for each fn, timed in alternating rounds.
 
     Round r times every fn once, in forward order on even rounds and reverse order on odd
-    ones, so drift (thermal, a noisy neighbour) and order effects hit all fns alike.
+    ones, so drift (thermal, a noisy neighbour) and order effects hit all fns alike. With
+    ``adaptive``, ``repeats`` is the minimum and rounds go on until the precision target
+    or the time cap is reached.
     """
     for _ in range(warmup):
         for fn in fns:
             jax.block_until_ready(fn(*args))
     samples: list[list[float]] = [[] for _ in fns]
     order = list(range(len(fns)))
-    for r in range(repeats):
+    began = clock()
+    r = 0
+    while True:
+        if r >= repeats:
+            if adaptive is None or r >= adaptive.max_repeats:
+                break
+            if (r - repeats) % adaptive.check_every == 0 and (
+                clock() - began >= adaptive.max_seconds or _precise_enough(samples, adaptive.target)
+            ):
+                break
         for i in order if r % 2 == 0 else reversed(order):
             start = clock()
             jax.block_until_ready(fns[i](*args))
             samples[i].append(clock() - start)
+        r += 1
     return samples
 
 
@@ -143,6 +178,7 @@ class HarnessSettings:
     seed: int = 42
     # Flag a case whose FLOPs model and XLA's count differ by more than this factor.
     cost_model_factor: float = 2.0
+    adaptive: Adaptive | None = None
 
 
 # dtype -> (peak TFLOPS, peak GB/s) of the device; (None, None) when unknown.
@@ -271,7 +307,12 @@ def run_case(
         compile_times = CompileTimes(pallas_ms=pallas_ms, native_ms=native_ms)
         jax.block_until_ready(native(*inputs))
         pallas_s, native_s = time_interleaved(
-            [pallas, native], inputs, warmup=settings.warmup, repeats=settings.repeats, clock=clock
+            [pallas, native],
+            inputs,
+            warmup=settings.warmup,
+            repeats=settings.repeats,
+            clock=clock,
+            adaptive=settings.adaptive,
         )
     except Exception as exc:  # a case failing must never stop the others; recorded below
         return CaseResult(

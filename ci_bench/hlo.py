@@ -26,11 +26,7 @@ from ci_bench.profiling import ProfilingError
 
 SUMMARY = "ci_bench_dump.json"
 SEED = 42
-
-
-def module_name(kernel: str) -> str:
-    """The jitted wrapper's name; XLA calls the module ``jit_<name>``."""
-    return f"ci_bench_{kernel}"
+PREFIX = "ci_bench_"  # the jitted wrapper is ci_bench_<kernel>; XLA's module jit_ci_bench_<kernel>
 
 
 def xla_dump_flags(out_dir: Path, existing: str = "") -> str:
@@ -41,12 +37,8 @@ def xla_dump_flags(out_dir: Path, existing: str = "") -> str:
     change, and ``--xla_dump_hlo_module_re`` keeps input-generation modules out.
     """
     kept = [f for f in existing.split() if not f.startswith("--xla_dump_")]
-    ours = [
-        f"--xla_dump_to={out_dir}",
-        "--xla_dump_hlo_as_text",
-        "--xla_dump_hlo_module_re=^jit_ci_bench_",
-    ]
-    return " ".join(kept + ours)
+    ours = [f"--xla_dump_to={out_dir}", "--xla_dump_hlo_as_text"]
+    return " ".join([*kept, *ours, f"--xla_dump_hlo_module_re=^jit_{PREFIX}"])
 
 
 # ---- parsing: pure functions over XLA's text -------------------------------------------
@@ -171,12 +163,14 @@ def load_buffer_assignment(path: Path) -> BufferAssignment:
 
 def human_bytes(n: int) -> str:
     """Binary units as XLA prints them: 22 B, 736.5 KiB, 1.2 GiB."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")
+    return f"{size:.1f} GiB"
 
 
 def _clip(text: str, width: int = 40) -> str:
@@ -218,16 +212,10 @@ class DumpInfo:
     memory: dict[str, int]
 
     def describe(self, top: int = 10) -> str:
-        head = [f"HLO dump of {self.case_id}: {self.out_dir}"]
-        head += [f"buffer assignment: {self.buffer_assignment_file}"]
-        if self.hlo_file:
-            head.append(f"optimized HLO: {self.hlo_file}")
-        return "\n".join([*head, "", format_peak_table(self.assignment, top)])
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "no output"
+        head = f"HLO dump of {self.case_id}: {self.out_dir}\n"
+        head += f"buffer assignment: {self.buffer_assignment_file}\n"
+        head += f"optimized HLO: {self.hlo_file}\n" if self.hlo_file else ""
+        return f"{head}\n{format_peak_table(self.assignment, top)}"
 
 
 def dump_case_hlo(
@@ -244,6 +232,7 @@ def dump_case_hlo(
     out_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "XLA_FLAGS": xla_dump_flags(out_dir, os.environ.get("XLA_FLAGS", ""))}
     env["JAX_ENABLE_COMPILATION_CACHE"] = "false"  # a cache hit compiles nothing, dumps nothing
+    (out_dir / SUMMARY).unlink(missing_ok=True)
     command = [python, "-m", "ci_bench.hlo", kernel_module, case_id, str(out_dir)]
     if root is not None:
         command += ["--root", str(root.resolve())]
@@ -254,7 +243,8 @@ def dump_case_hlo(
     except subprocess.TimeoutExpired:
         raise ProfilingError(f"HLO dump of {case_id} timed out after {timeout:g} s") from None
     if proc.returncode != 0:
-        raise ProfilingError(f"HLO dump of {case_id} failed: {_last_line(proc.stderr)}")
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1].strip()
+        raise ProfilingError(f"HLO dump of {case_id} failed: {last}")
     summary = json.loads((out_dir / SUMMARY).read_text())
     module = f"jit_{summary['module']}"
     found = sorted(
@@ -294,7 +284,7 @@ def _child(kernel_module: str, case_id: str, out_dir: Path, root: Path | None) -
     (spec,) = load_kernels([kernel_module], root).values()
     case = find_case(spec, case_id)
     inputs = spec.make_inputs(case, jax.random.PRNGKey(SEED))
-    name = module_name(spec.name)
+    name = f"{PREFIX}{spec.name}"
     try:
         compiled = jax.jit(_named(spec.pallas, name)).lower(*inputs).compile()
         jax.block_until_ready(compiled(*inputs))

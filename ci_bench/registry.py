@@ -12,6 +12,14 @@ from ci_bench.errors import InputError
 from ci_bench.spec import KernelSpec, SpecError
 
 
+def kernel_module(modules: Iterable[str], name: str, root: Path | None = None) -> str:
+    """The module path that defines kernel ``name`` (a child process re-imports it)."""
+    for module_path in dict.fromkeys(modules):
+        if load_kernels([module_path], root).get(name) is not None:
+            return module_path
+    raise InputError(f"unknown kernel {name!r}")
+
+
 def load_kernels(modules: Iterable[str], root: Path | None = None) -> Mapping[str, KernelSpec]:
     """Import each module, take its ``SPEC``; a frozen name -> spec mapping.
 

@@ -242,6 +242,9 @@ def markdown_report(
         parts += ["", "#### Cases worth a look", "", _table(shown, "github", True)]
         if len(shown) < len(look):
             parts += ["", f"… and {len(look) - len(shown)} more cases worth a look."]
+    chart = delta_chart(report)
+    if chart and full_matrix:
+        parts += ["", chart.rstrip("\n")]
     errors = [v for v in report.cases if v.verdict == "error"]
     if errors:
         shown_errors = errors if max_rows is None else errors[:max_rows]
@@ -260,6 +263,23 @@ def markdown_report(
         parts += ["", pointer]
     parts += ["", *(f"<sub>{line}</sub><br>" for line in footer(report).splitlines())]
     return "\n".join(parts) + "\n"
+
+
+def delta_chart(report: Report) -> str:
+    """A mermaid bar chart of Δ mean per compared case: the shape of a change at a glance."""
+    from ci_bench.plot import mermaid_delta_chart
+
+    deltas = [(v.id, v.mean_change * 100) for v in report.cases if v.mean_change is not None]
+    if not deltas:
+        return ""
+    versions = ", ".join(
+        f"{k.kernel} v{k.baseline_version}" for k in report.kernels if k.baseline_version
+    )
+    return mermaid_delta_chart(
+        deltas,
+        f"Δ mean vs baseline ({versions})",
+        threshold=report.thresholds.mean_slowdown * 100,
+    )
 
 
 def fit_markdown(report: Report, limit: int, where: str) -> str:

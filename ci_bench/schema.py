@@ -69,6 +69,9 @@ class TimingStats(Model):
     median_ms: float
     samples_ms: list[float] = Field(description="every timed repeat, in run order")
     warmup: int = Field(ge=0)
+    median_ci_rel_width: float | None = Field(
+        None, description="achieved precision: 95 % CI width of the median / median"
+    )
 
     @field_validator("mean_ms", "min_ms", "max_ms", "std_ms", "median_ms")
     @classmethod
@@ -238,7 +241,11 @@ class CaseResult(Model):
 
 class RunSettings(Model):
     warmup: int = Field(ge=0)
-    repeats: int = Field(ge=1)
+    repeats: int = Field(ge=1, description="fixed repeats, or the minimum when adaptive")
+    adaptive_target: float | None = Field(
+        None, description="adaptive sampling: target relative CI width of the median"
+    )
+    adaptive_max_seconds: float | None = None
     seed: int
     interpret: bool = Field(description="Pallas ran in interpret mode (CPU)")
     compilation_cache: str | None = None

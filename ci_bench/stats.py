@@ -63,10 +63,10 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
     from scipy import stats
 
     tail = (1 - confidence) / 2
-    j = 0  # the largest j with P(B <= j - 1) <= tail is the 1-based rank of the lower bound
-    while stats.binom.cdf(j, n, 0.5) <= tail:
-        j += 1
-    lo = max(j - 1, 0)
+    # The lower bound is the sample at 0-based rank lo, the largest with P(B <= lo - 1)...
+    # i.e. P(B < lo + 1) <= tail; from the smallest k with P(B <= k) >= tail:
+    k = int(stats.binom.ppf(tail, n, 0.5))
+    lo = max(k if stats.binom.cdf(k, n, 0.5) <= tail else k - 1, 0)
     return ordered[lo], ordered[n - 1 - lo]
 
 

@@ -129,3 +129,71 @@ def test_exception_is_recorded_as_an_error():
     result = run_case(dataclasses.replace(SPEC, pallas=broken), UNALIGNED, SETTINGS, no_peaks)
     assert result.status == "error"
     assert result.error == "MemoryError: RESOURCE_EXHAUSTED: out of memory allocating 9 GiB"
+
+
+class FakeClock:
+    """A clock that moves only when a timed function 'runs' for its next duration."""
+
+    def __init__(self, durations):
+        self.durations = iter(durations)
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def work(self) -> None:
+        self.now += next(self.durations)
+
+
+def test_adaptive_sampling_stops_once_the_median_is_precise():
+    from ci_bench.harness import Adaptive
+
+    clock = FakeClock(itertools.repeat(0.001))
+    samples = time_interleaved(
+        [clock.work, clock.work],
+        [],
+        warmup=0,
+        repeats=10,
+        clock=clock,
+        adaptive=Adaptive(target=0.01, max_seconds=60),
+    )
+    assert [len(s) for s in samples] == [10, 10]  # constant timings: precise at the minimum
+
+
+def test_adaptive_sampling_keeps_going_on_noise_until_the_time_cap():
+    import random
+
+    from ci_bench.harness import Adaptive
+
+    rng = random.Random(0)
+    clock = FakeClock(rng.uniform(0.001, 0.003) for _ in range(100_000))
+    (samples,) = time_interleaved(
+        [clock.work],
+        [],
+        warmup=0,
+        repeats=10,
+        clock=clock,
+        adaptive=Adaptive(target=0.001, max_seconds=1.0),
+    )
+    assert len(samples) > 100  # far beyond the minimum
+    assert sum(samples) == pytest.approx(1.0, abs=0.05)  # stopped at the cap
+
+
+def test_adaptive_sampling_reaches_a_reachable_target():
+    import random
+
+    from ci_bench.harness import Adaptive
+    from ci_bench.stats import relative_ci_width
+
+    rng = random.Random(1)
+    clock = FakeClock(rng.gauss(0.002, 0.0002) for _ in range(100_000))
+    (samples,) = time_interleaved(
+        [clock.work],
+        [],
+        warmup=0,
+        repeats=10,
+        clock=clock,
+        adaptive=Adaptive(target=0.02, max_seconds=1000),
+    )
+    assert relative_ci_width(samples) <= 0.02
+    assert 10 < len(samples) < 2000
