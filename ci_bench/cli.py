@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci_bench import __version__
+from ci_bench.cli_ab import cmd_ab
 from ci_bench.cli_ci import cmd_ci, cmd_comment
 from ci_bench.cli_compare import cmd_compare, cmd_merge, cmd_promote
 from ci_bench.cli_profile import cmd_plot, cmd_profile
@@ -111,10 +112,32 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--fail-on", metavar="STATES", help="as for compare (default: event, config)")
     ci.add_argument("--no-comment", action="store_true", help="never post the PR comment")
     ci.add_argument(
+        "--no-publish",
+        action="store_true",
+        help="write results and report files only: no summary, outputs, annotations, comment "
+        "(shard jobs, whose merged report is published once)",
+    )
+    ci.add_argument(
+        "--mode",
+        choices=("baseline", "ab", "both"),
+        help="stored baseline, A/B against a base ref, or both (default: event, config)",
+    )
+    ci.add_argument("--base", metavar="REF", help="A/B base ref (default: the PR's base)")
+    ci.add_argument(
         "--promote-via",
         choices=("commit", "pull-request"),
         help="how a release tag's baselines land (default: config)",
     )
+
+    ab = sub.add_parser("ab", help="A/B: the base ref's kernels against the head's, in one process")
+    _add_selection(ab)
+    _add_measurement(ab)
+    ab.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
+    ab.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    ab.add_argument("--output", "-o", type=Path, help="write the report JSON here")
+    ab.add_argument("--markdown", type=Path, metavar="FILE", help="write the markdown here")
+    ab.add_argument("--fail-on", metavar="STATES", help="as for compare (default: config)")
+    ab.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged cases")
 
     profile = sub.add_parser(
         "profile", help="jax.profiler trace of one case under a top-level jit; HLO dump"
@@ -199,6 +222,7 @@ COMMANDS = {
     "ci": cmd_ci,
     "comment": cmd_comment,
     "profile": cmd_profile,
+    "ab": cmd_ab,
     "plot": cmd_plot,
 }
 

@@ -84,15 +84,21 @@ def _report(args: argparse.Namespace, config: Config, results: Results) -> Repor
     return compare(results, lookups, config.thresholds, parse_fail_on(args.fail_on, config.fail_on))
 
 
+REPORT_FILES = {"baseline": "report", "ab": "ab-report"}
+
+
 def _publish_locally(report: Report, out_dir: Path, context: ActionsContext, out: TextIO) -> Path:
     """Report files, job summary, step outputs and annotations: nothing here needs the API."""
-    report_path = out_dir / "report.json"
+    stem = REPORT_FILES[report.mode]
+    report_path = out_dir / f"{stem}.json"
     atomic_write_text(report_path, dump_model(report))
-    atomic_write_text(out_dir / "report.md", markdown_report(report))
+    atomic_write_text(out_dir / f"{stem}.md", markdown_report(report))
     if context.step_summary:
         append_summary(context.step_summary, markdown_report(report))
     if context.output:
-        write_outputs(context.output, report_outputs(report, report_path))
+        prefix = "" if report.mode == "baseline" else "ab-"
+        values = report_outputs(report, report_path)
+        write_outputs(context.output, {f"{prefix}{k}": v for k, v in values.items()})
     for line in annotations(report):
         out.write(line + "\n")
     return report_path
@@ -106,10 +112,71 @@ def _where(context: ActionsContext) -> str:
 def _comment(
     client: GitHubClient, number: int, workflow: str, report: Report, context: ActionsContext
 ) -> str:
-    tag = marker(workflow, report.meta.device.identity)
+    tag = marker(workflow, report.meta.device.identity, report.mode)
     body = fit_markdown(report, COMMENT_LIMIT - len(tag) - 1, _where(context))
     action, url = client.upsert_comment(number, tag, body)
-    return f"comment {action}: {url}"
+    return f"{report.mode} comment {action}: {url}"
+
+
+def combined_exit(codes: list[int]) -> int:
+    """A failure anywhere fails; 'nothing measured' only when nothing failed."""
+    for code in (ExitCode.FAILED, ExitCode.NOTHING_MEASURED, ExitCode.USAGE):
+        if code in codes:
+            return int(code)
+    return int(ExitCode.OK)
+
+
+def _mode(args: argparse.Namespace, context: ActionsContext, config: Config) -> str:
+    event = context.event
+    if args.mode:
+        return args.mode
+    if isinstance(event, Dispatch) and event.mode:
+        if event.mode not in ("baseline", "ab", "both"):
+            raise InputError(
+                f"workflow_dispatch input mode: {event.mode!r} is not baseline, ab or both"
+            )
+        return event.mode
+    return config.pr_mode if isinstance(event, PullRequest) else "baseline"
+
+
+def _base_ref(args: argparse.Namespace, context: ActionsContext) -> str:
+    event = context.event
+    if args.base:
+        return args.base
+    if isinstance(event, PullRequest):
+        return event.base_sha
+    if isinstance(event, Dispatch) and event.base:
+        return event.base
+    raise InputError("A/B mode needs a base: --base REF, or a pull request's base commit")
+
+
+def _reports(
+    args: argparse.Namespace,
+    config: Config,
+    specs: Mapping[str, KernelSpec],
+    context: ActionsContext,
+    env: Mapping[str, str],
+    results: Results | None,
+) -> list[Report]:
+    """The baseline and/or A/B reports the mode asks for, confirmation passes included."""
+    from ci_bench.cli_ab import run_ab
+    from ci_bench.cli_run import remeasure
+
+    mode = _mode(args, context, config)
+    reports = []
+    if mode in ("baseline", "both"):
+        assert results is not None
+        report = _report(args, config, results)
+        flagged = {v.id for v in report.cases if v.verdict == "regression"}
+        if flagged and config.confirm and not args.results:
+            results = remeasure(args, config, specs, results, flagged, env)
+            atomic_write_text(args.out_dir / "results.json", dump_model(results))
+            report = _report(args, config, results)
+        reports.append(report)
+    if mode in ("ab", "both"):
+        args.no_confirm = not config.confirm
+        reports.append(run_ab(args, config, specs, _base_ref(args, context), env))
+    return reports
 
 
 def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
@@ -120,37 +187,39 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     _apply_event(args, context, config, specs)
     out_dir: Path = args.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
+    event = context.event
+    if isinstance(event, PullRequest):
+        pr = {"number": event.number, "head_sha": event.head_sha}
+        atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
+    results = None
     if args.results:
         results = load_results(args.results)
-    else:
+    elif isinstance(event, Release) or _mode(args, context, config) != "ab":
         args.output = out_dir / "results.json"
         results = measure(args, config, specs, env)
-    if isinstance(context.event, PullRequest):
-        pr = {"number": context.event.number, "head_sha": context.event.head_sha}
-        atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
-
-    if isinstance(context.event, Release):
+    if isinstance(event, Release):
+        assert results is not None
         return _release(args, config, context, results, out)
 
-    report = _report(args, config, results)
-    _publish_locally(report, out_dir, context, out)
-    out.write(markdown_report(report) if not context.step_summary else report.headline + "\n")
-    code = report.exit_code
-    event = context.event
-    if isinstance(event, PullRequest) and not args.no_comment:
+    reports = _reports(args, config, specs, context, env, results)
+    for report in reports:
+        _publish_locally(report, out_dir, context, out, files_only=args.no_publish)
+        out.write(markdown_report(report) if not context.step_summary else report.headline + "\n")
+    code = combined_exit([r.exit_code for r in reports])
+    if isinstance(event, PullRequest) and not (args.no_comment or args.no_publish):
         if event.from_fork or not context.token:
             why = "a fork's token is read-only" if event.from_fork else "no GITHUB_TOKEN"
             sys.stderr.write(f"ci-bench: comment left to the workflow_run job ({why})\n")
-        else:
-            try:
-                workflow = context.workflow or "ci-bench"
-                message = _comment(
-                    api_client(context, config), event.number, workflow, report, context
-                )
+            return code
+        try:
+            client = api_client(context, config)
+            workflow = context.workflow or "ci-bench"
+            for report in reports:
+                message = _comment(client, event.number, workflow, report, context)
                 sys.stderr.write(f"ci-bench: {message}\n")
-            except GitHubError as exc:
-                sys.stderr.write(f"ci-bench: error: {exc} (the report is in {out_dir})\n")
-                return code if code != ExitCode.OK else int(ExitCode.GITHUB)
+        except GitHubError as exc:
+            sys.stderr.write(f"ci-bench: error: {exc} (the report is in {out_dir})\n")
+            return code if code != ExitCode.OK else int(ExitCode.GITHUB)
     return code
 
 
@@ -185,15 +254,20 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     event = context.event
     if not isinstance(event, WorkflowRun):
         raise InputError(f"comment needs a workflow_run event, got {context.event_name or 'none'}")
-    report = read_model(
-        args.report_dir / "report.json", Report, what="report", schema_version=REPORT_SCHEMA_VERSION
-    )
+    paths = [args.report_dir / f"{stem}.json" for stem in REPORT_FILES.values()]
+    present = [p for p in paths if p.is_file()]
+    if not present:
+        raise InputError(f"{args.report_dir}: no report.json or ab-report.json in the artifact")
+    reports = [
+        read_model(p, Report, what="report", schema_version=REPORT_SCHEMA_VERSION) for p in present
+    ]
     if event.event != "pull_request":
         out.write(f"ci-bench: the run was a {event.event} event: no pull request to comment on\n")
         return 0
     client = api_client(context, load_config(None, cwd))
     number = _pull_number(args.report_dir, event, client)
-    out.write(f"ci-bench: {_comment(client, number, event.name, report, context)}\n")
+    for report in reports:
+        out.write(f"ci-bench: {_comment(client, number, event.name, report, context)}\n")
     return 0
 
 

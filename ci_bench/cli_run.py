@@ -7,15 +7,18 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ci_bench import __version__
 from ci_bench.config import Config, load_config, resolve
 from ci_bench.errors import InputError
 from ci_bench.io import atomic_write_text, dump_model
 from ci_bench.matrix import Shard, expand, select, shard
-from ci_bench.schema import Results
+from ci_bench.schema import Results, RunMeta, RunSettings
 from ci_bench.spec import Case, KernelSpec
+
+if TYPE_CHECKING:  # the harness imports jax: only commands that measure load it
+    from ci_bench.harness import HarnessSettings, PeakLookup
 
 
 def split_list(values: Sequence[str]) -> list[str]:
@@ -62,23 +65,27 @@ def _configure_jax(cache_dir: Path | None) -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def measure(
+def selected_cases(
+    args: argparse.Namespace, config: Config, specs: Mapping[str, KernelSpec]
+) -> list[Case]:
+    """The selection (--kernel, --case, --profile or --shape) and this runner's shard of it."""
+    part = Shard.parse(args.shard) if args.shard else None
+    return shard(_cases(args, config, specs), part)
+
+
+def harness_settings(
     args: argparse.Namespace,
     config: Config,
     specs: Mapping[str, KernelSpec],
+    cases: Sequence[Case],
     env: Mapping[str, str],
-) -> Results:
-    """Expand the selection in ``args``, measure it and save to ``args.output`` as it goes."""
+) -> tuple[HarnessSettings, RunMeta, PeakLookup]:
+    """Validated measurement settings, the run's metadata and the device's peaks."""
     from ci_bench.devices import fingerprint
     from ci_bench.gitinfo import git_info
     from ci_bench.harness import Adaptive, HarnessSettings
-    from ci_bench.progress import Progress
-    from ci_bench.runner import peak_lookup, run_all, utc_now
-    from ci_bench.schema import RunMeta, RunSettings
+    from ci_bench.runner import peak_lookup, utc_now
 
-    cases = _cases(args, config, specs)
-    part = Shard.parse(args.shard) if args.shard else None
-    cases = shard(cases, part)
     for name, value in (("--warmup", args.warmup), ("--repeats", args.repeats)):
         if value is not None and value < (1 if name == "--repeats" else 0):
             raise InputError(f"{name} must be {'>= 1' if name == '--repeats' else '>= 0'}")
@@ -104,14 +111,13 @@ def measure(
         chosen = args.compilation_cache or config.compilation_cache_dir
         cache_dir = resolve(config, chosen) if chosen else None
     _configure_jax(cache_dir)
-
     device = fingerprint()
     meta = RunMeta(
         tool_version=__version__,
         started_at=utc_now(),
         complete=False,
         profile=None if args.shape else (args.profile or config.default_profile),
-        shard=str(part) if part else None,
+        shard=args.shard and str(Shard.parse(args.shard)),
         case_globs=[] if args.shape else list(args.case),
         adhoc=bool(args.shape),
         git=git_info(config.root, env.get("GITHUB_SHA"), env.get("GITHUB_REF")),
@@ -127,8 +133,22 @@ def measure(
         ),
         kernels={name: specs[name].version for name in dict.fromkeys(c.kernel for c in cases)},
     )
-    stderr = sys.stderr
-    progress = Progress(stderr, live=stderr.isatty(), quiet=args.quiet)
+    return settings, meta, peak_lookup(device, args.peak_tflops, args.peak_gbps)
+
+
+def measure(
+    args: argparse.Namespace,
+    config: Config,
+    specs: Mapping[str, KernelSpec],
+    env: Mapping[str, str],
+) -> Results:
+    """Expand the selection in ``args``, measure it and save to ``args.output`` as it goes."""
+    from ci_bench.progress import Progress
+    from ci_bench.runner import run_all
+
+    cases = selected_cases(args, config, specs)
+    settings, meta, peaks = harness_settings(args, config, specs, cases, env)
+    progress = Progress(sys.stderr, live=sys.stderr.isatty(), quiet=args.quiet)
     output = args.output
 
     def save(results: Results) -> None:
@@ -137,18 +157,36 @@ def measure(
 
     if not cases:
         progress.note("the selection is empty: nothing to measure")
-    results = run_all(
-        specs,
-        cases,
-        settings,
-        meta,
-        peak_lookup(device, args.peak_tflops, args.peak_gbps),
-        progress=progress,
-        save=save,
-    )
+    results = run_all(specs, cases, settings, meta, peaks, progress=progress, save=save)
     if output is not None:
         progress.note(f"results written to {output}")
     return results
+
+
+def remeasure(
+    args: argparse.Namespace,
+    config: Config,
+    specs: Mapping[str, KernelSpec],
+    results: Results,
+    ids: set[str],
+    env: Mapping[str, str],
+) -> Results:
+    """The confirmation pass: measure flagged cases once more and keep both measurements."""
+    from ci_bench.harness import run_case
+
+    cases = [c for c in selected_cases(args, config, specs) if c.id in ids]
+    settings, _, peaks = harness_settings(args, config, specs, cases, env)
+    again = {}
+    for case in cases:
+        sys.stderr.write(f"ci-bench: re-measuring {case.id}\n")
+        result = run_case(specs[case.kernel], case, settings, peaks)
+        if result.status == "ok":
+            again[case.id] = result.pallas
+    cases_out = [
+        c.model_copy(update={"confirmation": again[c.id]}) if c.id in again else c
+        for c in results.cases
+    ]
+    return results.model_copy(update={"cases": cases_out})
 
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from ci_bench.baselines import BaselineEntry, Lookup
 from ci_bench.errors import ExitCode
@@ -296,24 +297,35 @@ def compare(
         else i
         for i in items
     ]
-    verdict = overall(verdicts)
+    return build_report(verdicts, summaries, results, thresholds, policy)
+
+
+def build_report(
+    verdicts: list[CaseVerdict],
+    kernels: list[KernelSummary],
+    results: Results,
+    thresholds: Thresholds,
+    policy: FailPolicy,
+    *,
+    mode: Literal["baseline", "ab"] = "baseline",
+    base_ref: str | None = None,
+) -> Report:
+    """Overall verdict, exit code, headline and counts around the per-case verdicts."""
     code = exit_code(verdicts, policy)
-    if code == ExitCode.NOTHING_MEASURED:
-        verdict = "error"
+    verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts)
     counts = Counter(v.verdict for v in verdicts)
+    memory = memory_regressions(verdicts)
     return Report(
+        mode=mode,
+        base_ref=base_ref,
         verdict=verdict,
         exit_code=int(code),
-        headline=headline(verdict, counts, len(verdicts), memory_regressions(verdicts)),
+        headline=headline(verdict, counts, len(verdicts), memory),
         counts={v: counts[v] for v in VERDICT_PRECEDENCE if counts[v]}
-        | (
-            {"memory-regression": memory_regressions(verdicts)}
-            if memory_regressions(verdicts)
-            else {}
-        ),
+        | ({"memory-regression": memory} if memory else {}),
         thresholds=thresholds,
         policy=policy,
         meta=results.meta,
-        kernels=summaries,
+        kernels=kernels,
         cases=verdicts,
     )

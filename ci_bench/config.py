@@ -39,6 +39,10 @@ class Config(BaseModel):
     pr_profile: Profile = "ci"
     release_profile: Profile = "full"
     promote_via: Literal["commit", "pull-request"] = "commit"
+    # Pull requests: compare with the stored baseline, A/B against the PR's base, or both.
+    pr_mode: Literal["baseline", "ab", "both"] = "baseline"
+    # Re-measure cases flagged as regressions once before the verdict is final.
+    confirm: bool = True
     warmup: int = Field(5, ge=0)
     repeats: int = Field(20, ge=1)
     seed: int = 42

@@ -26,9 +26,9 @@ class GitHubError(CiBenchError):
     exit_code = ExitCode.GITHUB
 
 
-def marker(workflow: str, device: str) -> str:
-    """The hidden first line that makes one comment per (workflow, device) findable."""
-    clean = "".join(ch for ch in f"{workflow}|{device}" if ch not in "<>-\n")
+def marker(workflow: str, device: str, mode: str = "baseline") -> str:
+    """The hidden first line that makes one comment per (workflow, device, mode) findable."""
+    clean = "".join(ch for ch in f"{workflow}|{device}|{mode}" if ch not in "<>-\n")
     return f"<!-- ci-bench sticky: {clean} -->"
 
 

@@ -27,6 +27,7 @@ class PullRequest:
     number: int
     head_sha: str
     base_ref: str
+    base_sha: str
     # A pull request from a fork runs with a read-only token: it cannot comment itself.
     from_fork: bool
     action: str
@@ -40,6 +41,8 @@ class Dispatch:
     baseline_version: str | None = None
     fail_on: str | None = None
     cases: list[str] = field(default_factory=list)
+    mode: str | None = None
+    base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
         else None,
         fail_on=str(inputs["fail_on"]) if inputs.get("fail_on") else None,
         cases=_split(inputs.get("cases")),
+        mode=str(inputs["mode"]) if inputs.get("mode") else None,
+        base=str(inputs["base"]) if inputs.get("base") else None,
     )
 
 
@@ -128,6 +133,7 @@ def parse_event(name: str, payload: Mapping[str, Any], ref: str | None) -> Event
                 number=int(pr["number"]),
                 head_sha=pr["head"]["sha"],
                 base_ref=pr["base"]["ref"],
+                base_sha=pr["base"]["sha"],
                 from_fork=head_repo != pr["base"]["repo"]["full_name"],
                 action=str(payload.get("action", "")),
             )

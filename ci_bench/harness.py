@@ -6,6 +6,7 @@ The clock is a parameter (``time.perf_counter`` by default) so tests can drive i
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -98,13 +99,14 @@ def time_interleaved(
     repeats: int,
     clock: Clock = time.perf_counter,
     adaptive: Adaptive | None = None,
+    rng: random.Random | None = None,
 ) -> list[list[float]]:
     """Seconds per repeat for each fn, timed in alternating rounds.
 
     Round r times every fn once, in forward order on even rounds and reverse order on odd
-    ones, so drift (thermal, a noisy neighbour) and order effects hit all fns alike. With
-    ``adaptive``, ``repeats`` is the minimum and rounds go on until the precision target
-    or the time cap is reached.
+    ones (or in an order shuffled by ``rng``), so drift (thermal, a noisy neighbour) and
+    order effects hit all fns alike. With ``adaptive``, ``repeats`` is the minimum and
+    rounds go on until the precision target or the time cap is reached.
     """
     for _ in range(warmup):
         for fn in fns:
@@ -121,7 +123,9 @@ def time_interleaved(
                 clock() - began >= adaptive.max_seconds or _precise_enough(samples, adaptive.target)
             ):
                 break
-        for i in order if r % 2 == 0 else reversed(order):
+        if rng is not None:
+            rng.shuffle(order)
+        for i in order if (r % 2 == 0 or rng is not None) else reversed(order):
             start = clock()
             jax.block_until_ready(fns[i](*args))
             samples[i].append(clock() - start)
@@ -256,20 +260,8 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def run_case(
-    spec: KernelSpec,
-    case: Case,
-    settings: HarnessSettings,
-    peaks: PeakLookup,
-    clock: Clock = time.perf_counter,
-) -> CaseResult:
-    """Measure one case; any failure becomes an ``error`` result, never an exception.
-
-    Order: compile the Pallas kernel (timed, with XLA's memory and cost analyses), one
-    call checked against the reference, the same compile for the native implementation,
-    then warmup and interleaved timed rounds of both compiled executables.
-    """
-    base = {
+def _identity(spec: KernelSpec, case: Case) -> dict[str, Any]:
+    return {
         "id": case.id,
         "kernel": spec.name,
         "version": spec.version,
@@ -277,71 +269,125 @@ def run_case(
         "shape": list(case.params.values()),
         "dtype": case.dtype,
     }
-    compile_times = CompileTimes()
-    analysis: dict[str, CompiledStats] = {}
-    correctness: Correctness | None = None
-    try:
-        flops, nbytes = int(spec.flops(case)), int(spec.bytes_accessed(case))
-        inputs = spec.make_inputs(case, jax.random.PRNGKey(settings.seed))
-        pallas, pallas_ms, analysis["pallas"] = _compile(spec.pallas, inputs, clock)
-        compile_times = CompileTimes(pallas_ms=pallas_ms)
-        out = jax.block_until_ready(pallas(*inputs))
-        ref = jax.block_until_ready(jax.jit(spec.reference)(*inputs))
-        correctness = check_outputs(out, ref, spec.tolerances[case.dtype])
-        del out, ref
-        if not correctness.ok:
-            return CaseResult(
-                **base,
-                status="error",
-                error=(
-                    f"incorrect: {correctness.mismatched} of {correctness.elements} elements "
-                    f"outside atol={correctness.atol} rtol={correctness.rtol} "
-                    f"(max abs err {correctness.max_abs_err}, "
-                    f"max rel err {correctness.max_rel_err})"
-                ),
-                compile=compile_times,
-                analysis=analysis,
-                correctness=correctness,
+
+
+def _incorrect(c: Correctness) -> str:
+    return (
+        f"incorrect: {c.mismatched} of {c.elements} elements outside atol={c.atol} "
+        f"rtol={c.rtol} (max abs err {c.max_abs_err}, max rel err {c.max_rel_err})"
+    )
+
+
+def run_case(
+    spec: KernelSpec,
+    case: Case,
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    clock: Clock = time.perf_counter,
+) -> CaseResult:
+    """Measure one case; any failure becomes an ``error`` result, never an exception."""
+    return run_contestants([spec], case, settings, peaks, clock)[0]
+
+
+def run_contestants(
+    specs: Sequence[KernelSpec],
+    case: Case,
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    clock: Clock = time.perf_counter,
+    rng: random.Random | None = None,
+) -> list[CaseResult]:
+    """Measure the Pallas kernels of ``specs`` (e.g. head and base) and the first spec's
+    native implementation on the same inputs, in one process, round by round.
+
+    Per Pallas kernel: compile (timed, with XLA's memory and cost analyses) and one call
+    checked against the first spec's reference. Then the native implementation, then
+    warmup and interleaved timed rounds of every compiled executable (alternating order,
+    or shuffled each round with ``rng``). A failure anywhere makes every result an error.
+    """
+    first = specs[0]
+    compiled: list[Any] = []
+    compile_ms: list[float] = []
+    analyses: list[dict[str, CompiledStats]] = [{} for _ in specs]
+    checks: list[Correctness | None] = [None for _ in specs]
+
+    def failed(message: str, culprit: int | None = None) -> list[CaseResult]:
+        results = []
+        for i, spec in enumerate(specs):
+            tag = (
+                f"{specs[culprit].name} v{specs[culprit].version}: "
+                if culprit not in (None, i)
+                else ""
             )
-        native, native_ms, analysis["native"] = _compile(spec.native, inputs, clock)
-        compile_times = CompileTimes(pallas_ms=pallas_ms, native_ms=native_ms)
+            times = CompileTimes(pallas_ms=compile_ms[i] if i < len(compile_ms) else None)
+            results.append(
+                CaseResult(
+                    **_identity(spec, case),
+                    status="error",
+                    error=f"{tag}{message}",
+                    compile=times,
+                    analysis=analyses[i],
+                    correctness=checks[i],
+                )
+            )
+        return results
+
+    current = 0
+    try:
+        flops, nbytes = int(first.flops(case)), int(first.bytes_accessed(case))
+        inputs = first.make_inputs(case, jax.random.PRNGKey(settings.seed))
+        ref = jax.block_until_ready(jax.jit(first.reference)(*inputs))
+        for current, spec in enumerate(specs):
+            exe, ms, analyses[current]["pallas"] = _compile(spec.pallas, inputs, clock)
+            compiled.append(exe)
+            compile_ms.append(ms)
+            out = jax.block_until_ready(exe(*inputs))
+            check = checks[current] = check_outputs(out, ref, first.tolerances[case.dtype])
+            del out
+            if not check.ok:
+                return failed(_incorrect(check), current)
+        current = len(specs)
+        del ref
+        native, native_ms, native_stats_c = _compile(first.native, inputs, clock)
         jax.block_until_ready(native(*inputs))
-        pallas_s, native_s = time_interleaved(
-            [pallas, native],
+        samples = time_interleaved(
+            [*compiled, native],
             inputs,
             warmup=settings.warmup,
             repeats=settings.repeats,
             clock=clock,
             adaptive=settings.adaptive,
+            rng=rng,
         )
-    except Exception as exc:  # a case failing must never stop the others; recorded below
-        return CaseResult(
-            **base,
-            status="error",
-            error=_one_line(exc),
-            compile=compile_times,
-            analysis=analysis,
-            correctness=correctness,
-        )
-    pallas_stats = stats_of(pallas_s, settings.warmup)
-    native_stats = stats_of(native_s, settings.warmup)
+    except Exception as exc:  # a case failing must never stop the others; recorded
+        return failed(_one_line(exc), current if current < len(specs) else None)
+    native_stats = stats_of(samples[-1], settings.warmup)
     peak_tflops, peak_gbps = peaks(case.dtype)
-    return CaseResult(
-        **base,
-        status="ok",
-        pallas=pallas_stats,
-        native=native_stats,
-        speedup=native_stats.mean_ms / pallas_stats.mean_ms if pallas_stats.mean_ms > 0 else None,
-        tflops=tflops_of(flops, pallas_stats.mean_ms),
-        metrics=compute_metrics(
-            flops=flops,
-            bytes_accessed=nbytes,
-            mean_ms=pallas_stats.mean_ms,
-            peak_tflops=peak_tflops,
-            peak_gbps=peak_gbps,
-        ),
-        compile=compile_times,
-        analysis=analysis,
-        cost_check=cost_model_check(flops, analysis["native"], settings.cost_model_factor),
-        correctness=correctness,
-    )
+    results = []
+    for i, spec in enumerate(specs):
+        pallas_stats = stats_of(samples[i], settings.warmup)
+        analyses[i]["native"] = native_stats_c
+        results.append(
+            CaseResult(
+                **_identity(spec, case),
+                status="ok",
+                pallas=pallas_stats,
+                native=native_stats,
+                speedup=native_stats.mean_ms / pallas_stats.mean_ms
+                if pallas_stats.mean_ms > 0
+                else None,
+                tflops=tflops_of(flops, pallas_stats.mean_ms),
+                metrics=compute_metrics(
+                    flops=flops,
+                    bytes_accessed=nbytes,
+                    mean_ms=pallas_stats.mean_ms,
+                    peak_tflops=peak_tflops,
+                    peak_gbps=peak_gbps,
+                ),
+                compile=CompileTimes(pallas_ms=compile_ms[i], native_ms=native_ms),
+                analysis=analyses[i],
+                cost_check=cost_model_check(flops, native_stats_c, settings.cost_model_factor),
+                correctness=checks[i],
+            )
+        )
+    return results

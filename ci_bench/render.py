@@ -152,11 +152,20 @@ def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
         fmt_pct(metrics.mfu if metrics else None),
         (metrics.bound or "–") if metrics else "–",
         fmt_ms(base_ms),
-        "–" if v.mean_change is None else f"{v.mean_change:+.1%}",
+        _delta_cell(v),
         "–" if v.mdc is None else f"±{v.mdc:.1%}",
         _memory_cell(v),
         label,
     ]
+
+
+def _delta_cell(v: CaseVerdict) -> str:
+    """Δ mean; in A/B mode the paired ratio's 95 % interval follows it."""
+    if v.mean_change is None:
+        return "–"
+    if v.ratio_low is None or v.ratio_high is None:
+        return f"{v.mean_change:+.1%}"
+    return f"{v.mean_change:+.1%} [{v.ratio_low - 1:+.1%}, {v.ratio_high - 1:+.1%}]"
 
 
 def _memory_cell(v: CaseVerdict) -> str:
@@ -197,8 +206,11 @@ def footer(report: Report) -> str:
     lines = [
         f"Device: {where} · {device.software} · commit {commit} · "
         f"profile {meta.profile or 'ad-hoc'}",
-        *(f"Baseline: {_provenance(k)}" for k in report.kernels),
     ]
+    if report.mode == "ab":
+        lines.append(f"A/B: head against {report.base_ref}, paired rounds in one process")
+    else:
+        lines += [f"Baseline: {_provenance(k)}" for k in report.kernels]
     return "\n".join(lines)
 
 

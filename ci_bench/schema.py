@@ -344,6 +344,9 @@ class CaseVerdict(Model):
     confirmed: bool | None = Field(
         None, description="a flagged change re-measured: true if it held, null if not re-measured"
     )
+    ratio: float | None = Field(None, description="A/B: median of paired head/base ratios")
+    ratio_low: float | None = Field(None, description="A/B: bootstrap 95 % interval, low")
+    ratio_high: float | None = Field(None, description="A/B: bootstrap 95 % interval, high")
 
 
 class KernelSummary(Model):
@@ -363,6 +366,10 @@ class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
     schema_version: Literal[1] = REPORT_SCHEMA_VERSION
+    mode: Literal["baseline", "ab"] = Field(
+        "baseline", description="stored baseline, or head and base measured in one process"
+    )
+    base_ref: str | None = Field(None, description="A/B: the base git ref and commit")
     verdict: Verdict
     exit_code: int
     headline: str

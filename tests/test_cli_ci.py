@@ -339,3 +339,78 @@ def test_a_kernel_tag_must_match_the_kernel_version(server, workspace):
     assert done.returncode == ExitCode.USAGE
     assert "declares version 0.1.0, not 9.9.9" in done.stderr
     assert server.commits == []
+
+
+def test_a_flagged_regression_is_re_measured_before_the_verdict(server, workspace):
+    from ci_bench.devices import fingerprint
+
+    # A stored baseline a million times faster than anything this machine can do.
+    fast = results(
+        [case("matmul/B1-M128-K128-N128/float32", 1e-6, spread=0.0)], device=fingerprint()
+    )
+    path = workspace / "fast.json"
+    path.write_text(dump_model(fast))
+    assert (
+        run_cli(
+            "promote", str(path), "--baselines-dir", str(workspace / "baselines"), cwd=workspace
+        ).returncode
+        == 0
+    )
+    number, head = open_pull(server)
+    done = run_cli("ci", *SMALL, cwd=workspace, env=pr_env(server, workspace, number, head))
+    assert done.returncode == ExitCode.FAILED, done.stderr
+    assert "re-measuring matmul/B1-M128-K128-N128/float32" in done.stderr
+    out = workspace / "ci-bench-out"
+    res = json.loads((out / "results.json").read_text())
+    flagged = next(c for c in res["cases"] if c["id"].endswith("float32"))
+    assert flagged["confirmation"]["samples_ms"]
+    report = json.loads((out / "report.json").read_text())
+    verdict = next(c for c in report["cases"] if c["id"].endswith("float32"))
+    assert verdict["verdict"] == "regression"
+    assert verdict["confirmed"] is True
+
+
+def test_both_modes_post_one_comment_each(server, workspace):
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(
+            ["git", "-C", str(workspace), *args], check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (workspace / "toy.py").write_text(
+        "import dataclasses\nfrom kernels.matmul import SPEC as M\n"
+        "SPEC = dataclasses.replace(M, name='toy', version='0.1.0')\n"
+    )
+    write_project(workspace, ["toy"], FAST_API)
+    git("add", ".")
+    git("commit", "-q", "-m", "base")
+    base_sha = git("rev-parse", "HEAD")
+    (workspace / "notes.txt").write_text("head\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "head")
+    number, head = open_pull(server)
+    path = event_file(
+        workspace,
+        "pull_request_synchronize.json",
+        pull_request__number=number,
+        pull_request__head__sha=head,
+        pull_request__base__sha=base_sha,
+    )
+    env = actions_env(server, workspace, "pull_request", path)
+    args = ["--case", "toy/B1-M128-K128-N128/*", "--repeats", "3", "--warmup", "0"]
+    for _ in range(2):
+        done = run_cli("ci", "--mode", "both", *args, cwd=workspace, env=env)
+        assert done.returncode in (ExitCode.OK, ExitCode.FAILED), done.stderr
+    bodies = sorted(c.body.splitlines()[0] for c in comments(server, number))
+    assert len(bodies) == 2
+    assert bodies[0].endswith("|ab -->")
+    assert bodies[1].endswith("|baseline -->")
+    out = workspace / "ci-bench-out"
+    ab = json.loads((out / "ab-report.json").read_text())
+    assert ab["mode"] == "ab"
+    assert ab["base_ref"].startswith(base_sha)
+    assert "ab-verdict<<" in (workspace / "output.txt").read_text()

@@ -1,0 +1,169 @@
+"""Same-process A/B verdicts: head and base measured round by round, judged on paired ratios.
+
+Pure: takes the two measured CaseResults per case and returns the Report. Each round times
+head and base back to back, so a ratio per round cancels the drift that separate runs suffer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import median
+
+from ci_bench.compare import build_report, judge_memory
+from ci_bench.schema import (
+    CaseResult,
+    CaseVerdict,
+    FailPolicy,
+    KernelSummary,
+    Report,
+    Results,
+    Thresholds,
+    TimingStats,
+    Verdict,
+)
+from ci_bench.stats import benjamini_hochberg, bootstrap_ratio_ci
+
+
+def paired_ratios(head: TimingStats, base: TimingStats) -> list[float]:
+    return [h / b for h, b in zip(head.samples_ms, base.samples_ms, strict=True) if b > 0]
+
+
+def signed_rank_p(ratios: Sequence[float], bound: float, direction: str) -> float:
+    """One-sided Wilcoxon signed-rank p-value that the ratios lie beyond ``bound``.
+
+    On log ratios, so 1.1× and 1/1.1× weigh alike; exact for small n, normal beyond.
+    """
+    diffs = [math.log(r) - math.log(bound) for r in ratios if r > 0]
+    diffs = [d for d in diffs if d != 0]
+    if len(diffs) < 5:
+        return 1.0
+    from scipy import stats
+
+    alternative = "greater" if direction == "slower" else "less"
+    return float(stats.wilcoxon(diffs, alternative=alternative).pvalue)
+
+
+def _ratio_mdc(ratios: Sequence[float], alpha: float) -> float | None:
+    logs = [math.log(r) for r in ratios if r > 0]
+    if len(logs) < 3:
+        return None
+    from scipy import stats
+
+    mid = median(logs)
+    spread = 1.4826 * median(abs(x - mid) for x in logs)
+    z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(0.8)
+    return float(math.expm1(z * spread / math.sqrt(len(logs)) / math.sqrt(3 / math.pi)))
+
+
+def _assess(head: CaseResult, base: CaseResult, t: Thresholds) -> tuple[dict, str | None, float]:
+    """Numbers for one case and, past a threshold, the direction and its p-value."""
+    assert head.pallas is not None
+    assert base.pallas is not None
+    ratios = paired_ratios(head.pallas, base.pallas)
+    point, low, high = bootstrap_ratio_ci(ratios, [1.0] * len(ratios))
+    numbers = {
+        "ratio": point,
+        "ratio_low": low,
+        "ratio_high": high,
+        "mean_change": point - 1,
+        "tflops_ratio": 1 / point if point > 0 else None,
+        "mdc": _ratio_mdc(ratios, t.significance),
+    }
+    if point > 1 + t.mean_slowdown:
+        return numbers, "slower", signed_rank_p(ratios, 1 + t.mean_slowdown, "slower")
+    if point < 1 - t.mean_slowdown:
+        return numbers, "faster", signed_rank_p(ratios, 1 - t.mean_slowdown, "faster")
+    return numbers, None, 1.0
+
+
+def _confirmed(head: CaseResult, base: CaseResult, direction: str, t: Thresholds) -> bool | None:
+    if head.confirmation is None or base.confirmation is None:
+        return None
+    ratios = paired_ratios(head.confirmation, base.confirmation)
+    bound = 1 + t.mean_slowdown if direction == "slower" else 1 - t.mean_slowdown
+    return signed_rank_p(ratios, bound, direction) < t.significance
+
+
+def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -> list[CaseVerdict]:
+    """Verdict per case: past the threshold and significantly beyond it, controlled across
+    the matrix with Benjamini-Hochberg, and (when re-measured) confirmed."""
+    assessed = []
+    for head, base in pairs:
+        if head.status != "ok" or base.status != "ok":
+            error = head.error or base.error or "error"
+            assessed.append((head, base, None, None, 1.0, error))
+        else:
+            numbers, direction, p = _assess(head, base, t)
+            assessed.append((head, base, numbers, direction, p, None))
+    significant = benjamini_hochberg([a[4] for a in assessed], t.significance)
+    verdicts = []
+    for (head, base, numbers, direction, p, error), sig in zip(assessed, significant, strict=True):
+        common = {"id": head.id, "kernel": head.kernel, "current": head, "baseline": base}
+        if error is not None:
+            verdicts.append(CaseVerdict(**common, verdict="error", reason=error))
+            continue
+        memory_change, memory_verdict = judge_memory(head, base, t)
+        common |= numbers | {"memory_change": memory_change, "memory_verdict": memory_verdict}
+        low, high = numbers["ratio_low"], numbers["ratio_high"]
+        ci = f"ratio {numbers['ratio']:.3f} [{low:.3f}, {high:.3f}]"
+        verdict: Verdict
+        confirmed = None
+        if direction is None:
+            verdict, reason = "pass", f"{ci}, within thresholds"
+        elif not sig:
+            verdict, reason = "noisy", f"{ci}, not significantly {direction} (p={p:.2g})"
+        else:
+            confirmed = _confirmed(head, base, direction, t)
+            if confirmed is False:
+                verdict, reason = "noisy", f"{ci} (p={p:.2g}) but not reproduced when re-measured"
+            else:
+                verdict = "regression" if direction == "slower" else "improved"
+                again = " and confirmed on re-measurement" if confirmed else ""
+                reason = f"{ci}, significantly {direction} (p={p:.2g}){again}"
+        verdicts.append(
+            CaseVerdict(
+                **common,
+                verdict=verdict,
+                reason=reason,
+                p_value=None if direction is None else p,
+                confirmed=confirmed,
+            )
+        )
+    return verdicts
+
+
+def ab_report(
+    head: Results,
+    base_cases: Sequence[CaseResult],
+    base_ref: str,
+    thresholds: Thresholds,
+    policy: FailPolicy,
+) -> Report:
+    """The A/B report: same model and rendering as a baseline comparison, mode 'ab'."""
+    by_id = {c.id: c for c in base_cases}
+    pairs = [(c, by_id[c.id]) for c in head.cases if c.id in by_id]
+    verdicts = judge_pairs(pairs, thresholds)
+    verdicts += [
+        CaseVerdict(
+            id=c.id,
+            kernel=c.kernel,
+            verdict="new",
+            reason=f"no such kernel at {base_ref}",
+            current=c,
+        )
+        for c in head.cases
+        if c.id not in by_id
+    ]
+    kernels = []
+    for kernel, version in head.meta.kernels.items():
+        base_version = next((c.version for c in base_cases if c.kernel == kernel), None)
+        kernels.append(
+            KernelSummary(
+                kernel=kernel,
+                version=version,
+                baseline_version=base_version,
+                note=f"A/B against {base_ref}, measured in the same process, interleaved",
+            )
+        )
+    return build_report(verdicts, kernels, head, thresholds, policy, mode="ab", base_ref=base_ref)

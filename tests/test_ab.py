@@ -1,0 +1,135 @@
+"""A/B in one process: paired-ratio verdicts (pure) and ``ci-bench ab`` on a real git repo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from ci_bench.ab import judge_pairs
+from ci_bench.errors import ExitCode
+from ci_bench.harness import stats_of
+from ci_bench.schema import Thresholds
+from tests.conftest import run_cli, write_project
+from tests.factories import case
+
+A = "matmul/B1-M128-K128-N128/float32"
+T = Thresholds()
+
+
+def paired(head_ms: list[float], base_ms: list[float]):
+    head = case(A).model_copy(update={"pallas": stats_of([x / 1e3 for x in head_ms], 5)})
+    base = case(A).model_copy(update={"pallas": stats_of([x / 1e3 for x in base_ms], 5)})
+    return head, base
+
+
+def drifting(n: int = 30) -> list[float]:
+    """A machine that drifts: each round is slower than the last (paired rounds cancel it)."""
+    return [1.0 + 0.05 * i for i in range(n)]
+
+
+def test_a_paired_slowdown_beyond_the_threshold_is_a_regression_despite_drift():
+    base = drifting()
+    head = [b * 1.2 * (1 + 0.002 * ((i % 3) - 1)) for i, b in enumerate(base)]
+    (verdict,) = judge_pairs([paired(head, base)], T)
+    assert verdict.verdict == "regression"
+    assert verdict.ratio_low <= verdict.ratio <= verdict.ratio_high
+    assert verdict.ratio == pytest.approx(1.2, abs=0.01)
+    assert verdict.ratio_low > 1.05
+
+
+def test_identical_code_passes_and_the_interval_straddles_one():
+    base = drifting()
+    head = [b * (1 + 0.01 * ((i % 5) - 2)) for i, b in enumerate(base)]
+    (verdict,) = judge_pairs([paired(head, base)], T)
+    assert verdict.verdict == "pass"
+    assert verdict.ratio_low <= 1.0 <= verdict.ratio_high
+    assert verdict.p_value is None
+
+
+def test_a_ratio_past_the_threshold_without_evidence_is_noisy():
+    base = [1.0] * 12
+    head = [1.3, 0.8, 1.4, 0.9, 1.2, 0.85, 1.35, 0.95, 1.25, 1.1, 1.06, 1.07]
+    (verdict,) = judge_pairs([paired(head, base)], T)
+    assert verdict.verdict == "noisy"
+
+
+def test_a_flagged_ratio_must_hold_when_re_measured():
+    base = drifting()
+    head = [b * 1.2 for b in base]
+    h, b = paired(head, base)
+    same = stats_of([x / 1e3 for x in base], 5)
+    h = h.model_copy(update={"confirmation": same})
+    b = b.model_copy(update={"confirmation": same})
+    (verdict,) = judge_pairs([(h, b)], T)
+    assert verdict.verdict == "noisy"
+    assert verdict.confirmed is False
+
+
+TOY = """
+import dataclasses
+from kernels.matmul import SPEC as MATMUL
+SPEC = dataclasses.replace(MATMUL, name="toy", version="{version}")
+"""
+
+
+def git(folder, *args):
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    write_project(tmp_path, ["toy"])
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "config", "user.email", "t@example.com")
+    git(tmp_path, "config", "user.name", "t")
+    (tmp_path / "toy.py").write_text(TOY.format(version="0.1.0"))
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "toy 0.1.0")
+    (tmp_path / "toy.py").write_text(TOY.format(version="0.2.0"))
+    git(tmp_path, "commit", "-q", "-am", "toy 0.2.0")
+    return tmp_path
+
+
+def test_ab_measures_head_and_base_in_one_process_and_cleans_up(repo):
+    out = repo / "report.json"
+    done = run_cli(
+        "ab",
+        "--base",
+        "HEAD~1",
+        "--case",
+        "toy/B1-M128-*",
+        "--repeats",
+        "6",
+        "--warmup",
+        "1",
+        "-o",
+        str(out),
+        cwd=repo,
+    )
+    assert done.returncode in (ExitCode.OK, ExitCode.FAILED), done.stderr
+    report = json.loads(out.read_text())
+    assert report["mode"] == "ab"
+    assert report["base_ref"].startswith("HEAD~1 (")
+    (kernel,) = report["kernels"]
+    assert (kernel["version"], kernel["baseline_version"]) == ("0.2.0", "0.1.0")
+    assert len(report["cases"]) == 2
+    for verdict in report["cases"]:
+        assert verdict["ratio_low"] <= verdict["ratio"] <= verdict["ratio_high"]
+        assert verdict["current"]["version"] == "0.2.0"
+        assert verdict["baseline"]["version"] == "0.1.0"
+        assert len(verdict["current"]["pallas"]["samples_ms"]) >= 6
+    assert "[" in done.stdout  # the interval is in the table
+    assert "A/B: head against HEAD~1" in done.stdout
+    worktrees = subprocess.run(
+        ["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert len(worktrees.strip().splitlines()) == 1
+
+
+def test_ab_with_an_unknown_ref_is_a_one_line_error(repo):
+    done = run_cli("ab", "--base", "no-such-ref", cwd=repo)
+    assert done.returncode == ExitCode.USAGE
+    assert "git rev-parse" in done.stderr
+    assert "Traceback" not in done.stderr
