@@ -30,7 +30,8 @@ def paired_ratios(head: TimingStats, base: TimingStats) -> list[float]:
 
 
 def signed_rank_p(ratios: Sequence[float], bound: float, direction: str) -> float:
-    """One-sided Wilcoxon signed-rank p-value that the ratios lie beyond ``bound``.
+    """One-sided Wilcoxon signed-rank p-value that the ratios lie beyond ``bound``
+    (above it for "slower", below for "faster").
 
     On log ratios, so 1.1× and 1/1.1× weigh alike; exact for small n, normal beyond.
     """
@@ -70,10 +71,12 @@ def _assess(head: CaseResult, base: CaseResult, t: Thresholds) -> tuple[dict, st
         "tflops_ratio": 1 / point if point > 0 else None,
         "mdc": _ratio_mdc(ratios, t.significance),
     }
+    # As for stored baselines (and asv): the estimate must pass the threshold AND the
+    # change must be significant (paired ratios against 1, i.e. no change).
     if point > 1 + t.mean_slowdown:
-        return numbers, "slower", signed_rank_p(ratios, 1 + t.mean_slowdown, "slower")
+        return numbers, "slower", signed_rank_p(ratios, 1.0, "slower")
     if point < 1 - t.mean_slowdown:
-        return numbers, "faster", signed_rank_p(ratios, 1 - t.mean_slowdown, "faster")
+        return numbers, "faster", signed_rank_p(ratios, 1.0, "faster")
     return numbers, None, 1.0
 
 
@@ -81,8 +84,9 @@ def _confirmed(head: CaseResult, base: CaseResult, direction: str, t: Thresholds
     if head.confirmation is None or base.confirmation is None:
         return None
     ratios = paired_ratios(head.confirmation, base.confirmation)
-    bound = 1 + t.mean_slowdown if direction == "slower" else 1 - t.mean_slowdown
-    return signed_rank_p(ratios, bound, direction) < t.significance
+    point = median(ratios)
+    beyond = point > 1 + t.mean_slowdown if direction == "slower" else point < 1 - t.mean_slowdown
+    return beyond and signed_rank_p(ratios, 1.0, direction) < t.significance
 
 
 def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -> list[CaseVerdict]:
