@@ -175,6 +175,8 @@ def run_ab(
 ) -> Report:
     """Measure head against ``ref`` and judge; flagged cases are re-measured once."""
     policy = parse_fail_on(args.fail_on, config.fail_on)
+    if args.repeats is None:
+        args.repeats = config.ab_repeats
     with worktree(config.root, ref) as (folder, sha):
         base = load_isolated(folder, _base_modules(folder, args))
         if not set(base) & set(head):

@@ -87,12 +87,16 @@ def _report(args: argparse.Namespace, config: Config, results: Results) -> Repor
 REPORT_FILES = {"baseline": "report", "ab": "ab-report"}
 
 
-def _publish_locally(report: Report, out_dir: Path, context: ActionsContext, out: TextIO) -> Path:
+def _publish_locally(
+    report: Report, out_dir: Path, context: ActionsContext, out: TextIO, *, files_only: bool
+) -> Path:
     """Report files, job summary, step outputs and annotations: nothing here needs the API."""
     stem = REPORT_FILES[report.mode]
     report_path = out_dir / f"{stem}.json"
     atomic_write_text(report_path, dump_model(report))
     atomic_write_text(out_dir / f"{stem}.md", markdown_report(report))
+    if files_only:
+        return report_path
     if context.step_summary:
         append_summary(context.step_summary, markdown_report(report))
     if context.output:

@@ -45,6 +45,9 @@ class Config(BaseModel):
     confirm: bool = True
     warmup: int = Field(5, ge=0)
     repeats: int = Field(20, ge=1)
+    # A/B rounds: paired ratios need more rounds than the specification's 20 to see a 10 %
+    # change on a noisy machine (benchmarks/detection_quality.py; README "Verdicts").
+    ab_repeats: int = Field(200, ge=1)
     seed: int = 42
     # A FLOPs model further than this factor from XLA's count is flagged (MFU would lie).
     cost_model_factor: float = Field(2.0, gt=1)

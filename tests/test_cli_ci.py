@@ -414,3 +414,27 @@ def test_both_modes_post_one_comment_each(server, workspace):
     assert ab["mode"] == "ab"
     assert ab["base_ref"].startswith(base_sha)
     assert "ab-verdict<<" in (workspace / "output.txt").read_text()
+
+
+def test_a_shard_job_writes_files_only(server, workspace):
+    number, head = open_pull(server)
+    env = pr_env(server, workspace, number, head)
+    done = run_cli(
+        "ci",
+        *SMALL,
+        "--shard",
+        "1/2",
+        "--no-publish",
+        "--out-dir",
+        "shard-1",
+        cwd=workspace,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    out = workspace / "shard-1"
+    assert {"results.json", "report.json", "report.md"} <= {p.name for p in out.iterdir()}
+    assert json.loads((out / "results.json").read_text())["meta"]["shard"] == "1/2"
+    assert not (workspace / "summary.md").exists()
+    assert not (workspace / "output.txt").exists()
+    assert "::" not in done.stdout
+    assert comments(server, number) == []
