@@ -139,7 +139,9 @@ def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
     metrics = cur.metrics if cur else None
     base_ms = v.baseline.pallas.mean_ms if v.baseline and v.baseline.pallas else None
     label = f"{VERDICT_ICONS[v.verdict]} {v.verdict}" if icons else v.verdict
-    if v.p_value is not None:
+    if v.confirmed is False:
+        label += " (not reproduced)"
+    elif v.p_value is not None:
         label += f" (p={v.p_value:.2g})"
     if v.memory_verdict == "regression" and v.verdict != "regression":
         label = f"{'❌ ' if icons else ''}memory regression; time: {label}"
