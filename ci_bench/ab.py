@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from statistics import median
 
-from ci_bench.compare import build_report, judge_memory
+from ci_bench.compare import build_report, judge_memory, past_threshold
 from ci_bench.schema import (
     CaseResult,
     CaseVerdict,
@@ -22,21 +22,21 @@ from ci_bench.schema import (
     TimingStats,
     Verdict,
 )
-from ci_bench.stats import benjamini_hochberg, bootstrap_ratio_ci
+from ci_bench.stats import (
+    benjamini_hochberg,
+    bootstrap_ratio_ci,
+    paired_minimum_detectable_change,
+)
 
 
 def paired_ratios(head: TimingStats, base: TimingStats) -> list[float]:
     return [h / b for h, b in zip(head.samples_ms, base.samples_ms, strict=True) if b > 0]
 
 
-def signed_rank_p(ratios: Sequence[float], bound: float, direction: str) -> float:
-    """One-sided Wilcoxon signed-rank p-value that the ratios lie beyond ``bound``
-    (above it for "slower", below for "faster").
-
-    On log ratios, so 1.1× and 1/1.1× weigh alike; exact for small n, normal beyond.
-    """
-    diffs = [math.log(r) - math.log(bound) for r in ratios if r > 0]
-    diffs = [d for d in diffs if d != 0]
+def signed_rank_p(ratios: Sequence[float], direction: str) -> float:
+    """One-sided Wilcoxon signed-rank p-value that the ratios lie above 1 ("slower") or
+    below it ("faster"), on log ratios so that 1.1× and 1/1.1× weigh alike."""
+    diffs = [math.log(r) for r in ratios if r > 0 and r != 1]
     if len(diffs) < 5:
         return 1.0
     from scipy import stats
@@ -45,20 +45,18 @@ def signed_rank_p(ratios: Sequence[float], bound: float, direction: str) -> floa
     return float(stats.wilcoxon(diffs, alternative=alternative).pvalue)
 
 
-def _ratio_mdc(ratios: Sequence[float], alpha: float) -> float | None:
-    logs = [math.log(r) for r in ratios if r > 0]
-    if len(logs) < 3:
-        return None
-    from scipy import stats
-
-    mid = median(logs)
-    spread = 1.4826 * median(abs(x - mid) for x in logs)
-    z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(0.8)
-    return float(math.expm1(z * spread / math.sqrt(len(logs)) / math.sqrt(3 / math.pi)))
+def _direction(point: float, t: Thresholds) -> str | None:
+    """The specification's two rules on the paired estimate: mean time and TFLOPS."""
+    slower, faster = past_threshold(point - 1, 1 / point if point > 0 else None, t)
+    return "slower" if slower else "faster" if faster else None
 
 
 def _assess(head: CaseResult, base: CaseResult, t: Thresholds) -> tuple[dict, str | None, float]:
-    """Numbers for one case and, past a threshold, the direction and its p-value."""
+    """Numbers for one case and, past a threshold, the direction and its p-value.
+
+    As for stored baselines (and asv): the estimate must pass the threshold AND the change
+    must be significant (paired ratios against 1, i.e. no change).
+    """
     assert head.pallas is not None
     assert base.pallas is not None
     ratios = paired_ratios(head.pallas, base.pallas)
@@ -69,44 +67,43 @@ def _assess(head: CaseResult, base: CaseResult, t: Thresholds) -> tuple[dict, st
         "ratio_high": high,
         "mean_change": point - 1,
         "tflops_ratio": 1 / point if point > 0 else None,
-        "mdc": _ratio_mdc(ratios, t.significance),
+        "mdc": paired_minimum_detectable_change(ratios, t.significance),
     }
-    # As for stored baselines (and asv): the estimate must pass the threshold AND the
-    # change must be significant (paired ratios against 1, i.e. no change).
-    if point > 1 + t.mean_slowdown:
-        return numbers, "slower", signed_rank_p(ratios, 1.0, "slower")
-    if point < 1 - t.mean_slowdown:
-        return numbers, "faster", signed_rank_p(ratios, 1.0, "faster")
-    return numbers, None, 1.0
+    direction = _direction(point, t)
+    return numbers, direction, signed_rank_p(ratios, direction) if direction else 1.0
 
 
 def _confirmed(head: CaseResult, base: CaseResult, direction: str, t: Thresholds) -> bool | None:
     if head.confirmation is None or base.confirmation is None:
         return None
     ratios = paired_ratios(head.confirmation, base.confirmation)
-    point = median(ratios)
-    beyond = point > 1 + t.mean_slowdown if direction == "slower" else point < 1 - t.mean_slowdown
-    return beyond and signed_rank_p(ratios, 1.0, direction) < t.significance
+    return (
+        _direction(median(ratios), t) == direction
+        and signed_rank_p(ratios, direction) < t.significance
+    )
 
 
 def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -> list[CaseVerdict]:
     """Verdict per case: past the threshold and significantly beyond it, controlled across
     the matrix with Benjamini-Hochberg, and (when re-measured) confirmed."""
-    assessed = []
-    for head, base in pairs:
-        if head.status != "ok" or base.status != "ok":
-            error = head.error or base.error or "error"
-            assessed.append((head, base, None, None, 1.0, error))
-        else:
-            numbers, direction, p = _assess(head, base, t)
-            assessed.append((head, base, numbers, direction, p, None))
-    significant = benjamini_hochberg([a[4] for a in assessed], t.significance)
+    measured = [(h, b) for h, b in pairs if h.status == "ok" and b.status == "ok"]
+    assessed = {h.id: _assess(h, b, t) for h, b in measured}
+    # Only cases measured on both sides form the family for false-discovery control.
+    flags = benjamini_hochberg([a[2] for a in assessed.values()], t.significance)
+    significant = dict(zip(assessed, flags, strict=True))
     verdicts = []
-    for (head, base, numbers, direction, p, error), sig in zip(assessed, significant, strict=True):
+    for head, base in pairs:
         common = {"id": head.id, "kernel": head.kernel, "current": head, "baseline": base}
-        if error is not None:
-            verdicts.append(CaseVerdict(**common, verdict="error", reason=error))
+        if head.status != "ok":
+            reason = head.error or "error"
+            verdicts.append(CaseVerdict(**common, verdict="error", reason=reason))
             continue
+        if base.status != "ok":
+            reason = f"the base could not be measured: {base.error}"
+            verdicts.append(CaseVerdict(**common, verdict="new", reason=reason))
+            continue
+        numbers, direction, p = assessed[head.id]
+        sig = significant[head.id]
         memory_change, memory_verdict = judge_memory(head, base, t)
         common |= numbers | {"memory_change": memory_change, "memory_verdict": memory_verdict}
         low, high = numbers["ratio_low"], numbers["ratio_high"]

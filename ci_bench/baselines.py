@@ -195,6 +195,11 @@ def check_promotable(results: Results, source: str) -> None:
         )
     if not results.cases:
         raise PromotionRefusedError(f"{source}: cases: no cases to promote")
+    if results.meta.subset:
+        raise PromotionRefusedError(
+            f"{source}: meta: only part of the {results.meta.profile or 'ad-hoc'} matrix ran "
+            "(--case, --shard or --shape); merge the shards or run the whole profile"
+        )
 
 
 def merge_entry(
@@ -204,11 +209,14 @@ def merge_entry(
     entry: BaselineEntry,
     *,
     force: bool,
+    keep_existing: bool = False,
 ) -> Promotion:
     """Add ``entry`` to the file, keeping every other device's entry.
 
     The same device is replaced only with ``force``; re-promoting from the same tag is a
-    no-op, so a re-run release job changes nothing.
+    no-op, so a re-run release job changes nothing. ``keep_existing`` (release tags) keeps
+    an existing entry instead of refusing: a library tag that did not bump a kernel's
+    version leaves that version's numbers as they are.
     """
     device = entry.device.identity
     if existing is None:
@@ -219,7 +227,8 @@ def merge_entry(
         doc = existing.model_copy(update={"entries": [*existing.entries, entry]})
         return Promotion(kernel, version, device, "added", BaselineFile.model_validate(doc))
     tag = entry.provenance.tag
-    if tag is not None and current.provenance.tag == tag and not force:
+    same_tag = tag is not None and current.provenance.tag == tag
+    if (same_tag or keep_existing) and not force:
         return Promotion(kernel, version, device, "unchanged", existing)
     if not force:
         was = current.provenance

@@ -106,7 +106,7 @@ def measure_ab(
     env: Mapping[str, str],
 ) -> tuple[Results, list[CaseResult]]:
     """Every selected case, head against base where the base has the kernel."""
-    from ci_bench.harness import run_case, run_contestants
+    from ci_bench.harness import NOT_MEASURED, run_case, run_contestants
     from ci_bench.progress import Progress
 
     cases = selected_cases(args, config, head)
@@ -124,6 +124,8 @@ def measure_ab(
             mine, theirs = run_contestants(
                 [head[case.kernel], other], case, settings, peaks, rng=rng
             )
+            if (mine.error or "").startswith(NOT_MEASURED):  # the base failed: head alone
+                mine = run_case(head[case.kernel], case, settings, peaks)
             heads.append(mine)
             bases.append(theirs)
         progress.done(index, len(cases), heads[-1])

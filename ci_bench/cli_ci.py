@@ -41,6 +41,7 @@ def api_client(context: ActionsContext, config: Config) -> GitHubClient:
         max_rate_limit_wait=g.max_rate_limit_wait,
         seconds_between_requests=g.seconds_between_requests,
         seconds_between_writes=g.seconds_between_writes,
+        comment_author=g.comment_author,
     )
     return GitHubClient(context.token, context.api_url, context.repository, settings)
 
@@ -227,6 +228,15 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     return code
 
 
+def _repo_path(args: argparse.Namespace, config: Config) -> str:
+    """The baselines folder as a path inside the repository (the contents API's view)."""
+    folder = baselines_dir(args, config).resolve()
+    try:
+        return folder.relative_to(config.root.resolve()).as_posix().strip("/")
+    except ValueError:
+        raise InputError(f"{folder}: the baselines folder must be inside the repository") from None
+
+
 def _release(
     args: argparse.Namespace,
     config: Config,
@@ -240,7 +250,7 @@ def _release(
     check_promotable(results, str(args.out_dir / "results.json"))
     via = args.promote_via or config.promote_via
     client = api_client(context, config)
-    folder = str(config.baselines_dir).strip("/")
+    folder = _repo_path(args, config)
     lines = promote_through_api(client, results, context.event.tag, folder, via)
     summary = "\n".join(f"- {line}" for line in lines) or "- nothing to promote"
     text = f"### ci-bench: baselines for {context.event.tag}\n\n{summary}\n"

@@ -58,7 +58,9 @@ class Change:
     confirmation: tuple[bool, float] | None
 
 
-def _past(mean_change: float, tflops_ratio: float | None, t: Thresholds) -> tuple[bool, bool]:
+def past_threshold(
+    mean_change: float, tflops_ratio: float | None, t: Thresholds
+) -> tuple[bool, bool]:
     slower = mean_change > t.mean_slowdown or (
         tflops_ratio is not None and tflops_ratio < 1 - t.tflops_drop
     )
@@ -76,14 +78,14 @@ def measure_change(current: CaseResult, baseline: CaseResult, t: Thresholds) -> 
         raise ValueError(f"{current.id}: only two measured (ok) cases can be judged")
     mean_change = cur.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
     tflops_ratio = cur_tflops / base_tflops if base_tflops > 0 else None
-    slower, faster = _past(mean_change, tflops_ratio, t)
+    slower, faster = past_threshold(mean_change, tflops_ratio, t)
     direction: Direction = "greater" if mean_change >= 0 else "less"
     p = mann_whitney_p(cur.samples_ms, base.samples_ms, direction)
     confirmation = None
     again = current.confirmation
     if again is not None:
         change2 = again.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
-        slower2, faster2 = _past(change2, 1 / (1 + change2) if change2 > -1 else None, t)
+        slower2, faster2 = past_threshold(change2, 1 / (1 + change2) if change2 > -1 else None, t)
         p2 = mann_whitney_p(again.samples_ms, base.samples_ms, direction)
         confirmation = ((slower and slower2) or (faster and faster2), p2)
     mdc = minimum_detectable_change(cur.samples_ms, base.samples_ms, t.significance)

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_bench.errors import InputError
+from ci_bench.io import validation_message
 from ci_bench.schema import FailPolicy, Thresholds
 
 Profile = Literal["smoke", "ci", "full"]
@@ -26,6 +27,8 @@ class GitHubSettings(BaseModel):
     max_rate_limit_wait: float = Field(300.0, ge=0)
     seconds_between_requests: float = Field(0.25, ge=0)
     seconds_between_writes: float = Field(1.0, ge=0)
+    # The account the workflow's token comments as; its sticky comment is the one edited.
+    comment_author: str = "github-actions[bot]"
 
 
 class Config(BaseModel):
@@ -91,9 +94,7 @@ def load_config(path: Path | None, cwd: Path) -> Config:
     try:
         config = Config.model_validate({**table, "root": path.parent.resolve()})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{path}: [tool.ci-bench] {where}: {err['msg']}") from None
+        raise InputError(f"{path}: [tool.ci-bench] {validation_message(exc)}") from None
     return config
 
 

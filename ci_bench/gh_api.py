@@ -41,6 +41,8 @@ class ApiSettings:
     max_rate_limit_wait: float = 300.0
     seconds_between_requests: float | None = 0.25
     seconds_between_writes: float | None = 1.0
+    # Only this account's comments count as ours: anyone can paste the hidden marker.
+    comment_author: str | None = "github-actions[bot]"
 
 
 def _describe(exc: GithubException, what: str) -> str:
@@ -82,6 +84,7 @@ class GitHubClient:
             seconds_between_writes=s.seconds_between_writes,
         )
         self.repository = repository
+        self.comment_author = s.comment_author
         self._repo = self._gh.get_repo(repository, lazy=True)
 
     def upsert_comment(self, number: int, tag: str, body: str) -> tuple[str, str]:
@@ -94,7 +97,8 @@ class GitHubClient:
         with api_step(f"updating the comment on #{number}"):
             issue = self._repo.get_issue(number)
             for comment in issue.get_comments():
-                if comment.body and comment.body.startswith(tag):
+                mine = self.comment_author is None or comment.user.login == self.comment_author
+                if mine and comment.body and comment.body.startswith(tag):
                     if comment.body != text:
                         comment.edit(text)
                         return "updated", comment.html_url

@@ -15,7 +15,9 @@ from typing import Any
 from ci_bench.errors import InputError
 
 PUBLIC_API = "https://api.github.com"
-PR_ACTIONS = ("opened", "synchronize", "reopened")
+# Pull-request actions that mean new code to measure; "labeled" is the maintainer's go-ahead
+# for a fork. Other actions (edited, closed, assigned, ...) have nothing to measure.
+PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled")
 LIBRARY_TAG = re.compile(r"^v(?P<version>\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$")
 KERNEL_TAG = re.compile(
     r"^(?P<kernel>[a-z][a-z0-9_]*)-v(?P<version>\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$"
@@ -127,6 +129,8 @@ def parse_event(name: str, payload: Mapping[str, Any], ref: str | None) -> Event
     """The event ci-bench acts on; None for an event it has nothing to do with."""
     try:
         if name in ("pull_request", "pull_request_target"):
+            if payload.get("action") not in PR_ACTIONS:
+                return None
             pr = payload["pull_request"]
             head_repo = (pr["head"].get("repo") or {}).get("full_name")
             return PullRequest(

@@ -50,6 +50,8 @@ def annotations(report: Report) -> list[str]:
 def report_outputs(report: Report, report_path: Path) -> dict[str, str]:
     return {
         "verdict": report.verdict,
-        "regressions": str(report.counts.get("regression", 0)),
+        "regressions": str(
+            report.counts.get("regression", 0) + report.counts.get("memory-regression", 0)
+        ),
         "report-path": str(report_path),
     }

@@ -187,6 +187,8 @@ class HarnessSettings:
 
 # dtype -> (peak TFLOPS, peak GB/s) of the device; (None, None) when unknown.
 PeakLookup = Callable[[str], tuple[float | None, float | None]]
+# Error prefix of a contestant that was fine but could not be timed because another failed.
+NOT_MEASURED = "not measured:"
 
 
 def _compile(
@@ -314,17 +316,17 @@ def run_contestants(
     def failed(message: str, culprit: int | None = None) -> list[CaseResult]:
         results = []
         for i, spec in enumerate(specs):
-            tag = (
-                f"{specs[culprit].name} v{specs[culprit].version}: "
-                if culprit not in (None, i)
-                else ""
-            )
+            if culprit not in (None, i):
+                other = specs[culprit]  # type: ignore[index]
+                error = f"{NOT_MEASURED} {other.name} v{other.version} failed: {message}"
+            else:
+                error = message
             times = CompileTimes(pallas_ms=compile_ms[i] if i < len(compile_ms) else None)
             results.append(
                 CaseResult(
                     **_identity(spec, case),
                     status="error",
-                    error=f"{tag}{message}",
+                    error=error,
                     compile=times,
                     analysis=analyses[i],
                     correctness=checks[i],

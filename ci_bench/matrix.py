@@ -43,7 +43,7 @@ def expand(
     """Cases of the chosen kernels (all when empty) for one profile, in a stable order."""
     if profile not in PROFILES:
         raise SelectionError(f"unknown profile {profile!r}; expected one of {', '.join(PROFILES)}")
-    names = list(kernels) or list(specs)
+    names = list(dict.fromkeys(kernels)) or list(specs)
     unknown = [n for n in names if n not in specs]
     if unknown:
         known = ", ".join(specs) or "none"

@@ -6,7 +6,12 @@ from collections.abc import Sequence
 
 from ci_bench.errors import InputError
 from ci_bench.matrix import Shard
-from ci_bench.schema import Results
+from ci_bench.schema import Results, RunSettings
+
+
+def _portable(settings: RunSettings) -> RunSettings:
+    """Settings without the runner-local cache path, which differs between runners."""
+    return settings.model_copy(update={"compilation_cache": None})
 
 
 def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
@@ -26,7 +31,7 @@ def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
         for field, mine, theirs in (
             ("meta.device", meta.device.identity, first.meta.device.identity),
             ("meta.profile", meta.profile, first.meta.profile),
-            ("meta.settings", meta.settings, first.meta.settings),
+            ("meta.settings", _portable(meta.settings), _portable(first.meta.settings)),
             ("meta.case_globs", meta.case_globs, first.meta.case_globs),
         ):
             if mine != theirs:

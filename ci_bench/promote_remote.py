@@ -38,7 +38,7 @@ def _merged(
 ) -> str | None:
     """The file's new text with ``entry`` merged in, or None when nothing changes."""
     existing = _parse_remote(text, path) if text is not None else None
-    promotion = merge_entry(existing, kernel, version, entry, force=False)
+    promotion = merge_entry(existing, kernel, version, entry, force=False, keep_existing=True)
     return None if promotion.action == "unchanged" else render_baseline(promotion.document)
 
 

@@ -13,6 +13,7 @@ from ci_bench.schema import (
     KernelSummary,
     Report,
     Results,
+    Thresholds,
 )
 
 
@@ -237,12 +238,7 @@ def markdown_report(
     parts = [
         f"### {VERDICT_ICONS[report.verdict]} ci-bench: {report.headline}",
         "",
-        f"Regression: mean_ms more than {t.mean_slowdown:.0%} above the baseline or TFLOPS "
-        f"below {1 - t.tflops_drop:.0%} of it, and significant on the raw samples (one-sided "
-        f"Mann–Whitney U, p < {t.significance:g}); past the threshold but not significant is "
-        "noisy. Significance is controlled across the matrix (Benjamini–Hochberg); MDC is "
-        "the smallest change each comparison would detect (80 % power): a pass rules out "
-        "changes larger than it, not smaller ones.",
+        _rule(t, report.mode),
     ]
     notes = [f"> {k.kernel}: {k.note}" for k in report.kernels if k.note]
     notes += [f"> ⚠️ {w}" for k in report.kernels for w in k.warnings]
@@ -279,6 +275,28 @@ def markdown_report(
     return "\n".join(parts) + "\n"
 
 
+def _rule(t: Thresholds, mode: str) -> str:
+    """One paragraph saying what the verdicts mean, for the mode the report used."""
+    if mode == "ab":
+        test = (
+            f"the median paired head/base ratio more than {t.mean_slowdown:.0%} above 1 (TFLOPS "
+            f"below {1 - t.tflops_drop:.0%}), and a significant change (one-sided Wilcoxon "
+            f"signed-rank on the paired log-ratios, p < {t.significance:g})"
+        )
+    else:
+        test = (
+            f"mean_ms more than {t.mean_slowdown:.0%} above the baseline or TFLOPS below "
+            f"{1 - t.tflops_drop:.0%} of it, and significant on the raw samples (one-sided "
+            f"Mann–Whitney U, p < {t.significance:g})"
+        )
+    return (
+        f"Regression: {test}; past the threshold but not significant is noisy. Significance "
+        "is controlled across the matrix (Benjamini–Hochberg); MDC is the smallest change "
+        "each comparison would detect (80 % power): a pass rules out changes larger than "
+        "it, not smaller ones."
+    )
+
+
 def delta_chart(report: Report) -> str:
     """A mermaid bar chart of Δ mean per compared case: the shape of a change at a glance."""
     from ci_bench.plot import mermaid_delta_chart
@@ -289,9 +307,10 @@ def delta_chart(report: Report) -> str:
     versions = ", ".join(
         f"{k.kernel} v{k.baseline_version}" for k in report.kernels if k.baseline_version
     )
+    against = f"base {report.base_ref}" if report.mode == "ab" else f"baseline ({versions})"
     return mermaid_delta_chart(
         deltas,
-        f"Δ mean vs baseline ({versions})",
+        f"Δ vs {against}",
         threshold=report.thresholds.mean_slowdown * 100,
     )
 

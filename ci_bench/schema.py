@@ -285,11 +285,17 @@ class Results(Model):
     cases: list[CaseResult]
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> Results:
+    def _consistent(self) -> Results:
         ids = [c.id for c in self.cases]
         if len(ids) != len(set(ids)):
             dup = sorted({i for i in ids if ids.count(i) > 1})
             raise ValueError(f"duplicate case ids: {', '.join(dup)}")
+        for case in self.cases:
+            if self.meta.kernels.get(case.kernel) != case.version:
+                raise ValueError(
+                    f"case {case.id} is {case.kernel} v{case.version}, but meta.kernels "
+                    f"says {self.meta.kernels.get(case.kernel, 'nothing')}"
+                )
         return self
 
 

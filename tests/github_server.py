@@ -243,7 +243,9 @@ class FakeGitHub:
     def _comment_json(self, repo: Repo, comment_id: int) -> dict[str, Any]:
         comment = repo.comments[comment_id]
         on_pull = repo.issues[comment["issue"]]["pull"] is not None
-        return self._shapes.comment(repo.full_name, comment_id, comment, on_pull, self.login)
+        # A test may set "user" to stand for a comment written by another account.
+        author = comment.get("user", self.login)
+        return self._shapes.comment(repo.full_name, comment_id, comment, on_pull, author)
 
     # -- routes, named in _ROUTES ----------------------------------------------------------
 

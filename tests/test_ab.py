@@ -133,3 +133,21 @@ def test_ab_with_an_unknown_ref_is_a_one_line_error(repo):
     assert done.returncode == ExitCode.USAGE
     assert "git rev-parse" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_base_that_cannot_be_measured_leaves_the_head_as_new_not_an_error():
+    head, base = paired(drifting(), drifting())
+    broken = base.model_copy(
+        update={
+            "status": "error",
+            "error": "incorrect: 3 of 9 elements",
+            "pallas": None,
+            "native": None,
+            "tflops": None,
+            "speedup": None,
+            "metrics": None,
+        }
+    )
+    (verdict,) = judge_pairs([(head, broken)], T)
+    assert verdict.verdict == "new"
+    assert "the base could not be measured: incorrect" in verdict.reason

@@ -29,6 +29,7 @@ backoff = 0.01
 max-rate-limit-wait = 2
 seconds-between-requests = 0
 seconds-between-writes = 0
+comment-author = "ci-bench-bot"
 """
 
 
@@ -273,13 +274,18 @@ def test_dispatch_runs_only_the_chosen_kernels_and_profile(server, workspace):
 
 
 def tag_env(server, folder, tag):
+    """A tag push in a project whose 'full' profile is one small shape (tiny_matmul)."""
+    write_project(folder, ["tiny_matmul"], FAST_API)
     path = event_file(folder, "push_tag.json", ref=f"refs/tags/{tag}")
     return actions_env(server, folder, "push", path, GITHUB_REF=f"refs/tags/{tag}")
 
 
+RELEASE = ["--repeats", "2", "--warmup", "0"]
+
+
 def test_a_tag_promotes_once_and_a_rerun_changes_nothing(server, workspace):
     env = tag_env(server, workspace, "matmul-v0.1.0")
-    first = run_cli("ci", *SMALL, cwd=workspace, env=env)
+    first = run_cli("ci", *RELEASE, cwd=workspace, env=env)
     assert first.returncode == 0, first.stderr
     files = server.files(REPO)
     doc = json.loads(files["baselines/matmul_v0.1.0.json"])
@@ -287,7 +293,7 @@ def test_a_tag_promotes_once_and_a_rerun_changes_nothing(server, workspace):
     assert len(server.commits) == 1
     assert "matmul-v0.1.0" in server.commits[0].message
     assert "cpu:cpu:" in server.commits[0].message
-    again = run_cli("ci", *SMALL, cwd=workspace, env=env)
+    again = run_cli("ci", *RELEASE, cwd=workspace, env=env)
     assert again.returncode == 0, again.stderr
     assert "unchanged" in again.stdout
     assert len(server.commits) == 1
@@ -314,7 +320,7 @@ def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):
     repo = gh(server).get_repo(REPO)
     repo.create_file("baselines/matmul_v0.1.0.json", "v6e numbers", remote, branch="main")
     server.fail_next("PUT", r"/contents/baselines/matmul_v0\.1\.0\.json$", 409)
-    done = run_cli("ci", *SMALL, cwd=workspace, env=tag_env(server, workspace, "v0.1.0"))
+    done = run_cli("ci", *RELEASE, cwd=workspace, env=tag_env(server, workspace, "v0.1.0"))
     assert done.returncode == 0, done.stderr
     doc = json.loads(server.files(REPO)["baselines/matmul_v0.1.0.json"])
     kinds = [e["device"]["device_kind"] for e in doc["entries"]]
@@ -323,19 +329,19 @@ def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):
 
 def test_promotion_through_a_pull_request(server, workspace):
     env = tag_env(server, workspace, "v0.1.0")
-    done = run_cli("ci", *SMALL, "--promote-via", "pull-request", cwd=workspace, env=env)
+    done = run_cli("ci", *RELEASE, "--promote-via", "pull-request", cwd=workspace, env=env)
     assert done.returncode == 0, done.stderr
     assert "pull request:" in done.stdout
     assert "baselines/matmul_v0.1.0.json" in server.files(REPO, "ci-bench/baselines-v0.1.0")
     assert "baselines/matmul_v0.1.0.json" not in server.files(REPO)
-    again = run_cli("ci", *SMALL, "--promote-via", "pull-request", cwd=workspace, env=env)
+    again = run_cli("ci", *RELEASE, "--promote-via", "pull-request", cwd=workspace, env=env)
     assert again.returncode == 0, again.stderr
     pulls = [r for r in server.requests if r.method == "POST" and r.path.endswith("/pulls")]
     assert len(pulls) == 1
 
 
 def test_a_kernel_tag_must_match_the_kernel_version(server, workspace):
-    done = run_cli("ci", *SMALL, cwd=workspace, env=tag_env(server, workspace, "matmul-v9.9.9"))
+    done = run_cli("ci", *RELEASE, cwd=workspace, env=tag_env(server, workspace, "matmul-v9.9.9"))
     assert done.returncode == ExitCode.USAGE
     assert "declares version 0.1.0, not 9.9.9" in done.stderr
     assert server.commits == []
@@ -438,3 +444,29 @@ def test_a_shard_job_writes_files_only(server, workspace):
     assert not (workspace / "output.txt").exists()
     assert "::" not in done.stdout
     assert comments(server, number) == []
+
+
+def test_a_pasted_marker_from_someone_else_is_not_our_comment(server, workspace):
+    number, head = open_pull(server)
+    results_path = workspace / "r.json"
+    results_path.write_text(dump_model(results([case("matmul/B1-M128-K128-N128/float32")])))
+    env = pr_env(server, workspace, number, head)
+    assert run_cli("ci", "--results", str(results_path), cwd=workspace, env=env).returncode == 0
+    (ours,) = comments(server, number)
+    # The same marker in a comment by another account: edited? never.
+    server.repos[REPO.lower()].comments[ours.id]["user"] = "mallory"
+    done = run_cli("ci", "--results", str(results_path), cwd=workspace, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "comment created" in done.stderr
+    assert len(comments(server, number)) == 2
+
+
+def test_a_library_tag_keeps_numbers_of_kernel_versions_it_did_not_bump(server, workspace):
+    first = run_cli("ci", *RELEASE, cwd=workspace, env=tag_env(server, workspace, "v0.1.0"))
+    assert first.returncode == 0, first.stderr
+    files = server.files(REPO)
+    second = run_cli("ci", *RELEASE, cwd=workspace, env=tag_env(server, workspace, "v0.2.0"))
+    assert second.returncode == 0, second.stderr
+    assert "unchanged: baselines/matmul_v0.1.0.json" in second.stdout
+    assert len(server.commits) == 1
+    assert server.files(REPO) == files

@@ -185,3 +185,39 @@ def test_merge_joins_shards_into_the_whole_matrix(tmp_path, project):
     mixed = run_cli("merge", str(one), str(other), "-o", str(out), cwd=project)
     assert mixed.returncode == ExitCode.USAGE
     assert "meta.device" in mixed.stderr
+
+
+def test_shards_from_runners_with_different_cache_paths_merge(tmp_path, project):
+    def with_cache(res, path):
+        settings = res.meta.settings.model_copy(update={"compilation_cache": path})
+        return res.model_copy(update={"meta": res.meta.model_copy(update={"settings": settings})})
+
+    one = write_results(
+        tmp_path / "1.json",
+        with_cache(results([case(IDS[0])], shard="1/2"), "/home/r1/_work/.cache/jax"),
+    )
+    two = write_results(
+        tmp_path / "2.json",
+        with_cache(results([case(IDS[1])], shard="2/2"), "/home/r2/_work/.cache/jax"),
+    )
+    done = run_cli("merge", str(one), str(two), "-o", str(tmp_path / "m.json"), cwd=project)
+    assert done.returncode == 0, done.stderr
+
+
+def test_results_whose_cases_disagree_with_meta_kernels_are_rejected(tmp_path, project):
+    data = json.loads(dump_model(results([case(IDS[0])])))
+    data["meta"]["kernels"] = {}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    done = run_cli("compare", str(path), cwd=project)
+    assert done.returncode == ExitCode.USAGE
+    assert "meta.kernels says nothing" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_part_of_a_matrix_is_not_promoted(tmp_path, project):
+    part = write_results(tmp_path / "part.json", results([case(IDS[0])], shard="1/2"))
+    done = run_cli("promote", str(part), "--baselines-dir", str(tmp_path / "b"), cwd=project)
+    assert done.returncode == ExitCode.USAGE
+    assert "merge the shards" in done.stderr
+    assert not (tmp_path / "b").exists()

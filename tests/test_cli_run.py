@@ -178,3 +178,23 @@ def test_third_party_kernel_runs_through_the_kernel_module_flag(tmp_path):
         "jax_softmax/B1-R64-C256/bfloat16",
     ]
     assert all(c["status"] == "ok" for c in cases)
+
+
+def test_a_kernel_named_twice_runs_once(project):
+    done = run_cli(
+        "run",
+        "--kernel",
+        "matmul,matmul",
+        "--case",
+        "matmul/B1-M128-K128-N128/float32",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--format",
+        "json",
+        "-q",
+        cwd=project,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["cases"]) == 1

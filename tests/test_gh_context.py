@@ -84,6 +84,11 @@ def test_tag_pushes_and_releases_name_what_to_promote():
     assert parse_event("push", branch_push, None) is None
 
 
+def test_pull_request_actions_without_new_code_are_ignored():
+    closed = {**payload("pull_request_opened.json"), "action": "closed"}
+    assert parse_event("pull_request", closed, None) is None
+
+
 def test_workflow_run_event():
     event = parse_event("workflow_run", payload("workflow_run_completed.json"), None)
     assert isinstance(event, WorkflowRun)
@@ -93,7 +98,7 @@ def test_workflow_run_event():
 
 def test_a_broken_payload_is_an_input_error():
     with pytest.raises(InputError, match="pull_request event payload"):
-        parse_event("pull_request", {"pull_request": {}}, None)
+        parse_event("pull_request", {"action": "opened", "pull_request": {}}, None)
 
 
 def test_context_reads_the_environment_and_defaults_to_the_public_api(tmp_path):
@@ -152,3 +157,22 @@ def test_annotations_escape_workflow_command_syntax():
         "::error title=ci-bench regression%3A matmul/B1-M128-K128-N128/float32::"
     )
     assert "+100.0%25 mean, significantly slower" in line  # "%" escaped as GitHub requires
+
+
+def test_the_regressions_output_counts_memory_regressions_too(tmp_path):
+    from pathlib import Path
+
+    from ci_bench.baselines import BaselineFile, Lookup, entry_from_results
+    from ci_bench.compare import compare
+    from ci_bench.gh_outputs import report_outputs
+    from ci_bench.schema import FailPolicy, Thresholds
+
+    cid = "matmul/B1-M128-K128-N128/float32"
+    base = results([case(cid, 1.0, peak_bytes=1000)])
+    entry = entry_from_results(base, "matmul", base.meta.started_at, None)
+    doc = BaselineFile(kernel="matmul", version="0.1.0", entries=[entry])
+    lookup = {"matmul": Lookup("matmul", "0.1.0", None, doc, None)}
+    report = compare(results([case(cid, 1.0, peak_bytes=2000)]), lookup, Thresholds(), FailPolicy())
+    outputs = report_outputs(report, Path("r.json"))
+    assert outputs["verdict"] == "regression"
+    assert outputs["regressions"] == "1"
