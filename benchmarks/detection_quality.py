@@ -32,13 +32,13 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from ci_bench.ab import judge_pairs
-from ci_bench.baselines import BaselineFile, Lookup, entry_from_results
-from ci_bench.compare import compare
-from ci_bench.devices import fingerprint
-from ci_bench.harness import HarnessSettings, run_case, run_contestants
-from ci_bench.schema import CaseResult, FailPolicy, Results, RunMeta, RunSettings, Thresholds
-from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance
+from ci_bench.contract.spec import Case, KernelSpec, MatrixProfile, Tolerance
+from ci_bench.judge.ab import judge_pairs
+from ci_bench.judge.compare import compare
+from ci_bench.measure.devices import fingerprint
+from ci_bench.measure.harness import HarnessSettings, run_case, run_contestants
+from ci_bench.schema.models import CaseResult, FailPolicy, Results, RunMeta, RunSettings, Thresholds
+from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 
 
 def _work_kernel(a_ref, b_ref, o_ref, *, units: int):

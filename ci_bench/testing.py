@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ci_bench.baselines import find_baseline, load_baseline
-from ci_bench.compare import judge
-from ci_bench.config import load_config, resolve
-from ci_bench.schema import CaseVerdict, Thresholds
-from ci_bench.spec import Case, KernelSpec
+from ci_bench.commands.config import load_config, resolve
+from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.judge.compare import judge
+from ci_bench.schema.models import CaseVerdict, Thresholds
+from ci_bench.store.baselines import find_baseline, load_baseline
 
 accelerator = pytest.mark.accelerator
 
@@ -29,7 +29,7 @@ accelerator = pytest.mark.accelerator
 def _spec(kernel: KernelSpec | str) -> KernelSpec:
     if isinstance(kernel, KernelSpec):
         return kernel
-    from ci_bench.registry import load_kernels
+    from ci_bench.contract.registry import load_kernels
 
     return next(iter(load_kernels([kernel]).values()))
 
@@ -56,9 +56,9 @@ def assert_no_regression(
     ``baseline`` defaults to the config's store (nearest version at or below the kernel's).
     No baseline for this device skips the test, with the reason, rather than passing it.
     """
-    from ci_bench.devices import fingerprint
-    from ci_bench.harness import HarnessSettings, run_case
-    from ci_bench.runner import peak_lookup
+    from ci_bench.measure.devices import fingerprint
+    from ci_bench.measure.harness import HarnessSettings, run_case
+    from ci_bench.measure.runner import peak_lookup
 
     spec = _spec(kernel)
     case = _case(spec, case_id)

@@ -35,7 +35,7 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: i
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "ci_bench.cli", *args],
+        [sys.executable, "-m", "ci_bench.commands.cli", *args],
         cwd=cwd,
         env=full_env,
         capture_output=True,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ci_bench.harness import stats_of
-from ci_bench.roofline import compute_metrics, tflops_of
-from ci_bench.schema import (
+from ci_bench.measure.harness import stats_of
+from ci_bench.measure.roofline import compute_metrics, tflops_of
+from ci_bench.schema.models import (
     CaseResult,
     CompiledStats,
     CompileTimes,

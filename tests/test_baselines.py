@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ci_bench.baselines import (
+from ci_bench.errors import InputError
+from ci_bench.store.baselines import (
     BaselineFile,
     PromotionRefusedError,
     available_versions,
@@ -19,7 +20,6 @@ from ci_bench.baselines import (
     version_key,
     write_promotions,
 )
-from ci_bench.errors import InputError
 from tests.factories import CPU, V5E, case, results
 
 A = "matmul/B1-M128-K128-N128/float32"

@@ -13,7 +13,7 @@ import pytest
 from github import Auth, Github
 
 from ci_bench.errors import ExitCode
-from ci_bench.io import dump_model
+from ci_bench.store.files import dump_model
 from tests.conftest import run_cli, write_project
 from tests.factories import case, results
 from tests.github_server import FakeGitHub
@@ -313,7 +313,7 @@ def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):
             )
         }
     )
-    from ci_bench.baselines import BaselineFile, entry_from_results, render_baseline
+    from ci_bench.store.baselines import BaselineFile, entry_from_results, render_baseline
 
     entry = entry_from_results(other, "matmul", other.meta.started_at, "v0.0.9")
     remote = render_baseline(BaselineFile(kernel="matmul", version="0.1.0", entries=[entry]))
@@ -348,7 +348,7 @@ def test_a_kernel_tag_must_match_the_kernel_version(server, workspace):
 
 
 def test_a_flagged_regression_is_re_measured_before_the_verdict(server, workspace):
-    from ci_bench.devices import fingerprint
+    from ci_bench.measure.devices import fingerprint
 
     # A stored baseline a million times faster than anything this machine can do.
     fast = results(

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ci_bench.errors import ExitCode
-from ci_bench.io import dump_model
+from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
 from tests.factories import V5E, case, results
 

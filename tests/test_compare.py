@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from ci_bench.baselines import BaselineFile, Lookup, entry_from_results
-from ci_bench.compare import compare, judge
 from ci_bench.errors import ExitCode
-from ci_bench.schema import FailPolicy, Thresholds
+from ci_bench.judge.compare import compare, judge
+from ci_bench.schema.models import FailPolicy, Thresholds
+from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 from tests.factories import CPU, V5E, case, results
 
 A = "matmul/B1-M128-K128-N128/float32"
@@ -155,8 +155,8 @@ def test_peak_memory_growth_is_a_memory_regression_counted_in_the_verdict():
 
 
 def test_a_wrong_flops_model_is_a_warning_in_the_report():
-    from ci_bench.harness import cost_model_check
-    from ci_bench.schema import CompiledStats, XlaCost
+    from ci_bench.measure.harness import cost_model_check
+    from ci_bench.schema.models import CompiledStats, XlaCost
 
     native = CompiledStats(cost=XlaCost(flops=1000.0, bytes_accessed=10.0, has_loops=False))
     check = cost_model_check(4000, native, 2.0)
@@ -207,7 +207,7 @@ def test_every_comparison_reports_its_minimum_detectable_change():
 
 
 def test_a_regression_must_hold_when_re_measured():
-    from ci_bench.harness import stats_of
+    from ci_bench.measure.harness import stats_of
     from tests.factories import samples
 
     base = baseline_of(results([case(A, 1.0)]))

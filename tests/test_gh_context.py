@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci_bench.errors import InputError
-from ci_bench.gh_context import (
+from ci_bench.github.context import (
     PUBLIC_API,
     Dispatch,
     PullRequest,
@@ -18,7 +18,7 @@ from ci_bench.gh_context import (
     parse_event,
     parse_tag,
 )
-from ci_bench.gh_outputs import annotations, append_summary, write_outputs
+from ci_bench.github.outputs import annotations, append_summary, write_outputs
 from tests.factories import case, results
 
 EVENTS = Path(__file__).parent / "fixtures" / "events"
@@ -138,9 +138,9 @@ def test_outputs_use_delimiters_and_summaries_append(tmp_path):
 
 
 def test_annotations_escape_workflow_command_syntax():
-    from ci_bench.baselines import BaselineFile, Lookup, entry_from_results
-    from ci_bench.compare import compare
-    from ci_bench.schema import FailPolicy, Thresholds
+    from ci_bench.judge.compare import compare
+    from ci_bench.schema.models import FailPolicy, Thresholds
+    from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 
     cid = "matmul/B1-M128-K128-N128/float32"
     base = results([case(cid, 1.0)])
@@ -162,10 +162,10 @@ def test_annotations_escape_workflow_command_syntax():
 def test_the_regressions_output_counts_memory_regressions_too(tmp_path):
     from pathlib import Path
 
-    from ci_bench.baselines import BaselineFile, Lookup, entry_from_results
-    from ci_bench.compare import compare
-    from ci_bench.gh_outputs import report_outputs
-    from ci_bench.schema import FailPolicy, Thresholds
+    from ci_bench.github.outputs import report_outputs
+    from ci_bench.judge.compare import compare
+    from ci_bench.schema.models import FailPolicy, Thresholds
+    from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 
     cid = "matmul/B1-M128-K128-N128/float32"
     base = results([case(cid, 1.0, peak_bytes=1000)])

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ci_bench.spec import Case, Tolerance
+from ci_bench.contract.spec import Case, Tolerance
 from kernels.gla import SPEC, chunk_gla, chunk_gla_native, recurrent_gla
 
 BACKENDS = ("tpu", "gpu")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_bench.hlo import (
+from ci_bench.measure.hlo import (
     dump_case_hlo,
     format_peak_table,
     human_bytes,
@@ -14,7 +14,7 @@ from ci_bench.hlo import (
     parse_buffer_assignment,
     xla_dump_flags,
 )
-from ci_bench.profiling import ProfilingError
+from ci_bench.measure.profiling import ProfilingError
 
 HLO = Path(__file__).parent / "fixtures" / "hlo"
 REPO = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from ci_bench.errors import InputError
-from ci_bench.io import atomic_write_text, read_model
-from ci_bench.schema import Results
+from ci_bench.schema.models import Results
+from ci_bench.store.files import atomic_write_text, read_model
 
 
 def read(path):

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ci_bench.spec import Case
+from ci_bench.contract.spec import Case
 from kernels.matmul import SPEC, BlockSizes, matmul_tiled, reference
 
 SHAPES = [

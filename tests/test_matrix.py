@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ci_bench.matrix import SelectionError, Shard, expand, select, shard
+from ci_bench.contract.matrix import SelectionError, Shard, expand, select, shard
 from kernels.matmul import SPEC
 
 SPECS = {"matmul": SPEC}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ci_bench.errors import InputError
-from ci_bench.plot import mermaid_delta_chart, resolve_ceilings, roofline_png, short_labels
-from ci_bench.roofline import compute_metrics
-from ci_bench.schema import CaseResult, Results
+from ci_bench.measure.roofline import compute_metrics
+from ci_bench.report.plot import mermaid_delta_chart, resolve_ceilings, roofline_png, short_labels
+from ci_bench.schema.models import CaseResult, Results
 from tests.factories import V5E, case, results
 
 IDS = (
@@ -66,7 +66,7 @@ def test_cpu_roofline_png_with_baseline_is_a_real_image(tmp_path: Path) -> None:
 
 def test_cpu_roofline_draws_points_only_and_says_no_peak_is_known() -> None:
     pytest.importorskip("matplotlib")
-    from ci_bench.plot import roofline_figure
+    from ci_bench.report.plot import roofline_figure
 
     fig = roofline_figure(_run((1.0, 0.5, 40.0)), baseline=_run((0.8, 0.6, 30.0)))
     (ax,) = fig.axes
@@ -80,7 +80,7 @@ def test_cpu_roofline_draws_points_only_and_says_no_peak_is_known() -> None:
 
 def test_tpu_roofline_draws_the_memory_roof_and_the_bf16_compute_roof() -> None:
     pytest.importorskip("matplotlib")
-    from ci_bench.plot import roofline_figure
+    from ci_bench.report.plot import roofline_figure
 
     fig = roofline_figure(_run((1.0, 0.5, 40.0), device=V5E), title="v5e")
     (ax,) = fig.axes
@@ -95,7 +95,7 @@ def test_tpu_roofline_draws_the_memory_roof_and_the_bf16_compute_roof() -> None:
 
 def test_given_peaks_draw_one_shared_compute_roof() -> None:
     pytest.importorskip("matplotlib")
-    from ci_bench.plot import roofline_figure
+    from ci_bench.report.plot import roofline_figure
 
     fig = roofline_figure(_run((1.0, 0.5, 40.0)), peak_tflops=2.0, peak_gbps=100.0)
     labels = [line.get_label() for line in fig.axes[0].lines]

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from ci_bench.profiling import (
+from ci_bench.measure.profiling import (
     ProfilingError,
     capture_trace,
     find_case,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ci_bench.baselines import BaselineFile, Lookup, entry_from_results
-from ci_bench.compare import compare
-from ci_bench.render import markdown_report, terminal_report
-from ci_bench.schema import FailPolicy, Thresholds
+from ci_bench.judge.compare import compare
+from ci_bench.report.render import markdown_report, terminal_report
+from ci_bench.schema.models import FailPolicy, Thresholds
+from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 from tests.factories import case, results
 
 GOLDEN = Path(__file__).parent / "golden"

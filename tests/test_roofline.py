@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ci_bench.roofline import PEAKS, compute_metrics, peak_for, tflops_of
+from ci_bench.measure.roofline import PEAKS, compute_metrics, peak_for, tflops_of
 
 
 @pytest.mark.parametrize(

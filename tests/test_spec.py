@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from ci_bench.spec import Case, MatrixProfile, SpecError, Tolerance, grid, points
+from ci_bench.contract.spec import Case, MatrixProfile, SpecError, Tolerance, grid, points
 from kernels.matmul import SPEC
 
 

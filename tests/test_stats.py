@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from ci_bench.stats import (
+from ci_bench.judge.stats import (
     benjamini_hochberg,
     bootstrap_ratio_ci,
     mann_whitney_p,

@@ -8,8 +8,8 @@ import textwrap
 import jax  # noqa: F401  imported before pytester snapshots sys.modules: jaxlib loads once
 import pytest
 
-from ci_bench.devices import fingerprint
-from ci_bench.io import dump_model
+from ci_bench.measure.devices import fingerprint
+from ci_bench.store.files import dump_model
 from tests.conftest import REPO, run_cli, write_project
 from tests.factories import case, results
 

@@ -1,0 +1,245 @@
+"""Command line: argparse, configuration and the environment meet here and nowhere else."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci_bench import __version__
+from ci_bench.commands.ab import cmd_ab
+from ci_bench.commands.ci import cmd_ci, cmd_comment
+from ci_bench.commands.compare import cmd_compare, cmd_merge, cmd_promote
+from ci_bench.commands.profile import cmd_plot, cmd_profile
+from ci_bench.commands.run import cmd_list, cmd_run, cmd_schema
+from ci_bench.contract.matrix import SelectionError
+from ci_bench.contract.spec import PROFILES, SpecError
+from ci_bench.errors import CiBenchError, ExitCode
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("selection")
+    group.add_argument(
+        "--kernel",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="kernel to run (repeat or comma-separate; default: all)",
+    )
+    group.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="case id glob, e.g. 'matmul/B4-*' (repeatable)",
+    )
+    group.add_argument("--profile", choices=PROFILES, help="matrix profile (default: config)")
+    group.add_argument(
+        "--kernel-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="extra kernel module exposing SPEC (repeatable)",
+    )
+    group.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+
+
+def _add_measurement(run: argparse.ArgumentParser) -> None:
+    """Options shared by ``run`` and ``ci``: how cases are measured."""
+    run.add_argument("--warmup", type=int, help="warmup calls per implementation (default 5)")
+    run.add_argument("--repeats", type=int, help="timed calls per implementation (default 20)")
+    run.add_argument("--seed", type=int, help="PRNG seed for inputs (default 42)")
+    run.add_argument(
+        "--adaptive",
+        type=float,
+        metavar="WIDTH",
+        help="sample until the median's 95%% CI is this wide relative to it (e.g. 0.01); "
+        "--repeats becomes the minimum",
+    )
+    run.add_argument(
+        "--max-time",
+        type=float,
+        metavar="SECONDS",
+        help="per-case time cap for --adaptive (default: config, 30)",
+    )
+    run.add_argument("--shard", help="run shard I of N of the matrix, e.g. 2/4")
+    run.add_argument("--peak-tflops", type=float, help="override the device's peak TFLOPS")
+    run.add_argument("--peak-gbps", type=float, help="override the device's peak HBM GB/s")
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--compilation-cache",
+        type=Path,
+        metavar="DIR",
+        help="JAX persistent compilation cache folder (default: config)",
+    )
+    cache.add_argument("--no-compilation-cache", action="store_true")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ci-bench", description="Continuous benchmarking for JAX Pallas kernels."
+    )
+    parser.add_argument("--version", action="version", version=f"ci-bench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the benchmark matrix and print a table")
+    _add_selection(run)
+    _add_measurement(run)
+    run.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
+    run.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
+    run.add_argument("--output", "-o", type=Path, help="write the results JSON here")
+    run.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="what to print on stdout",
+    )
+
+    ci = sub.add_parser("ci", help="what the GitHub event asks for: run, compare, report, promote")
+    _add_selection(ci)
+    _add_measurement(ci)
+    ci.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("ci-bench-out"),
+        help="results, report and comment context go here (the artifact)",
+    )
+    ci.add_argument("--results", type=Path, help="use these (merged) results instead of running")
+    ci.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    ci.add_argument("--fail-on", metavar="STATES", help="as for compare (default: event, config)")
+    ci.add_argument("--no-comment", action="store_true", help="never post the PR comment")
+    ci.add_argument(
+        "--no-publish",
+        action="store_true",
+        help="write results and report files only: no summary, outputs, annotations, comment "
+        "(shard jobs, whose merged report is published once)",
+    )
+    ci.add_argument(
+        "--mode",
+        choices=("baseline", "ab", "both"),
+        help="stored baseline, A/B against a base ref, or both (default: event, config)",
+    )
+    ci.add_argument("--base", metavar="REF", help="A/B base ref (default: the PR's base)")
+    ci.add_argument(
+        "--promote-via",
+        choices=("commit", "pull-request"),
+        help="how a release tag's baselines land (default: config)",
+    )
+
+    ab = sub.add_parser("ab", help="A/B: the base ref's kernels against the head's, in one process")
+    _add_selection(ab)
+    _add_measurement(ab)
+    ab.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
+    ab.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    ab.add_argument("--output", "-o", type=Path, help="write the report JSON here")
+    ab.add_argument("--markdown", type=Path, metavar="FILE", help="write the markdown here")
+    ab.add_argument("--fail-on", metavar="STATES", help="as for compare (default: config)")
+    ab.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged cases")
+
+    profile = sub.add_parser(
+        "profile", help="jax.profiler trace of one case under a top-level jit; HLO dump"
+    )
+    _add_selection(profile)
+    profile.add_argument("--out", type=Path, required=True, help="folder for trace and dumps")
+    profile.add_argument("--runs", type=int, default=3, help="traced runs (default 3)")
+    profile.add_argument(
+        "--dump-hlo", action="store_true", help="dump HLO and buffer assignment via XLA_FLAGS"
+    )
+    profile.add_argument("--top", type=int, default=10, help="largest buffers to list")
+
+    plot = sub.add_parser("plot", help="roofline chart (PNG) of a results file")
+    plot.add_argument("results", type=Path)
+    plot.add_argument("--out", "-o", type=Path, default=Path("roofline.png"))
+    plot.add_argument("--baseline", type=Path, help="results file drawn beside the current one")
+    plot.add_argument("--peak-tflops", type=float, help="compute roof (TFLOPS)")
+    plot.add_argument("--peak-gbps", type=float, help="memory roof (GB/s)")
+
+    comment = sub.add_parser("comment", help="post the sticky PR comment from a report artifact")
+    comment.add_argument(
+        "--report-dir",
+        type=Path,
+        required=True,
+        help="downloaded artifact with report.json and pr.json",
+    )
+
+    lst = sub.add_parser("list", help="list kernels and the cases a selection expands to")
+    _add_selection(lst)
+
+    sub.add_parser("schema", help="print the results JSON Schema")
+
+    compare = sub.add_parser("compare", help="compare results with baselines; exit on verdict")
+    compare.add_argument("results", type=Path, help="results JSON from ci-bench run")
+    compare.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    compare.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="compare with this baseline file (repeatable, one per kernel)",
+    )
+    compare.add_argument(
+        "--baseline-version",
+        metavar="VERSION",
+        help="compare with this kernel version's baseline instead",
+    )
+    compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    compare.add_argument("--output", "-o", type=Path, help="write the report JSON here")
+    compare.add_argument("--markdown", type=Path, metavar="FILE", help="write the markdown here")
+    compare.add_argument(
+        "--fail-on",
+        metavar="STATES",
+        help="states that fail besides regression, e.g. error,missing,noisy "
+        "('none' for regressions only; default: config)",
+    )
+    compare.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+
+    promote = sub.add_parser("promote", help="write results as baselines/<kernel>_v<version>.json")
+    promote.add_argument("results", type=Path)
+    promote.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    promote.add_argument("--tag", help="release tag recorded in the provenance")
+    promote.add_argument(
+        "--force", action="store_true", help="replace an existing entry for this device"
+    )
+    promote.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+
+    merge = sub.add_parser("merge", help="join shard results into one results file")
+    merge.add_argument("parts", type=Path, nargs="+")
+    merge.add_argument("--output", "-o", type=Path, required=True)
+    return parser
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "list": cmd_list,
+    "schema": cmd_schema,
+    "compare": cmd_compare,
+    "promote": cmd_promote,
+    "merge": cmd_merge,
+    "ci": cmd_ci,
+    "comment": cmd_comment,
+    "profile": cmd_profile,
+    "ab": cmd_ab,
+    "plot": cmd_plot,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the documented exit code (README, "Exit codes")."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args, os.environ, Path.cwd(), sys.stdout)
+    except (CiBenchError, SelectionError, SpecError) as exc:
+        code = exc.exit_code if isinstance(exc, CiBenchError) else ExitCode.USAGE
+        sys.stderr.write(f"ci-bench: error: {exc}\n")
+        return int(code)
+    except KeyboardInterrupt:
+        sys.stderr.write("ci-bench: interrupted; results measured so far were saved\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

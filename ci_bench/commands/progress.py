@@ -1,0 +1,46 @@
+"""Progress lines: one live line per case on a terminal, plain log lines elsewhere (CI logs)."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from ci_bench.contract.spec import Case
+from ci_bench.report.render import fmt_ms
+from ci_bench.schema.models import CaseResult
+
+
+def describe(result: CaseResult) -> str:
+    if result.status != "ok":
+        return f"ERROR {result.error}"
+    pallas = result.pallas.mean_ms if result.pallas else None
+    native = result.native.mean_ms if result.native else None
+    return (
+        f"ok pallas {fmt_ms(pallas)} ms, native {fmt_ms(native)} ms, "
+        f"compile {fmt_ms(result.compile.pallas_ms)} ms"
+    )
+
+
+class Progress:
+    """Writes to ``stream`` (stderr), so stdout carries only the table or JSON."""
+
+    def __init__(self, stream: TextIO, *, live: bool, quiet: bool = False) -> None:
+        self.stream = stream
+        self.live = live
+        self.quiet = quiet
+
+    def start(self, index: int, total: int, case: Case) -> None:
+        if self.live and not self.quiet:
+            self.stream.write(f"\r\x1b[2K[{index}/{total}] {case.id} … running")
+            self.stream.flush()
+
+    def done(self, index: int, total: int, result: CaseResult) -> None:
+        if self.quiet:
+            return
+        prefix = "\r\x1b[2K" if self.live else ""
+        self.stream.write(f"{prefix}[{index}/{total}] {result.id} {describe(result)}\n")
+        self.stream.flush()
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            self.stream.write(f"ci-bench: {message}\n")
+            self.stream.flush()

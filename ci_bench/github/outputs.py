@@ -1,0 +1,57 @@
+"""Job summary, step outputs and annotations: the files and commands Actions reads."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from ci_bench.schema.models import Report
+
+
+def append_summary(path: Path, markdown: str) -> None:
+    """GITHUB_STEP_SUMMARY is appended to, so several steps can each add a section."""
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(markdown.rstrip("\n") + "\n\n")
+
+
+def write_outputs(path: Path, values: Mapping[str, str]) -> None:
+    """GITHUB_OUTPUT entries in the multi-line form, with a delimiter no value contains."""
+    with path.open("a", encoding="utf-8") as handle:
+        for name, value in values.items():
+            delimiter = f"ghadelimiter_{uuid.uuid4()}"
+            handle.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotations(report: Report) -> list[str]:
+    """``::error`` per regression or error, ``::warning`` per noisy or missing case."""
+    lines = []
+    levels = {"regression": "error", "error": "error", "noisy": "warning", "missing": "warning"}
+    for case in report.cases:
+        level = levels.get(case.verdict)
+        if level:
+            title = _escape_property(f"ci-bench {case.verdict}: {case.id}")
+            lines.append(f"::{level} title={title}::{_escape_data(case.id + ': ' + case.reason)}")
+        if case.memory_verdict == "regression" and case.memory_change is not None:
+            title = _escape_property(f"ci-bench memory regression: {case.id}")
+            text = f"{case.id}: peak memory {case.memory_change:+.1%}"
+            lines.append(f"::error title={title}::{_escape_data(text)}")
+    return lines
+
+
+def report_outputs(report: Report, report_path: Path) -> dict[str, str]:
+    return {
+        "verdict": report.verdict,
+        "regressions": str(
+            report.counts.get("regression", 0) + report.counts.get("memory-regression", 0)
+        ),
+        "report-path": str(report_path),
+    }

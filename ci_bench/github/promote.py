@@ -1,0 +1,86 @@
+"""Promotion through the contents API: the release job commits baselines without a checkout.
+
+Each file is read from the target branch, merged with this run's entry (other devices'
+entries are kept) and written with the blob sha it was read at; a concurrent change makes
+the write fail with a conflict, and the read-merge-write is retried once.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import UTC, datetime
+from typing import Literal
+
+from ci_bench.errors import InputError
+from ci_bench.github.api import GitHubClient, commit_with_retry
+from ci_bench.schema.models import Results
+from ci_bench.store.baselines import (
+    BaselineEntry,
+    BaselineFile,
+    entry_from_results,
+    merge_entry,
+    render_baseline,
+)
+from ci_bench.store.files import validation_message
+
+
+def _parse_remote(text: str, path: str) -> BaselineFile:
+    from pydantic import ValidationError
+
+    try:
+        return BaselineFile.model_validate_json(text)
+    except ValidationError as exc:
+        raise InputError(f"{path} (on GitHub): {validation_message(exc)}") from None
+
+
+def _merged(
+    text: str | None, *, path: str, kernel: str, version: str, entry: BaselineEntry
+) -> str | None:
+    """The file's new text with ``entry`` merged in, or None when nothing changes."""
+    existing = _parse_remote(text, path) if text is not None else None
+    promotion = merge_entry(existing, kernel, version, entry, force=False, keep_existing=True)
+    return None if promotion.action == "unchanged" else render_baseline(promotion.document)
+
+
+def promote_through_api(
+    client: GitHubClient,
+    results: Results,
+    tag: str,
+    folder: str,
+    via: Literal["commit", "pull-request"],
+) -> list[str]:
+    """Commit each kernel's baseline to the default branch, or to a branch with a PR."""
+    device = results.meta.device.identity
+    base = client.default_branch()
+    branch = base if via == "commit" else f"ci-bench/baselines-{tag}"
+    promoted_at = datetime.now(UTC)
+    lines: list[str] = []
+    changed = False
+    for kernel, version in results.meta.kernels.items():
+        path = f"{folder}/{kernel}_v{version}.json" if folder else f"{kernel}_v{version}.json"
+        entry = entry_from_results(results, kernel, promoted_at, tag)
+        if not entry.cases:
+            continue
+
+        merge = functools.partial(_merged, path=path, kernel=kernel, version=version, entry=entry)
+
+        message = f"ci-bench: {kernel} v{version} baseline from {tag} on {device}"
+        if via == "pull-request" and not changed:
+            # Idempotent: nothing to write means no branch and no pull request.
+            current = client.read_file(path, base)
+            if merge(current[0] if current else None) is None:
+                lines.append(f"unchanged: {path} ({device}, {tag})")
+                continue
+            client.ensure_branch(branch, base)
+        outcome = commit_with_retry(client, path, branch, message, merge)
+        changed = changed or outcome == "written"
+        lines.append(f"{outcome}: {path} on {branch} ({device}, {tag})")
+    if via == "pull-request" and changed:
+        url = client.open_pull_request(
+            branch,
+            base,
+            title=f"ci-bench: baselines from {tag}",
+            body=f"Baselines measured on {device} for {tag}, promoted by ci-bench.",
+        )
+        lines.append(f"pull request: {url or 'already open for ' + branch}")
+    return lines

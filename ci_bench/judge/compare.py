@@ -1,0 +1,333 @@
+"""Results + baselines -> Report with a verdict per case and overall (pure functions)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ci_bench.errors import ExitCode
+from ci_bench.judge.stats import (
+    Direction,
+    benjamini_hochberg,
+    mann_whitney_p,
+    minimum_detectable_change,
+)
+from ci_bench.schema.models import (
+    VERDICT_PRECEDENCE,
+    CaseResult,
+    CaseVerdict,
+    FailPolicy,
+    KernelSummary,
+    MemoryVerdict,
+    Report,
+    Results,
+    Thresholds,
+    Verdict,
+)
+from ci_bench.store.baselines import BaselineEntry, Lookup
+
+
+def judge_memory(
+    current: CaseResult, baseline: CaseResult, thresholds: Thresholds
+) -> tuple[float | None, MemoryVerdict | None]:
+    """Peak-memory growth beyond ``memory_growth`` is a memory regression."""
+    cur, base = current.peak_bytes, baseline.peak_bytes
+    if not cur or not base:
+        return None, None
+    change = cur / base - 1
+    if change > thresholds.memory_growth:
+        return change, "regression"
+    if change < -thresholds.memory_growth:
+        return change, "improved"
+    return change, "pass"
+
+
+@dataclass(frozen=True)
+class Change:
+    """How a measured case moved against its baseline, before any verdict."""
+
+    mean_change: float
+    tflops_ratio: float | None
+    slower: bool
+    faster: bool
+    p_value: float  # one-sided, in the direction the mean moved
+    mdc: float | None
+    # The confirmation pass: (still past the threshold the same way, its p-value).
+    confirmation: tuple[bool, float] | None
+
+
+def past_threshold(
+    mean_change: float, tflops_ratio: float | None, t: Thresholds
+) -> tuple[bool, bool]:
+    slower = mean_change > t.mean_slowdown or (
+        tflops_ratio is not None and tflops_ratio < 1 - t.tflops_drop
+    )
+    faster = mean_change < -t.mean_slowdown or (
+        tflops_ratio is not None and tflops_ratio > 1 + t.tflops_drop
+    )
+    return slower, faster
+
+
+def measure_change(current: CaseResult, baseline: CaseResult, t: Thresholds) -> Change:
+    """The specification's two figures (mean_ms, tflops) plus the sample statistics."""
+    cur, base = current.pallas, baseline.pallas
+    cur_tflops, base_tflops = current.tflops, baseline.tflops
+    if cur is None or base is None or cur_tflops is None or base_tflops is None:
+        raise ValueError(f"{current.id}: only two measured (ok) cases can be judged")
+    mean_change = cur.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
+    tflops_ratio = cur_tflops / base_tflops if base_tflops > 0 else None
+    slower, faster = past_threshold(mean_change, tflops_ratio, t)
+    direction: Direction = "greater" if mean_change >= 0 else "less"
+    p = mann_whitney_p(cur.samples_ms, base.samples_ms, direction)
+    confirmation = None
+    again = current.confirmation
+    if again is not None:
+        change2 = again.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
+        slower2, faster2 = past_threshold(change2, 1 / (1 + change2) if change2 > -1 else None, t)
+        p2 = mann_whitney_p(again.samples_ms, base.samples_ms, direction)
+        confirmation = ((slower and slower2) or (faster and faster2), p2)
+    mdc = minimum_detectable_change(cur.samples_ms, base.samples_ms, t.significance)
+    return Change(mean_change, tflops_ratio, slower, faster, p, mdc, confirmation)
+
+
+def decide(
+    current: CaseResult,
+    baseline: CaseResult,
+    change: Change,
+    significant: bool,
+    t: Thresholds,
+) -> CaseVerdict:
+    """Past a threshold and significant: regression (or improved), if a confirmation pass
+    (when there was one) agrees. Past a threshold but not significant: noisy, a warning;
+    a gate that cries wolf gets switched off.
+    """
+    memory_change, memory_verdict = judge_memory(current, baseline, t)
+    common = {
+        "id": current.id,
+        "kernel": current.kernel,
+        "current": current,
+        "baseline": baseline,
+        "mean_change": change.mean_change,
+        "tflops_ratio": change.tflops_ratio,
+        "memory_change": memory_change,
+        "memory_verdict": memory_verdict,
+        "mdc": change.mdc,
+    }
+    if not (change.slower or change.faster):
+        return CaseVerdict(**common, verdict="pass", reason="within thresholds")
+    word = "slower" if change.slower else "faster"
+    text = f"{change.mean_change:+.1%} mean"
+    p = change.p_value
+    verdict: Verdict
+    if not significant:
+        verdict = "noisy"
+        reason = f"{text} but not significant (p={p:.2g}, false-discovery rate {t.significance:g})"
+    elif change.confirmation is not None and not (
+        change.confirmation[0] and change.confirmation[1] < t.significance
+    ):
+        verdict = "noisy"
+        again = change.confirmation[1]
+        reason = f"{text} (p={p:.2g}) but not reproduced when re-measured (p={again:.2g})"
+    else:
+        verdict = "regression" if change.slower else "improved"
+        confirmed = " and confirmed on re-measurement" if change.confirmation else ""
+        reason = f"{text}, significantly {word} (p={p:.2g}){confirmed}"
+    return CaseVerdict(
+        **common,
+        verdict=verdict,
+        reason=reason,
+        p_value=p,
+        confirmed=None if change.confirmation is None else verdict != "noisy",
+    )
+
+
+def judge(current: CaseResult, baseline: CaseResult, thresholds: Thresholds) -> CaseVerdict:
+    """One case on its own (a family of one): significant when p < the level."""
+    change = measure_change(current, baseline, thresholds)
+    return decide(current, baseline, change, change.p_value < thresholds.significance, thresholds)
+
+
+def _kernel_summary(lookup: Lookup, entry: BaselineEntry | None, results: Results) -> KernelSummary:
+    warnings = []
+    if entry is not None and entry.device.software != results.meta.device.software:
+        warnings.append(
+            f"{lookup.kernel}: baseline measured with {entry.device.software}, "
+            f"this run with {results.meta.device.software}"
+        )
+    baseline = lookup.baseline
+    return KernelSummary(
+        kernel=lookup.kernel,
+        version=lookup.version,
+        baseline_version=baseline.version if baseline else None,
+        baseline_path=str(lookup.path) if lookup.path else None,
+        note=lookup.note,
+        provenance=entry.provenance if entry else None,
+        baseline_device=entry.device if entry else None,
+        warnings=warnings,
+    )
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A case measured on both sides, waiting for the matrix-wide significance decision."""
+
+    current: CaseResult
+    baseline: CaseResult
+    change: Change
+
+
+def compare_kernel(
+    results: Results, lookup: Lookup, thresholds: Thresholds
+) -> tuple[KernelSummary, list[CaseVerdict | Pending]]:
+    """Verdicts (or pending comparisons) for one kernel's cases against its baseline."""
+    current = [c for c in results.cases if c.kernel == lookup.kernel]
+    baseline = lookup.baseline
+    entry = baseline.entry_for(results.meta.device) if baseline else None
+    summary = _kernel_summary(lookup, entry, results)
+    wrong_model = [c for c in current if c.cost_check and c.cost_check.status == "mismatch"]
+    if wrong_model:
+        first = wrong_model[0]
+        reason = first.cost_check.reason if first.cost_check else ""
+        summary = summary.model_copy(
+            update={
+                "warnings": [
+                    *summary.warnings,
+                    f"{lookup.kernel}: FLOPs model disagrees with XLA in {len(wrong_model)} "
+                    f"case(s), e.g. {first.id}: {reason}; TFLOPS and MFU may be wrong",
+                ]
+            }
+        )
+    verdicts: list[CaseVerdict | Pending] = []
+    by_id = {c.id: c for c in entry.cases} if entry else {}
+    for case in current:
+        base = by_id.get(case.id)
+        common = {"id": case.id, "kernel": case.kernel, "current": case, "baseline": base}
+        if case.status != "ok":
+            verdicts.append(CaseVerdict(**common, verdict="error", reason=case.error or "error"))
+        elif baseline is None:
+            verdicts.append(CaseVerdict(**common, verdict="new", reason="no baseline file"))
+        elif entry is None:
+            devices = ", ".join(e.device.identity for e in baseline.entries)
+            reason = f"baseline recorded on {devices}; this run on {results.meta.device.identity}"
+            verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
+        elif base is None:
+            verdicts.append(CaseVerdict(**common, verdict="new", reason="not in the baseline"))
+        else:
+            verdicts.append(Pending(case, base, measure_change(case, base, thresholds)))
+    same_selection = (
+        entry is not None
+        and not results.meta.subset
+        and entry.provenance.profile == results.meta.profile
+    )
+    if same_selection:
+        ran = {c.id for c in current}
+        for base in by_id.values():
+            if base.id not in ran:
+                verdicts.append(
+                    CaseVerdict(
+                        id=base.id,
+                        kernel=base.kernel,
+                        verdict="missing",
+                        reason=f"in the {entry.provenance.profile} baseline, not run",
+                        baseline=base,
+                    )
+                )
+    return summary, verdicts
+
+
+def memory_regressions(verdicts: list[CaseVerdict]) -> int:
+    return sum(v.memory_verdict == "regression" for v in verdicts)
+
+
+def overall(verdicts: list[CaseVerdict]) -> Verdict:
+    """The worst state present; a memory regression counts as a regression."""
+    present = {v.verdict for v in verdicts}
+    if memory_regressions(verdicts):
+        present.add("regression")
+    return next((v for v in VERDICT_PRECEDENCE if v in present), "pass")
+
+
+def exit_code(verdicts: list[CaseVerdict], policy: FailPolicy) -> ExitCode:
+    """0 pass; 1 regression or a state the policy fails on; 3 nothing measured."""
+    counts = Counter(v.verdict for v in verdicts)
+    measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
+    if measured == 0:
+        return ExitCode.NOTHING_MEASURED
+    failing = (
+        counts["regression"]
+        or memory_regressions(verdicts)
+        or (
+            (policy.error and counts["error"])
+            or (policy.missing and counts["missing"])
+            or (policy.noisy and counts["noisy"])
+        )
+    )
+    return ExitCode.FAILED if failing else ExitCode.OK
+
+
+def headline(verdict: Verdict, counts: Counter[str], total: int, memory: int = 0) -> str:
+    parts = [f"{counts[v]} {v}" for v in VERDICT_PRECEDENCE if counts[v]]
+    if memory:
+        parts.insert(0, f"{memory} memory regression")
+    return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} cases)"
+
+
+def compare(
+    results: Results,
+    lookups: Mapping[str, Lookup],
+    thresholds: Thresholds,
+    policy: FailPolicy,
+) -> Report:
+    """The whole report: one lookup per kernel present in the results."""
+    summaries: list[KernelSummary] = []
+    items: list[CaseVerdict | Pending] = []
+    for kernel in dict.fromkeys(c.kernel for c in results.cases):
+        summary, found = compare_kernel(results, lookups[kernel], thresholds)
+        summaries.append(summary)
+        items.extend(found)
+    # One family for the whole matrix: Benjamini-Hochberg keeps false discoveries at the
+    # significance level however many cases run.
+    pending = [i for i in items if isinstance(i, Pending)]
+    significant = iter(
+        benjamini_hochberg([p.change.p_value for p in pending], thresholds.significance)
+    )
+    verdicts = [
+        decide(i.current, i.baseline, i.change, next(significant), thresholds)
+        if isinstance(i, Pending)
+        else i
+        for i in items
+    ]
+    return build_report(verdicts, summaries, results, thresholds, policy)
+
+
+def build_report(
+    verdicts: list[CaseVerdict],
+    kernels: list[KernelSummary],
+    results: Results,
+    thresholds: Thresholds,
+    policy: FailPolicy,
+    *,
+    mode: Literal["baseline", "ab"] = "baseline",
+    base_ref: str | None = None,
+) -> Report:
+    """Overall verdict, exit code, headline and counts around the per-case verdicts."""
+    code = exit_code(verdicts, policy)
+    verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts)
+    counts = Counter(v.verdict for v in verdicts)
+    memory = memory_regressions(verdicts)
+    return Report(
+        mode=mode,
+        base_ref=base_ref,
+        verdict=verdict,
+        exit_code=int(code),
+        headline=headline(verdict, counts, len(verdicts), memory),
+        counts={v: counts[v] for v in VERDICT_PRECEDENCE if counts[v]}
+        | ({"memory-regression": memory} if memory else {}),
+        thresholds=thresholds,
+        policy=policy,
+        meta=results.meta,
+        kernels=kernels,
+        cases=verdicts,
+    )

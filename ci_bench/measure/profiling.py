@@ -1,0 +1,157 @@
+"""Profiler traces for xprof / TensorBoard (specification section 3.1).
+
+The specification's recipe, kept exactly: warm up, ``jax.profiler.start_trace``, run the
+kernel three times with ``jax.block_until_ready``, ``stop_trace``. Every run goes through ONE
+top-level ``jax.jit``: without it, each jnp operation outside the kernel is dispatched as its
+own tiny XLA module, the trace shows a swarm of fragmented HLO modules and xprof's per-module
+views (Trace Viewer, Graph Viewer, Memory Viewer) can no longer attribute time or memory to
+the kernel.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.errors import CiBenchError
+
+# What ``pip install xprof`` puts on PATH (its console script ``xprof``); the TensorBoard
+# route needs ``pip install xprof tensorboard`` (tensorboard-plugin-profile is now only a
+# shim that depends on xprof, which registers the ``profile`` TensorBoard plugin).
+XPROF_PORT = 8791
+
+
+class ProfilingError(CiBenchError):
+    """A trace or dump could not be taken (trace already running, kernel failed, no files)."""
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """Where a trace went: the log dir to hand to a viewer and the run's ``.xplane.pb``."""
+
+    log_dir: Path
+    run_dir: Path
+    xplane_files: tuple[Path, ...]
+    runs: int
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        return viewer_commands(self.log_dir)
+
+    def describe(self) -> str:
+        """A few lines for a terminal: the files and how to open them."""
+        lines = [f"trace: {p}" for p in self.xplane_files]
+        lines.append("open with one of:")
+        lines += [f"  {cmd}" for cmd in self.commands]
+        return "\n".join(lines)
+
+
+def viewer_commands(log_dir: Path) -> tuple[str, ...]:
+    """Shell commands that open a trace log dir: xprof standalone, or TensorBoard."""
+    quoted = shlex.quote(str(log_dir))
+    return (
+        f"xprof --logdir={quoted} --port={XPROF_PORT}",  # pip install xprof
+        f"tensorboard --logdir={quoted}",  # pip install xprof tensorboard; open /#profile
+    )
+
+
+def top_level_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` itself when it is already a jitted function, else ``jax.jit(fn)``.
+
+    Re-wrapping a jitted function would also give one module, but keeping the user's jit
+    keeps its static arguments and donation settings exactly as benchmarked.
+    """
+    return fn if callable(getattr(fn, "lower", None)) else jax.jit(fn)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _xplanes(log_dir: Path) -> dict[Path, int]:
+    root = log_dir / "plugins" / "profile"
+    return {p: p.stat().st_mtime_ns for p in root.glob("*/*.xplane.pb")} if root.is_dir() else {}
+
+
+def capture_trace(
+    fn: Callable[..., Any], inputs: Sequence[Any], out_dir: Path, *, runs: int = 3
+) -> TraceInfo:
+    """Trace ``runs`` calls of ``fn(*inputs)`` under one top-level jit into ``out_dir``.
+
+    jax writes ``out_dir/plugins/profile/<timestamp>/<host>.xplane.pb``, the layout xprof and
+    TensorBoard expect under ``--logdir out_dir``. Compilation happens in the warmup, outside
+    the trace, so the trace holds only execution.
+    """
+    if runs < 1:
+        raise ProfilingError(f"runs must be at least 1, got {runs}")
+    jitted = top_level_jit(fn)
+    try:
+        jax.block_until_ready(jitted(*inputs))
+    except Exception as exc:
+        raise ProfilingError(f"kernel failed before tracing: {_one_line(exc)}") from exc
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProfilingError(f"cannot create trace dir {out_dir}: {exc.strerror}") from exc
+    before = _xplanes(out_dir)
+    try:
+        jax.profiler.start_trace(str(out_dir))
+    except RuntimeError as exc:  # "Profile has already been started..."
+        raise ProfilingError(f"cannot start a trace: {_one_line(exc)}") from exc
+    try:
+        for _ in range(runs):
+            jax.block_until_ready(jitted(*inputs))
+    except Exception as exc:
+        raise ProfilingError(f"kernel failed while tracing: {_one_line(exc)}") from exc
+    finally:
+        jax.profiler.stop_trace()
+    new = sorted(p for p, mtime in _xplanes(out_dir).items() if before.get(p) != mtime)
+    if not new:
+        raise ProfilingError(f"the profiler wrote no .xplane.pb under {out_dir}/plugins/profile")
+    return TraceInfo(log_dir=out_dir, run_dir=new[0].parent, xplane_files=tuple(new), runs=runs)
+
+
+_PARAM = re.compile(r"([A-Za-z_]+)(\d+)")
+
+
+def find_case(spec: KernelSpec, case_id: str) -> Case:
+    """The case with this id from any matrix profile, else one parsed from the id itself.
+
+    Parsing lets a user profile a shape outside the matrix (``matmul/B1-M2048-K2048-N2048/
+    bfloat16``) as long as it names exactly the kernel's parameters.
+    """
+    for profile in spec.matrix:
+        for case in spec.cases(profile):
+            if case.id == case_id:
+                return case
+    parts = case_id.split("/")
+    if len(parts) != 3 or parts[0] != spec.name:
+        raise ProfilingError(f"case id {case_id!r} is not {spec.name}/<params>/<dtype>")
+    matches = [_PARAM.fullmatch(p) for p in parts[1].split("-")]
+    if not all(matches):
+        raise ProfilingError(f"case id {case_id!r}: parameters must look like M128-K256")
+    params = {m[1]: int(m[2]) for m in matches if m}
+    known = {tuple(p) for prof in spec.matrix.values() for p in prof.points}
+    if tuple(params) not in known:
+        keys = " or ".join(sorted({"-".join(k) for k in known}))
+        raise ProfilingError(f"case id {case_id!r}: {spec.name} takes parameters {keys}")
+    if parts[2] not in spec.tolerances:
+        raise ProfilingError(f"case id {case_id!r}: {spec.name} has no dtype {parts[2]!r}")
+    return Case(spec.name, params, parts[2])
+
+
+def trace_case(
+    spec: KernelSpec, case_id: str, out_dir: Path, *, runs: int = 3, seed: int = 42
+) -> TraceInfo:
+    """Trace one case's Pallas kernel on inputs from ``make_inputs`` (PRNGKey(seed))."""
+    case = find_case(spec, case_id)
+    inputs = spec.make_inputs(case, jax.random.PRNGKey(seed))
+    return capture_trace(spec.pallas, inputs, out_dir, runs=runs)

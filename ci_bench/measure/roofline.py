@@ -1,0 +1,109 @@
+"""Roofline metrics and the accelerator peak table (specification section 1)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ci_bench.schema.models import Metrics
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Peak dense compute per dtype (TFLOPS) and HBM bandwidth (GB/s, 1e9 bytes/s)."""
+
+    tflops: dict[str, float]
+    hbm_gbps: float
+
+
+# Sources, as published by the vendors (dense figures, no sparsity):
+# - TPU v4: cloud.google.com/tpu/docs/v4 — 275 TFLOPS bf16, 1,228 GB/s HBM2 (1.2 TB/s).
+# - TPU v5e ("TPU v5 lite"): cloud.google.com/tpu/docs/v5e — 197 TFLOPS bf16, 819 GB/s.
+# - TPU v5p ("TPU v5"): cloud.google.com/tpu/docs/v5p — 459 TFLOPS bf16, 2,765 GB/s.
+# - TPU v6e ("TPU v6 lite", Trillium): cloud.google.com/tpu/docs/v6e — 918 TFLOPS bf16,
+#   1,640 GB/s.
+#   Google publishes no float32 matmul peak for TPUs (f32 dots run as multi-pass bf16), so
+#   float32 MFU is null on TPU rather than invented.
+# - NVIDIA A100 SXM4 (datasheet): 312 TFLOPS bf16 tensor, 156 TFLOPS TF32 tensor;
+#   HBM2e 2,039 GB/s (80 GB) / 1,555 GB/s (40 GB). A100 PCIe 80 GB: 1,935 GB/s.
+# - NVIDIA H100 SXM5 (datasheet): 989.4 TFLOPS bf16, 494.7 TFLOPS TF32; HBM3 3,350 GB/s.
+#   H100 PCIe: 756 TFLOPS bf16, 378 TF32; 2,000 GB/s.
+# - NVIDIA H200 SXM (datasheet): 989 TFLOPS bf16, 494.7 TFLOPS TF32; HBM3e 4,800 GB/s.
+#   On these GPUs JAX's default precision lets float32 dots use TF32 tensor cores, so the
+#   float32 peak is the TF32 figure (the vector FP32 peak would give MFU above 1).
+PEAKS: dict[str, Peak] = {
+    "tpu-v4": Peak({"bfloat16": 275.0}, 1228.0),
+    "tpu-v5e": Peak({"bfloat16": 197.0}, 819.0),
+    "tpu-v5p": Peak({"bfloat16": 459.0}, 2765.0),
+    "tpu-v6e": Peak({"bfloat16": 918.0}, 1640.0),
+    "a100-sxm-80gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 2039.0),
+    "a100-sxm-40gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 1555.0),
+    "a100-pcie-80gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 1935.0),
+    "h100-sxm": Peak({"bfloat16": 989.4, "float16": 989.4, "float32": 494.7}, 3350.0),
+    "h100-pcie": Peak({"bfloat16": 756.0, "float16": 756.0, "float32": 378.0}, 2000.0),
+    "h200": Peak({"bfloat16": 989.0, "float16": 989.0, "float32": 494.7}, 4800.0),
+}
+
+# device_kind strings as jax reports them, matched in order (first match wins).
+_KIND_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), key)
+    for pattern, key in (
+        (r"^TPU v4", "tpu-v4"),
+        (r"^TPU v5 ?lite|^TPU v5e", "tpu-v5e"),
+        (r"^TPU v5p?$", "tpu-v5p"),
+        (r"^TPU v6 ?lite|^TPU v6e", "tpu-v6e"),
+        (r"A100.*PCIe", "a100-pcie-80gb"),
+        (r"A100.*40GB", "a100-sxm-40gb"),
+        (r"A100", "a100-sxm-80gb"),
+        (r"H100.*PCIe", "h100-pcie"),
+        (r"H100", "h100-sxm"),
+        (r"H200", "h200"),
+    )
+)
+
+
+def peak_for(device_kind: str) -> Peak | None:
+    """The peak table entry for a jax ``device_kind``; None for CPUs and unknown devices."""
+    for pattern, key in _KIND_RULES:
+        if pattern.search(device_kind.strip()):
+            return PEAKS[key]
+    return None
+
+
+def compute_metrics(
+    *,
+    flops: int,
+    bytes_accessed: int,
+    mean_ms: float,
+    peak_tflops: float | None,
+    peak_gbps: float | None,
+) -> Metrics:
+    """MFU, HBM utilisation, arithmetic intensity and the roofline bound of one timing.
+
+    Bound is compute when AI exceeds the ridge point peak_flops / peak_bandwidth; without
+    both peaks the bound (and the peak-relative figures) stay null rather than guessed.
+    """
+    seconds = mean_ms / 1e3
+    tflops = tflops_of(flops, mean_ms)
+    gbps = bytes_accessed / seconds / 1e9 if seconds > 0 else 0.0
+    intensity = flops / bytes_accessed if bytes_accessed > 0 else None
+    bound = None
+    if peak_tflops and peak_gbps and intensity is not None:
+        ridge = (peak_tflops * 1e12) / (peak_gbps * 1e9)
+        bound = "compute" if intensity > ridge else "memory"
+    return Metrics(
+        flops=flops,
+        bytes_accessed=bytes_accessed,
+        arithmetic_intensity=intensity,
+        achieved_gbps=gbps,
+        mfu=tflops / peak_tflops if peak_tflops else None,
+        hbm_utilization=gbps / peak_gbps if peak_gbps else None,
+        bound=bound,
+        peak_tflops=peak_tflops,
+        peak_gbps=peak_gbps,
+    )
+
+
+def tflops_of(flops: int, mean_ms: float) -> float:
+    """The specification's ``flops / (mean_ms / 1000) / 1e12``."""
+    return flops / (mean_ms / 1000) / 1e12 if mean_ms > 0 else 0.0

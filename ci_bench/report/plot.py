@@ -1,0 +1,310 @@
+"""Pictures of a run: a roofline PNG (specification 1.1) and a mermaid Δ% chart for PR comments.
+
+matplotlib is an optional extra (``ci-bench[plot]``), imported only inside ``roofline_figure``
+so the rest of ci-bench never needs it. The mermaid chart is plain text: GitHub renders
+mermaid blocks in markdown, so a PR comment gets a chart without uploading an image.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ci_bench.errors import InputError
+from ci_bench.measure.roofline import peak_for
+from ci_bench.schema.models import CaseResult, Results
+
+_DTYPE_SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+_DTYPE_COLOUR = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
+MAX_BARS = 30
+MAX_LABELS = 6
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Roofline ceilings: compute peak per dtype (TFLOPS) and HBM bandwidth (GB/s)."""
+
+    tflops: dict[str, float]
+    gbps: float | None
+
+    @property
+    def known(self) -> bool:
+        return bool(self.tflops) or self.gbps is not None
+
+
+def short_labels(ids: Sequence[str]) -> list[str]:
+    """Readable case labels: the kernel prefix dropped when all ids share it, dtypes shortened.
+
+    ``matmul/B1-M128-K128-N128/bfloat16`` becomes ``B1-M128-K128-N128/bf16``.
+    """
+    parts = [i.split("/") for i in ids]
+    one_kernel = len({p[0] for p in parts if len(p) == 3}) == 1 and all(len(p) == 3 for p in parts)
+    labels = []
+    for p in parts:
+        if len(p) == 3:
+            p = [*p[:2], _DTYPE_SHORT.get(p[2], p[2])]
+        labels.append("/".join(p[1:] if one_kernel else p))
+    return labels
+
+
+def _ok_points(results: Results) -> dict[str, CaseResult]:
+    return {
+        c.id: c
+        for c in results.cases
+        if c.status == "ok"
+        and c.metrics is not None
+        and c.metrics.arithmetic_intensity
+        and c.tflops is not None
+        and c.tflops > 0
+    }
+
+
+def resolve_ceilings(
+    results: Results, peak_tflops: float | None = None, peak_gbps: float | None = None
+) -> Ceilings:
+    """Peaks from the arguments, else the results' metrics, else the device's peak table."""
+    dtypes = sorted({c.dtype for c in results.cases})
+    table = peak_for(results.meta.device.device_kind)
+    recorded: dict[str, float] = {}
+    recorded_gbps = None
+    for c in results.cases:
+        if c.metrics is not None:
+            if c.metrics.peak_tflops and c.dtype not in recorded:
+                recorded[c.dtype] = c.metrics.peak_tflops
+            recorded_gbps = recorded_gbps or c.metrics.peak_gbps
+    if peak_tflops:
+        tflops = dict.fromkeys(dtypes, peak_tflops)
+    elif recorded:
+        tflops = recorded
+    else:
+        tflops = {d: table.tflops[d] for d in dtypes if table and d in table.tflops}
+    gbps = peak_gbps or recorded_gbps or (table.hbm_gbps if table else None)
+    return Ceilings(tflops=tflops, gbps=gbps)
+
+
+def _labelled(current: dict[str, CaseResult], base: dict[str, CaseResult]) -> list[str]:
+    """The few cases worth a label: largest change against the baseline, else fastest."""
+    if base:
+        pairs = [
+            (abs(math.log((c.tflops or 1) / (base[i].tflops or 1))), i)
+            for i, c in current.items()
+            if i in base
+        ]
+        if pairs:
+            return [i for _, i in sorted(pairs, reverse=True)[:MAX_LABELS]]
+    return sorted(current, key=lambda i: -(current[i].tflops or 0))[:MAX_LABELS]
+
+
+def _ai(case: CaseResult) -> float:
+    """Arithmetic intensity of a case that ``_ok_points`` kept (so it has one)."""
+    return (case.metrics.arithmetic_intensity or 0.0) if case.metrics else 0.0
+
+
+def roofline_figure(
+    results: Results,
+    *,
+    baseline: Results | None = None,
+    peak_tflops: float | None = None,
+    peak_gbps: float | None = None,
+    title: str | None = None,
+) -> Any:
+    """Log-log roofline: each ok case at (FLOP/byte, achieved TFLOPS), with the device's roofs.
+
+    Baseline cases are grey crosses joined to the current point of the same id, so a move
+    down (slower) is visible at a glance. Without known peaks (CPU) only the points are
+    drawn and the title says so. Returns a matplotlib Figure on the Agg canvas.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise InputError("ci-bench plot needs matplotlib: pip install 'ci-bench[plot]'") from None
+    current = _ok_points(results)
+    if not current:
+        raise InputError("nothing to plot: no ok case with an arithmetic intensity")
+    base = _ok_points(baseline) if baseline is not None else {}
+    ceilings = resolve_ceilings(results, peak_tflops, peak_gbps)
+    device = results.meta.device.device_kind
+
+    fig = Figure(figsize=(9, 6), dpi=120, layout="constrained")
+    FigureCanvasAgg(fig)  # Agg, never a GUI backend or pyplot's global state
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [_ai(c) for c in [*current.values(), *base.values()]]
+    lo, hi = min(xs) / 2, max(xs) * 2
+    for peak in ceilings.tflops.values() if ceilings.gbps else ():
+        ridge = peak * 1000 / ceilings.gbps  # keep the ridge points on the axis
+        lo, hi = min(lo, ridge / 2), max(hi, ridge * 2)
+    dtypes = sorted({c.dtype for c in current.values()})
+    _draw_roofs(ax, ceilings, dtypes, lo, hi)
+    for dtype in dtypes:
+        cases = [c for c in current.values() if c.dtype == dtype]
+        colour = _DTYPE_COLOUR.get(dtype, "tab:purple")
+        ax.scatter(
+            [_ai(c) for c in cases],
+            [c.tflops for c in cases],
+            color=colour,
+            marker="o",
+            s=36,
+            zorder=3,
+            label=f"{dtype} (this run)",
+        )
+    if base:
+        ax.scatter(
+            [_ai(b) for b in base.values()],
+            [b.tflops for b in base.values()],
+            color="grey",
+            marker="x",
+            s=30,
+            zorder=2,
+            label="baseline",
+        )
+        for cid in current.keys() & base.keys():
+            pair = (base[cid], current[cid])
+            ax.plot(
+                [_ai(c) for c in pair],
+                [c.tflops for c in pair],
+                color="grey",
+                linewidth=0.6,
+                zorder=1,
+            )
+    labelled = _labelled(current, base)
+    for cid, label in zip(labelled, short_labels(labelled), strict=True):
+        ax.annotate(
+            label,
+            (_ai(current[cid]), current[cid].tflops),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=7,
+        )
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("Achieved TFLOPS")
+    ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
+    heading = title or f"Roofline: {', '.join(sorted(results.meta.kernels))} on {device}"
+    if not ceilings.known:
+        heading += f" (no peak known for {device})"
+    ax.set_title(heading, fontsize=10)
+    _plain_log_ticks(ax)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    return fig
+
+
+def roofline_png(
+    results: Results,
+    out: Path,
+    *,
+    baseline: Results | None = None,
+    peak_tflops: float | None = None,
+    peak_gbps: float | None = None,
+    title: str | None = None,
+) -> Path:
+    """``roofline_figure`` written to ``out`` as a PNG; returns ``out``."""
+    fig = roofline_figure(
+        results, baseline=baseline, peak_tflops=peak_tflops, peak_gbps=peak_gbps, title=title
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out
+
+
+def _draw_roofs(ax: Any, ceilings: Ceilings, dtypes: list[str], lo: float, hi: float) -> None:
+    """The memory roof (bandwidth·AI) once, up to the highest compute peak; each dtype's flat
+    compute peak from its ridge point on, in the dtype's colour."""
+    top = max(ceilings.tflops.values(), default=math.inf)
+    if ceilings.gbps:
+        gbps = ceilings.gbps
+        end = min(hi, top * 1000 / gbps)
+        ax.plot(
+            [lo, end],
+            [gbps * lo / 1000, gbps * end / 1000],
+            color="black",
+            linestyle="--",
+            linewidth=1.0,
+            label=f"memory roof: {gbps:g} GB/s",
+        )
+    by_peak: dict[float, list[str]] = {}  # dtypes sharing one peak get one line
+    for dtype in dtypes:
+        if (peak := ceilings.tflops.get(dtype)) is not None:
+            by_peak.setdefault(peak, []).append(dtype)
+    for peak, names in by_peak.items():
+        start = max(lo, peak * 1000 / ceilings.gbps) if ceilings.gbps else lo
+        ax.plot(
+            [start, hi],
+            [peak, peak],
+            color=_DTYPE_COLOUR.get(names[0], "tab:purple") if len(names) == 1 else "black",
+            linestyle="--",
+            linewidth=1.2,
+            label=f"{', '.join(names)} compute roof: {peak:g} TFLOPS",
+        )
+
+
+def _plain_log_ticks(ax: Any) -> None:
+    """Log axes labelled 20, 0.04 rather than 2×10¹, 4×10⁻²: easier to read off."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return f"{x:g}" if super().__call__(x, pos) else ""
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(Plain(base=10))
+        axis.set_minor_formatter(Plain(base=10, labelOnlyBase=False))
+
+
+def _mermaid_text(text: str) -> str:
+    """Mermaid strings have no escapes: a double quote would end the string."""
+    return " ".join(text.replace('"', "'").split())
+
+
+def _number(value: float) -> str:
+    """Fixed-point: mermaid's number token takes no exponent."""
+    text = f"{value:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
+def mermaid_delta_chart(
+    cases: Sequence[tuple[str, float]],
+    title: str,
+    *,
+    limit: int = MAX_BARS,
+    threshold: float | None = None,
+) -> str:
+    """A fenced ```mermaid ``xychart-beta`` bar chart of Δ% per case, worst (largest) first.
+
+    ``cases`` are (case id, Δ in percent, e.g. +5.2 for 5.2 % slower). Non-finite deltas are
+    dropped; at most ``limit`` bars are drawn. ``threshold`` (percent) adds a flat line, e.g.
+    the 5 % slowdown rule. More than six bars lie horizontally so long labels stay readable.
+    Returns "" when there is nothing to chart.
+    """
+    finite = sorted(
+        ((cid, d) for cid, d in cases if math.isfinite(d)), key=lambda item: (-item[1], item[0])
+    )
+    if not finite:
+        return ""
+    shown = finite[:limit]
+    if len(shown) < len(finite):
+        title = f"{title} (worst {len(shown)} of {len(finite)})"
+    labels = short_labels([cid for cid, _ in shown])
+    values = [d for _, d in shown]
+    marks = [*values, 0.0, *([threshold] if threshold is not None else [])]
+    pad = max(1.0, (max(marks) - min(marks)) * 0.1)
+    lo, hi = math.floor(min(marks) - pad), math.ceil(max(marks) + pad)
+    orientation = " horizontal" if len(shown) > 6 else ""
+    axis = ", ".join(f'"{_mermaid_text(label)}"' for label in labels)
+    lines = [
+        "```mermaid",
+        f"xychart-beta{orientation}",
+        f'    title "{_mermaid_text(title)}"',
+        f"    x-axis [{axis}]",
+        f'    y-axis "Δ mean (%)" {lo} --> {hi}',
+        f"    bar [{', '.join(_number(v) for v in values)}]",
+    ]
+    if threshold is not None:
+        lines.append(f"    line [{', '.join(_number(threshold) for _ in values)}]")
+    lines.append("```")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,338 @@
+"""Pure rendering of results: terminal / markdown tables via tabulate, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tabulate import tabulate
+
+from ci_bench.schema.models import (
+    VERDICT_PRECEDENCE,
+    CaseResult,
+    CaseVerdict,
+    KernelSummary,
+    Report,
+    Results,
+    Thresholds,
+)
+
+
+def fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 100:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.3f}"
+    return f"{value:.4f}"
+
+
+def fmt_ratio(value: float | None, suffix: str = "×") -> str:
+    return "–" if value is None else f"{value:.2f}{suffix}"
+
+
+def fmt_float(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if value != 0 and abs(value) < 10**-digits:
+        return f"{value:.{digits - 1}e}"
+    return f"{value:.{digits}f}"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}%"
+
+
+RUN_HEADERS = (
+    "case",
+    "status",
+    "Pallas ms",
+    "± std",
+    "native ms",
+    "speedup",
+    "TFLOPS",
+    "MFU",
+    "AI",
+    "bound",
+    "compile ms",
+)
+
+
+def run_row(case: CaseResult) -> list[str]:
+    metrics = case.metrics
+    status = case.status if case.status == "ok" else f"error: {case.error}"
+    return [
+        case.id,
+        status,
+        fmt_ms(case.pallas.mean_ms if case.pallas else None),
+        fmt_ms(case.pallas.std_ms if case.pallas else None),
+        fmt_ms(case.native.mean_ms if case.native else None),
+        fmt_ratio(case.speedup),
+        fmt_float(case.tflops, 4),
+        fmt_pct(metrics.mfu if metrics else None),
+        fmt_float(metrics.arithmetic_intensity if metrics else None, 1),
+        (metrics.bound or "–") if metrics else "–",
+        fmt_ms(case.compile.pallas_ms),
+    ]
+
+
+def results_table(cases: Sequence[CaseResult], tablefmt: str = "simple") -> str:
+    """One row per case, errors included with their message."""
+    return tabulate(
+        [run_row(c) for c in cases],
+        headers=RUN_HEADERS,
+        tablefmt=tablefmt,
+        disable_numparse=True,
+    )
+
+
+def run_summary(results: Results) -> str:
+    """One line: what ran where."""
+    ok = sum(c.status == "ok" for c in results.cases)
+    device = results.meta.device
+    return (
+        f"{ok}/{len(results.cases)} cases ok on {device.platform} ({device.device_kind}), "
+        f"{device.software}, profile {results.meta.profile or 'ad-hoc'}, "
+        f"warmup {results.meta.settings.warmup}, repeats {results.meta.settings.repeats}"
+    )
+
+
+VERDICT_ICONS = {
+    "regression": "❌",
+    "error": "💥",
+    "missing": "❔",
+    "noisy": "⚠️",
+    "incomparable": "↔️",
+    "new": "🆕",
+    "improved": "🚀",
+    "pass": "✅",
+}
+REPORT_HEADERS = (
+    "case",
+    "Pallas ms",
+    "native ms",
+    "speedup",
+    "TFLOPS",
+    "MFU",
+    "bound",
+    "baseline ms",
+    "Δ",
+    "MDC",
+    "mem Δ",
+    "verdict",
+)
+WORTH_A_LOOK = ("regression", "error", "missing", "noisy", "improved", "new", "incomparable")
+
+
+def ordered(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
+    """Worst first (verdict precedence), then the largest change first."""
+    rank = {v: i for i, v in enumerate(VERDICT_PRECEDENCE)}
+
+    def key(v: CaseVerdict) -> tuple[int, float, str]:
+        worst = 0 if v.memory_verdict == "regression" else rank[v.verdict]
+        return worst, -abs(v.mean_change or 0.0), v.id
+
+    return sorted(verdicts, key=key)
+
+
+def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
+    cur = v.current
+    metrics = cur.metrics if cur else None
+    base_ms = v.baseline.pallas.mean_ms if v.baseline and v.baseline.pallas else None
+    label = f"{VERDICT_ICONS[v.verdict]} {v.verdict}" if icons else v.verdict
+    if v.confirmed is False:
+        label += " (not reproduced)"
+    elif v.p_value is not None:
+        label += f" (p={v.p_value:.2g})"
+    if v.memory_verdict == "regression" and v.verdict != "regression":
+        label = f"{'❌ ' if icons else ''}memory regression; time: {label}"
+    return [
+        v.id,
+        fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),
+        fmt_ms(cur.native.mean_ms if cur and cur.native else None),
+        fmt_ratio(cur.speedup if cur else None),
+        fmt_float(cur.tflops if cur else None, 4),
+        fmt_pct(metrics.mfu if metrics else None),
+        (metrics.bound or "–") if metrics else "–",
+        fmt_ms(base_ms),
+        _delta_cell(v),
+        "–" if v.mdc is None else f"±{v.mdc:.1%}",
+        _memory_cell(v),
+        label,
+    ]
+
+
+def _delta_cell(v: CaseVerdict) -> str:
+    """Δ mean; in A/B mode the paired ratio's 95 % interval follows it."""
+    if v.mean_change is None:
+        return "–"
+    if v.ratio_low is None or v.ratio_high is None:
+        return f"{v.mean_change:+.1%}"
+    return f"{v.mean_change:+.1%} [{v.ratio_low - 1:+.1%}, {v.ratio_high - 1:+.1%}]"
+
+
+def _memory_cell(v: CaseVerdict) -> str:
+    if v.memory_change is None:
+        return "–"
+    flag = " ❌" if v.memory_verdict == "regression" else ""
+    return f"{v.memory_change:+.1%}{flag}"
+
+
+def _table(verdicts: Sequence[CaseVerdict], tablefmt: str, icons: bool) -> str:
+    rows = [report_row(v, icons=icons) for v in verdicts]
+    return tabulate(rows, headers=REPORT_HEADERS, tablefmt=tablefmt, disable_numparse=True)
+
+
+def _provenance(k: KernelSummary) -> str:
+    if k.baseline_version is None:
+        return f"{k.kernel} v{k.version}: no baseline"
+    p = k.provenance
+    if p is None:
+        return (
+            f"{k.kernel} v{k.version}: baseline v{k.baseline_version} has no entry for this device"
+        )
+    commit = (p.commit or "-")[:12]
+    return (
+        f"{k.kernel} v{k.version} vs baseline v{k.baseline_version} (tag {p.tag or '-'}, "
+        f"commit {commit}, measured {p.measured_at:%Y-%m-%d}, ci-bench {p.tool_version}, "
+        f"profile {p.profile or 'ad-hoc'})"
+    )
+
+
+def footer(report: Report) -> str:
+    meta = report.meta
+    device = meta.device
+    commit = (meta.git.commit or "-")[:12]
+    where = f"{device.platform} · {device.device_kind}"
+    if device.platform == "cpu":
+        where += f" · {device.cpu_model}"
+    lines = [
+        f"Device: {where} · {device.software} · commit {commit} · "
+        f"profile {meta.profile or 'ad-hoc'}",
+    ]
+    if report.mode == "ab":
+        lines.append(f"A/B: head against {report.base_ref}, paired rounds in one process")
+    else:
+        lines += [f"Baseline: {_provenance(k)}" for k in report.kernels]
+    return "\n".join(lines)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def markdown_report(
+    report: Report,
+    *,
+    full_matrix: bool = True,
+    max_rows: int | None = None,
+    pointer: str | None = None,
+) -> str:
+    """The PR comment / job summary body: verdict line first, then what deserves a look.
+
+    ``full_matrix=False`` and ``max_rows`` shrink the body (GitHub caps comments); then
+    ``pointer`` tells the reader where the whole report is.
+    """
+    t = report.thresholds
+    parts = [
+        f"### {VERDICT_ICONS[report.verdict]} ci-bench: {report.headline}",
+        "",
+        _rule(t, report.mode),
+    ]
+    notes = [f"> {k.kernel}: {k.note}" for k in report.kernels if k.note]
+    notes += [f"> ⚠️ {w}" for k in report.kernels for w in k.warnings]
+    if notes:
+        parts += ["", *notes]
+    look = ordered(
+        [v for v in report.cases if v.verdict in WORTH_A_LOOK or v.memory_verdict == "regression"]
+    )
+    if look:
+        shown = look if max_rows is None else look[:max_rows]
+        parts += ["", "#### Cases worth a look", "", _table(shown, "github", True)]
+        if len(shown) < len(look):
+            parts += ["", f"… and {len(look) - len(shown)} more cases worth a look."]
+    chart = delta_chart(report)
+    if chart and full_matrix:
+        parts += ["", chart.rstrip("\n")]
+    errors = [v for v in report.cases if v.verdict == "error"]
+    if errors:
+        shown_errors = errors if max_rows is None else errors[:max_rows]
+        parts += ["", "Errors:", *(f"- `{v.id}`: {_one_line(v.reason)}" for v in shown_errors)]
+    everything = ordered(report.cases)
+    if full_matrix:
+        parts += [
+            "",
+            f"<details><summary>Full matrix ({len(everything)} cases)</summary>",
+            "",
+            _table(everything, "github", True),
+            "",
+            "</details>",
+        ]
+    if pointer:
+        parts += ["", pointer]
+    parts += ["", *(f"<sub>{line}</sub><br>" for line in footer(report).splitlines())]
+    return "\n".join(parts) + "\n"
+
+
+def _rule(t: Thresholds, mode: str) -> str:
+    """One paragraph saying what the verdicts mean, for the mode the report used."""
+    if mode == "ab":
+        test = (
+            f"the median paired head/base ratio more than {t.mean_slowdown:.0%} above 1 (TFLOPS "
+            f"below {1 - t.tflops_drop:.0%}), and a significant change (one-sided Wilcoxon "
+            f"signed-rank on the paired log-ratios, p < {t.significance:g})"
+        )
+    else:
+        test = (
+            f"mean_ms more than {t.mean_slowdown:.0%} above the baseline or TFLOPS below "
+            f"{1 - t.tflops_drop:.0%} of it, and significant on the raw samples (one-sided "
+            f"Mann–Whitney U, p < {t.significance:g})"
+        )
+    return (
+        f"Regression: {test}; past the threshold but not significant is noisy. Significance "
+        "is controlled across the matrix (Benjamini–Hochberg); MDC is the smallest change "
+        "each comparison would detect (80 % power): a pass rules out changes larger than "
+        "it, not smaller ones."
+    )
+
+
+def delta_chart(report: Report) -> str:
+    """A mermaid bar chart of Δ mean per compared case: the shape of a change at a glance."""
+    from ci_bench.report.plot import mermaid_delta_chart
+
+    deltas = [(v.id, v.mean_change * 100) for v in report.cases if v.mean_change is not None]
+    if not deltas:
+        return ""
+    versions = ", ".join(
+        f"{k.kernel} v{k.baseline_version}" for k in report.kernels if k.baseline_version
+    )
+    against = f"base {report.base_ref}" if report.mode == "ab" else f"baseline ({versions})"
+    return mermaid_delta_chart(
+        deltas,
+        f"Δ vs {against}",
+        threshold=report.thresholds.mean_slowdown * 100,
+    )
+
+
+def fit_markdown(report: Report, limit: int, where: str) -> str:
+    """The largest rendering under ``limit`` characters: drop the full matrix, then rows."""
+    body = markdown_report(report)
+    if len(body) <= limit:
+        return body
+    pointer = f"The full matrix ({len(report.cases)} cases) did not fit here: see {where}."
+    rows: int | None = None
+    while True:
+        body = markdown_report(report, full_matrix=False, max_rows=rows, pointer=pointer)
+        if len(body) <= limit or rows == 0:
+            return body[:limit]
+        rows = len(report.cases) // 2 if rows is None else rows // 2
+
+
+def terminal_report(report: Report) -> str:
+    """Plain-text report for a terminal: table, then notes and footer."""
+    lines = [_table(ordered(report.cases), "simple", False), "", report.headline]
+    lines += [f"note: {k.kernel}: {k.note}" for k in report.kernels if k.note]
+    lines += [f"warning: {w}" for k in report.kernels for w in k.warnings]
+    lines.append(footer(report))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,279 @@
+"""The baseline store: ``baselines/<kernel>_v<version>.json``, one entry per device.
+
+Pure functions build and merge baseline documents; ``load``/``write`` are the file edge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ci_bench.contract.spec import SEMVER
+from ci_bench.errors import CiBenchError, ExitCode, InputError
+from ci_bench.schema.models import (
+    CaseResult,
+    DeviceFingerprint,
+    Model,
+    Provenance,
+    Results,
+    RunSettings,
+)
+from ci_bench.store.files import atomic_write_text, dump_model, read_model
+
+BASELINE_SCHEMA_VERSION = 1
+
+
+class BaselineEntry(Model):
+    """One device's numbers for one kernel version."""
+
+    device: DeviceFingerprint
+    provenance: Provenance
+    settings: RunSettings
+    cases: list[CaseResult]
+
+    @model_validator(mode="after")
+    def _only_ok_cases(self) -> BaselineEntry:
+        bad = [c.id for c in self.cases if c.status != "ok"]
+        if bad:
+            raise ValueError(f"a baseline holds only ok cases, not {', '.join(bad)}")
+        return self
+
+
+class BaselineFile(Model):
+    schema_version: Literal[1] = BASELINE_SCHEMA_VERSION
+    kernel: str
+    version: str = Field(pattern=SEMVER.pattern)
+    entries: list[BaselineEntry]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BaselineFile:
+        identities = [e.device.identity for e in self.entries]
+        if len(identities) != len(set(identities)):
+            raise ValueError("two entries for the same device")
+        for entry in self.entries:
+            for case in entry.cases:
+                if case.kernel != self.kernel or case.version != self.version:
+                    raise ValueError(
+                        f"case {case.id} is {case.kernel} v{case.version}, "
+                        f"not {self.kernel} v{self.version}"
+                    )
+        return self
+
+    def entry_for(self, device: DeviceFingerprint) -> BaselineEntry | None:
+        return next((e for e in self.entries if e.device.identity == device.identity), None)
+
+
+def version_key(version: str) -> tuple[int, int, int, int, str]:
+    """Semver order: a pre-release sorts before its release."""
+    match = SEMVER.match(version)
+    if not match:
+        raise ValueError(f"not a semver version: {version!r}")
+    pre = version.partition("-")[2]
+    return int(match[1]), int(match[2]), int(match[3]), 0 if pre else 1, pre
+
+
+def baseline_path(folder: Path, kernel: str, version: str) -> Path:
+    return folder / f"{kernel}_v{version}.json"
+
+
+def load_baseline(path: Path, kernel: str | None = None) -> BaselineFile:
+    """Read and validate a baseline; a file of another kernel is an input error."""
+    baseline = read_model(
+        path, BaselineFile, what="baseline", schema_version=BASELINE_SCHEMA_VERSION
+    )
+    if kernel is not None and baseline.kernel != kernel:
+        raise InputError(f"{path}: kernel: holds {baseline.kernel!r}, expected {kernel!r}")
+    expected = path.name
+    if expected != f"{baseline.kernel}_v{baseline.version}.json":
+        raise InputError(
+            f"{path}: version: file name does not match its content "
+            f"({baseline.kernel} v{baseline.version})"
+        )
+    return baseline
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The baseline chosen for a kernel version, and why (shown in the report)."""
+
+    kernel: str
+    version: str
+    path: Path | None
+    baseline: BaselineFile | None
+    note: str | None
+
+
+_FILE = re.compile(r"^(?P<kernel>[a-z][a-z0-9_]*)_v(?P<version>.+)\.json$")
+
+
+def available_versions(folder: Path, kernel: str) -> list[str]:
+    """Versions with a baseline file for ``kernel``, oldest first."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.iterdir():
+        match = _FILE.match(path.name)
+        if match and match["kernel"] == kernel and SEMVER.match(match["version"]):
+            found.append(match["version"])
+    return sorted(found, key=version_key)
+
+
+def find_baseline(folder: Path, kernel: str, version: str, pinned: str | None = None) -> Lookup:
+    """The file for ``version``, else the nearest lower version, else none.
+
+    ``pinned`` (a dispatch input) forces one version and fails if its file is absent.
+    """
+    if pinned is not None:
+        path = baseline_path(folder, kernel, pinned)
+        if not path.is_file():
+            raise InputError(f"{path}: baseline file not found (pinned version {pinned})")
+        return Lookup(kernel, version, path, load_baseline(path, kernel), None)
+    exact = baseline_path(folder, kernel, version)
+    if exact.is_file():
+        return Lookup(kernel, version, exact, load_baseline(exact, kernel), None)
+    lower = [v for v in available_versions(folder, kernel) if version_key(v) < version_key(version)]
+    if not lower:
+        return Lookup(kernel, version, None, None, f"no baseline for {kernel} v{version} or older")
+    chosen = lower[-1]
+    path = baseline_path(folder, kernel, chosen)
+    note = f"compared with v{chosen}: no baseline yet for v{version}"
+    return Lookup(kernel, version, path, load_baseline(path, kernel), note)
+
+
+class PromotionRefusedError(CiBenchError):
+    """Promotion would lose or fake data (existing entry, errors, incomplete run)."""
+
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(frozen=True)
+class Promotion:
+    kernel: str
+    version: str
+    device: str
+    action: Literal["created", "added", "replaced", "unchanged"]
+    document: BaselineFile
+
+
+def entry_from_results(
+    results: Results, kernel: str, promoted_at: datetime, tag: str | None
+) -> BaselineEntry:
+    meta = results.meta
+    return BaselineEntry(
+        device=meta.device,
+        provenance=Provenance(
+            tag=tag,
+            commit=meta.git.commit,
+            ref=meta.git.ref,
+            promoted_at=promoted_at,
+            measured_at=meta.started_at,
+            tool_version=meta.tool_version,
+            profile=meta.profile,
+        ),
+        settings=meta.settings,
+        cases=[c for c in results.cases if c.kernel == kernel],
+    )
+
+
+def check_promotable(results: Results, source: str) -> None:
+    """Only complete, error-free results become a reference."""
+    if not results.meta.complete:
+        raise PromotionRefusedError(
+            f"{source}: meta.complete: the run did not finish; not promoted"
+        )
+    errors = [c.id for c in results.cases if c.status != "ok"]
+    if errors:
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise PromotionRefusedError(
+            f"{source}: cases: results contain errors, not promoted: {', '.join(errors[:3])}{more}"
+        )
+    if not results.cases:
+        raise PromotionRefusedError(f"{source}: cases: no cases to promote")
+    if results.meta.subset:
+        raise PromotionRefusedError(
+            f"{source}: meta: only part of the {results.meta.profile or 'ad-hoc'} matrix ran "
+            "(--case, --shard or --shape); merge the shards or run the whole profile"
+        )
+
+
+def merge_entry(
+    existing: BaselineFile | None,
+    kernel: str,
+    version: str,
+    entry: BaselineEntry,
+    *,
+    force: bool,
+    keep_existing: bool = False,
+) -> Promotion:
+    """Add ``entry`` to the file, keeping every other device's entry.
+
+    The same device is replaced only with ``force``; re-promoting from the same tag is a
+    no-op, so a re-run release job changes nothing. ``keep_existing`` (release tags) keeps
+    an existing entry instead of refusing: a library tag that did not bump a kernel's
+    version leaves that version's numbers as they are.
+    """
+    device = entry.device.identity
+    if existing is None:
+        doc = BaselineFile(kernel=kernel, version=version, entries=[entry])
+        return Promotion(kernel, version, device, "created", doc)
+    current = existing.entry_for(entry.device)
+    if current is None:
+        doc = existing.model_copy(update={"entries": [*existing.entries, entry]})
+        return Promotion(kernel, version, device, "added", BaselineFile.model_validate(doc))
+    tag = entry.provenance.tag
+    same_tag = tag is not None and current.provenance.tag == tag
+    if (same_tag or keep_existing) and not force:
+        return Promotion(kernel, version, device, "unchanged", existing)
+    if not force:
+        was = current.provenance
+        raise PromotionRefusedError(
+            f"{kernel}_v{version}.json already has an entry for {device} "
+            f"(tag {was.tag or '-'}, commit {(was.commit or '-')[:12]}, promoted "
+            f"{was.promoted_at:%Y-%m-%d %H:%M}Z); use --force to replace it"
+        )
+    entries = [entry if e is current else e for e in existing.entries]
+    doc = existing.model_copy(update={"entries": entries})
+    return Promotion(kernel, version, device, "replaced", BaselineFile.model_validate(doc))
+
+
+def plan_promotions(
+    results: Results,
+    existing: dict[str, BaselineFile | None],
+    *,
+    promoted_at: datetime,
+    tag: str | None,
+    force: bool,
+    source: str,
+) -> list[Promotion]:
+    """One promotion per kernel in the results; ``existing`` maps kernel -> current file."""
+    check_promotable(results, source)
+    promotions = []
+    for kernel, version in results.meta.kernels.items():
+        entry = entry_from_results(results, kernel, promoted_at, tag)
+        if entry.cases:
+            promotions.append(
+                merge_entry(existing.get(kernel), kernel, version, entry, force=force)
+            )
+    return promotions
+
+
+def render_baseline(document: BaselineFile) -> str:
+    return dump_model(document)
+
+
+def write_promotions(folder: Path, promotions: Sequence[Promotion]) -> list[Path]:
+    """Write changed files atomically; unchanged ones are not touched (byte-identical)."""
+    written = []
+    for promotion in promotions:
+        if promotion.action == "unchanged":
+            continue
+        path = baseline_path(folder, promotion.kernel, promotion.version)
+        atomic_write_text(path, render_baseline(promotion.document))
+        written.append(path)
+    return written
