@@ -37,7 +37,7 @@ from ci_bench.judge.ab import judge_pairs
 from ci_bench.judge.compare import compare
 from ci_bench.measure.devices import fingerprint
 from ci_bench.measure.harness import HarnessSettings, run_case, run_contestants
-from ci_bench.schema.models import CaseResult, FailPolicy, Results, RunMeta, RunSettings, Thresholds
+from ci_bench.schema import CaseResult, FailPolicy, Results, RunMeta, RunSettings, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 
 

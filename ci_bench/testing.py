@@ -20,7 +20,7 @@ import pytest
 from ci_bench.commands.config import load_config, resolve
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.judge.compare import judge
-from ci_bench.schema.models import CaseVerdict, Thresholds
+from ci_bench.schema import CaseVerdict, Thresholds
 from ci_bench.store.baselines import find_baseline, load_baseline
 
 accelerator = pytest.mark.accelerator

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from ci_bench.measure.harness import stats_of
 from ci_bench.measure.roofline import compute_metrics, tflops_of
-from ci_bench.schema.models import (
+from ci_bench.schema import (
     CaseResult,
     CompiledStats,
     CompileTimes,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ci_bench.errors import ExitCode
-from ci_bench.schema.models import Results
+from ci_bench.schema import Results
 from ci_bench.store.files import read_model
 from tests.conftest import run_cli, write_project
 

@@ -6,7 +6,7 @@ import pytest
 
 from ci_bench.errors import ExitCode
 from ci_bench.judge.compare import compare, judge
-from ci_bench.schema.models import FailPolicy, Thresholds
+from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 from tests.factories import CPU, V5E, case, results
 
@@ -156,7 +156,7 @@ def test_peak_memory_growth_is_a_memory_regression_counted_in_the_verdict():
 
 def test_a_wrong_flops_model_is_a_warning_in_the_report():
     from ci_bench.measure.harness import cost_model_check
-    from ci_bench.schema.models import CompiledStats, XlaCost
+    from ci_bench.schema import CompiledStats, XlaCost
 
     native = CompiledStats(cost=XlaCost(flops=1000.0, bytes_accessed=10.0, has_loops=False))
     check = cost_model_check(4000, native, 2.0)

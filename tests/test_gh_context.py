@@ -139,7 +139,7 @@ def test_outputs_use_delimiters_and_summaries_append(tmp_path):
 
 def test_annotations_escape_workflow_command_syntax():
     from ci_bench.judge.compare import compare
-    from ci_bench.schema.models import FailPolicy, Thresholds
+    from ci_bench.schema import FailPolicy, Thresholds
     from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 
     cid = "matmul/B1-M128-K128-N128/float32"
@@ -164,7 +164,7 @@ def test_the_regressions_output_counts_memory_regressions_too(tmp_path):
 
     from ci_bench.github.outputs import report_outputs
     from ci_bench.judge.compare import compare
-    from ci_bench.schema.models import FailPolicy, Thresholds
+    from ci_bench.schema import FailPolicy, Thresholds
     from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 
     cid = "matmul/B1-M128-K128-N128/float32"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ci_bench.errors import InputError
-from ci_bench.schema.models import Results
+from ci_bench.schema import Results
 from ci_bench.store.files import atomic_write_text, read_model
 
 

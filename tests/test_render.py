@@ -13,7 +13,7 @@ import pytest
 
 from ci_bench.judge.compare import compare
 from ci_bench.report.render import markdown_report, terminal_report
-from ci_bench.schema.models import FailPolicy, Thresholds
+from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 from tests.factories import case, results
 

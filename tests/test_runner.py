@@ -11,7 +11,7 @@ from ci_bench.errors import ExitCode
 from ci_bench.measure.devices import fingerprint
 from ci_bench.measure.harness import HarnessSettings
 from ci_bench.measure.runner import peak_lookup, run_all, run_exit_code
-from ci_bench.schema.models import DeviceFingerprint, RunMeta, RunSettings
+from ci_bench.schema import DeviceFingerprint, RunMeta, RunSettings
 from kernels.matmul import SPEC
 
 

@@ -27,7 +27,7 @@ from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.judge.ab import ab_report
 from ci_bench.report.render import markdown_report
-from ci_bench.schema.models import CaseResult, Report, Results
+from ci_bench.schema import CaseResult, Report, Results
 from ci_bench.store.files import atomic_write_text, dump_model
 
 

@@ -25,7 +25,7 @@ from ci_bench.github.outputs import annotations, append_summary, report_outputs,
 from ci_bench.github.promote import promote_through_api
 from ci_bench.judge.compare import compare
 from ci_bench.report.render import fit_markdown, markdown_report
-from ci_bench.schema.models import REPORT_SCHEMA_VERSION, Report, Results
+from ci_bench.schema import REPORT_SCHEMA_VERSION, Report, Results
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
 
 ARTIFACT = "ci-bench-report"

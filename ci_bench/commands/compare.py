@@ -12,7 +12,7 @@ from ci_bench.commands.config import Config, load_config, resolve
 from ci_bench.errors import InputError
 from ci_bench.judge.compare import compare
 from ci_bench.report.render import markdown_report, terminal_report
-from ci_bench.schema.models import RESULTS_SCHEMA_VERSION, FailPolicy, Report, Results
+from ci_bench.schema import RESULTS_SCHEMA_VERSION, FailPolicy, Report, Results
 from ci_bench.store.baselines import (
     Lookup,
     baseline_path,

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_bench.errors import InputError
-from ci_bench.schema.models import FailPolicy, Thresholds
+from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.files import validation_message
 
 Profile = Literal["smoke", "ci", "full"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ci_bench.schema.models import GitInfo
+from ci_bench.schema import GitInfo
 
 
 def _git(cwd: Path, *args: str) -> str | None:

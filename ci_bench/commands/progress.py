@@ -6,7 +6,7 @@ from typing import TextIO
 
 from ci_bench.contract.spec import Case
 from ci_bench.report.render import fmt_ms
-from ci_bench.schema.models import CaseResult
+from ci_bench.schema import CaseResult
 
 
 def describe(result: CaseResult) -> str:

@@ -14,7 +14,7 @@ from ci_bench.commands.config import Config, load_config, resolve
 from ci_bench.contract.matrix import Shard, expand, select, shard
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import InputError
-from ci_bench.schema.models import Results, RunMeta, RunSettings
+from ci_bench.schema import Results, RunMeta, RunSettings
 from ci_bench.store.files import atomic_write_text, dump_model
 
 if TYPE_CHECKING:  # the harness imports jax: only commands that measure load it
@@ -215,7 +215,7 @@ def cmd_list(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
 
 
 def cmd_schema(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    from ci_bench.schema.models import Results
+    from ci_bench.schema import Results
 
     out.write(json.dumps(Results.model_json_schema(), indent=2) + "\n")
     return 0

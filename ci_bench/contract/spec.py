@@ -8,14 +8,13 @@ parameter matrix) is declared here, so third-party kernels plug in with one conf
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+from ci_bench.text import NAME, SEMVER
+
 DTYPES = ("float32", "bfloat16", "float16")
 PROFILES = ("smoke", "ci", "full")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench.errors import InputError
+from ci_bench.text import split_list
 
 PUBLIC_API = "https://api.github.com"
 # Pull-request actions that mean new code to measure; "labeled" is the maintainer's go-ahead
@@ -99,12 +100,6 @@ def parse_tag(tag: str) -> Release:
     raise InputError(f"tag {tag!r} is neither v<semver> nor <kernel>-v<semver>; nothing to promote")
 
 
-def _split(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [v.strip() for v in str(value).replace("\n", ",").split(",") if v.strip()]
-
-
 def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
     repeats = inputs.get("repeats")
     try:
@@ -112,14 +107,14 @@ def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
     except (TypeError, ValueError):
         raise InputError(f"workflow_dispatch input repeats: not an integer: {repeats!r}") from None
     return Dispatch(
-        kernels=_split(inputs.get("kernels")),
+        kernels=split_list(inputs.get("kernels")),
         profile=str(inputs["profile"]) if inputs.get("profile") else None,
         repeats=repeat_count,
         baseline_version=str(inputs["baseline_version"])
         if inputs.get("baseline_version")
         else None,
         fail_on=str(inputs["fail_on"]) if inputs.get("fail_on") else None,
-        cases=_split(inputs.get("cases")),
+        cases=split_list(inputs.get("cases")),
         mode=str(inputs["mode"]) if inputs.get("mode") else None,
         base=str(inputs["base"]) if inputs.get("base") else None,
     )

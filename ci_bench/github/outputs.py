@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci_bench.schema.models import Report
+from ci_bench.schema import STATE, Report
 
 
 def append_summary(path: Path, markdown: str) -> None:
@@ -32,11 +32,10 @@ def _escape_property(text: str) -> str:
 
 
 def annotations(report: Report) -> list[str]:
-    """``::error`` per regression or error, ``::warning`` per noisy or missing case."""
+    """One annotation per case whose state has an annotation level in the verdict table."""
     lines = []
-    levels = {"regression": "error", "error": "error", "noisy": "warning", "missing": "warning"}
     for case in report.cases:
-        level = levels.get(case.verdict)
+        level = STATE[case.verdict].annotation
         if level:
             title = _escape_property(f"ci-bench {case.verdict}: {case.id}")
             lines.append(f"::{level} title={title}::{_escape_data(case.id + ': ' + case.reason)}")

@@ -13,7 +13,7 @@ from typing import Literal
 
 from ci_bench.errors import InputError
 from ci_bench.github.api import GitHubClient, commit_with_retry
-from ci_bench.schema.models import Results
+from ci_bench.schema import Results
 from ci_bench.store.baselines import (
     BaselineEntry,
     BaselineFile,

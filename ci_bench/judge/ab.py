@@ -10,13 +10,14 @@ import math
 from collections.abc import Sequence
 from statistics import median
 
-from ci_bench.judge.compare import build_report, judge_memory, past_threshold
+from ci_bench.judge.compare import build_report, judge_memory
+from ci_bench.judge.ladder import Direction, Evidence, climb, past_threshold
 from ci_bench.judge.stats import (
     benjamini_hochberg,
     bootstrap_ratio_ci,
     paired_minimum_detectable_change,
 )
-from ci_bench.schema.models import (
+from ci_bench.schema import (
     CaseResult,
     CaseVerdict,
     FailPolicy,
@@ -25,7 +26,6 @@ from ci_bench.schema.models import (
     Results,
     Thresholds,
     TimingStats,
-    Verdict,
 )
 
 
@@ -45,13 +45,14 @@ def signed_rank_p(ratios: Sequence[float], direction: str) -> float:
     return float(stats.wilcoxon(diffs, alternative=alternative).pvalue)
 
 
-def _direction(point: float, t: Thresholds) -> str | None:
+def _direction(point: float, t: Thresholds) -> Direction | None:
     """The specification's two rules on the paired estimate: mean time and TFLOPS."""
-    slower, faster = past_threshold(point - 1, 1 / point if point > 0 else None, t)
-    return "slower" if slower else "faster" if faster else None
+    return past_threshold(point - 1, 1 / point if point > 0 else None, t)
 
 
-def _assess(head: CaseResult, base: CaseResult, t: Thresholds) -> tuple[dict, str | None, float]:
+def _assess(
+    head: CaseResult, base: CaseResult, t: Thresholds
+) -> tuple[dict, Direction | None, float]:
     """Numbers for one case and, past a threshold, the direction and its p-value.
 
     As for stored baselines (and asv): the estimate must pass the threshold AND the change
@@ -73,19 +74,20 @@ def _assess(head: CaseResult, base: CaseResult, t: Thresholds) -> tuple[dict, st
     return numbers, direction, signed_rank_p(ratios, direction) if direction else 1.0
 
 
-def _confirmed(head: CaseResult, base: CaseResult, direction: str, t: Thresholds) -> bool | None:
-    if head.confirmation is None or base.confirmation is None:
+def _confirmation(
+    head: CaseResult, base: CaseResult, direction: Direction | None, t: Thresholds
+) -> tuple[bool, float] | None:
+    """The re-measured pair: (held the same way and significant, its p-value)."""
+    if direction is None or head.confirmation is None or base.confirmation is None:
         return None
     ratios = paired_ratios(head.confirmation, base.confirmation)
-    return (
-        _direction(median(ratios), t) == direction
-        and signed_rank_p(ratios, direction) < t.significance
-    )
+    p = signed_rank_p(ratios, direction)
+    return _direction(median(ratios), t) == direction and p < t.significance, p
 
 
 def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -> list[CaseVerdict]:
-    """Verdict per case: past the threshold and significantly beyond it, controlled across
-    the matrix with Benjamini-Hochberg, and (when re-measured) confirmed."""
+    """Verdict per case from the one ladder: past the threshold and significantly beyond
+    it, controlled across the matrix with Benjamini-Hochberg, and (when re-measured) held."""
     measured = [(h, b) for h, b in pairs if h.status == "ok" and b.status == "ok"]
     assessed = {h.id: _assess(h, b, t) for h, b in measured}
     # Only cases measured on both sides form the family for false-discovery control.
@@ -103,32 +105,28 @@ def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -
             verdicts.append(CaseVerdict(**common, verdict="new", reason=reason))
             continue
         numbers, direction, p = assessed[head.id]
-        sig = significant[head.id]
         memory_change, memory_verdict = judge_memory(head, base, t)
-        common |= numbers | {"memory_change": memory_change, "memory_verdict": memory_verdict}
         low, high = numbers["ratio_low"], numbers["ratio_high"]
-        ci = f"ratio {numbers['ratio']:.3f} [{low:.3f}, {high:.3f}]"
-        verdict: Verdict
-        confirmed = None
-        if direction is None:
-            verdict, reason = "pass", f"{ci}, within thresholds"
-        elif not sig:
-            verdict, reason = "noisy", f"{ci}, not significantly {direction} (p={p:.2g})"
-        else:
-            confirmed = _confirmed(head, base, direction, t)
-            if confirmed is False:
-                verdict, reason = "noisy", f"{ci} (p={p:.2g}) but not reproduced when re-measured"
-            else:
-                verdict = "regression" if direction == "slower" else "improved"
-                again = " and confirmed on re-measurement" if confirmed else ""
-                reason = f"{ci}, significantly {direction} (p={p:.2g}){again}"
+        rung = climb(
+            Evidence(
+                estimate=f"ratio {numbers['ratio']:.3f} [{low:.3f}, {high:.3f}]",
+                direction=direction,
+                p_value=p,
+                significant=significant[head.id],
+                confirmation=_confirmation(head, base, direction, t),
+            ),
+            t,
+        )
         verdicts.append(
             CaseVerdict(
                 **common,
-                verdict=verdict,
-                reason=reason,
+                **numbers,
+                memory_change=memory_change,
+                memory_verdict=memory_verdict,
+                verdict=rung.verdict,
+                reason=rung.reason,
                 p_value=None if direction is None else p,
-                confirmed=confirmed,
+                confirmed=rung.confirmed,
             )
         )
     return verdicts

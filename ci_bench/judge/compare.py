@@ -8,25 +8,27 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ci_bench.errors import ExitCode
+from ci_bench.judge.ladder import Direction, Evidence, climb, past_threshold
+from ci_bench.judge.stats import Direction as StatsDirection
 from ci_bench.judge.stats import (
-    Direction,
     benjamini_hochberg,
     mann_whitney_p,
     minimum_detectable_change,
 )
-from ci_bench.schema.models import (
+from ci_bench.schema import (
     VERDICT_PRECEDENCE,
+    BaselineEntry,
     CaseResult,
     CaseVerdict,
     FailPolicy,
     KernelSummary,
+    Lookup,
     MemoryVerdict,
     Report,
     Results,
     Thresholds,
     Verdict,
 )
-from ci_bench.store.baselines import BaselineEntry, Lookup
 
 
 def judge_memory(
@@ -50,24 +52,11 @@ class Change:
 
     mean_change: float
     tflops_ratio: float | None
-    slower: bool
-    faster: bool
+    direction: Direction | None
     p_value: float  # one-sided, in the direction the mean moved
     mdc: float | None
     # The confirmation pass: (still past the threshold the same way, its p-value).
     confirmation: tuple[bool, float] | None
-
-
-def past_threshold(
-    mean_change: float, tflops_ratio: float | None, t: Thresholds
-) -> tuple[bool, bool]:
-    slower = mean_change > t.mean_slowdown or (
-        tflops_ratio is not None and tflops_ratio < 1 - t.tflops_drop
-    )
-    faster = mean_change < -t.mean_slowdown or (
-        tflops_ratio is not None and tflops_ratio > 1 + t.tflops_drop
-    )
-    return slower, faster
 
 
 def measure_change(current: CaseResult, baseline: CaseResult, t: Thresholds) -> Change:
@@ -78,18 +67,19 @@ def measure_change(current: CaseResult, baseline: CaseResult, t: Thresholds) -> 
         raise ValueError(f"{current.id}: only two measured (ok) cases can be judged")
     mean_change = cur.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
     tflops_ratio = cur_tflops / base_tflops if base_tflops > 0 else None
-    slower, faster = past_threshold(mean_change, tflops_ratio, t)
-    direction: Direction = "greater" if mean_change >= 0 else "less"
-    p = mann_whitney_p(cur.samples_ms, base.samples_ms, direction)
+    direction = past_threshold(mean_change, tflops_ratio, t)
+    sense: StatsDirection = "greater" if mean_change >= 0 else "less"
+    p = mann_whitney_p(cur.samples_ms, base.samples_ms, sense)
     confirmation = None
     again = current.confirmation
     if again is not None:
         change2 = again.mean_ms / base.mean_ms - 1 if base.mean_ms > 0 else 0.0
-        slower2, faster2 = past_threshold(change2, 1 / (1 + change2) if change2 > -1 else None, t)
-        p2 = mann_whitney_p(again.samples_ms, base.samples_ms, direction)
-        confirmation = ((slower and slower2) or (faster and faster2), p2)
+        direction2 = past_threshold(change2, 1 / (1 + change2) if change2 > -1 else None, t)
+        p2 = mann_whitney_p(again.samples_ms, base.samples_ms, sense)
+        held = direction is not None and direction2 == direction and p2 < t.significance
+        confirmation = (held, p2)
     mdc = minimum_detectable_change(cur.samples_ms, base.samples_ms, t.significance)
-    return Change(mean_change, tflops_ratio, slower, faster, p, mdc, confirmation)
+    return Change(mean_change, tflops_ratio, direction, p, mdc, confirmation)
 
 
 def decide(
@@ -99,47 +89,32 @@ def decide(
     significant: bool,
     t: Thresholds,
 ) -> CaseVerdict:
-    """Past a threshold and significant: regression (or improved), if a confirmation pass
-    (when there was one) agrees. Past a threshold but not significant: noisy, a warning;
-    a gate that cries wolf gets switched off.
-    """
+    """The ladder's verdict on this comparison's evidence, with its numbers attached."""
     memory_change, memory_verdict = judge_memory(current, baseline, t)
-    common = {
-        "id": current.id,
-        "kernel": current.kernel,
-        "current": current,
-        "baseline": baseline,
-        "mean_change": change.mean_change,
-        "tflops_ratio": change.tflops_ratio,
-        "memory_change": memory_change,
-        "memory_verdict": memory_verdict,
-        "mdc": change.mdc,
-    }
-    if not (change.slower or change.faster):
-        return CaseVerdict(**common, verdict="pass", reason="within thresholds")
-    word = "slower" if change.slower else "faster"
-    text = f"{change.mean_change:+.1%} mean"
-    p = change.p_value
-    verdict: Verdict
-    if not significant:
-        verdict = "noisy"
-        reason = f"{text} but not significant (p={p:.2g}, false-discovery rate {t.significance:g})"
-    elif change.confirmation is not None and not (
-        change.confirmation[0] and change.confirmation[1] < t.significance
-    ):
-        verdict = "noisy"
-        again = change.confirmation[1]
-        reason = f"{text} (p={p:.2g}) but not reproduced when re-measured (p={again:.2g})"
-    else:
-        verdict = "regression" if change.slower else "improved"
-        confirmed = " and confirmed on re-measurement" if change.confirmation else ""
-        reason = f"{text}, significantly {word} (p={p:.2g}){confirmed}"
+    rung = climb(
+        Evidence(
+            estimate=f"{change.mean_change:+.1%} mean",
+            direction=change.direction,
+            p_value=change.p_value,
+            significant=significant,
+            confirmation=change.confirmation,
+        ),
+        t,
+    )
     return CaseVerdict(
-        **common,
-        verdict=verdict,
-        reason=reason,
-        p_value=p,
-        confirmed=None if change.confirmation is None else verdict != "noisy",
+        id=current.id,
+        kernel=current.kernel,
+        current=current,
+        baseline=baseline,
+        mean_change=change.mean_change,
+        tflops_ratio=change.tflops_ratio,
+        memory_change=memory_change,
+        memory_verdict=memory_verdict,
+        mdc=change.mdc,
+        verdict=rung.verdict,
+        reason=rung.reason,
+        p_value=None if change.direction is None else change.p_value,
+        confirmed=rung.confirmed,
     )
 
 
@@ -255,15 +230,7 @@ def exit_code(verdicts: list[CaseVerdict], policy: FailPolicy) -> ExitCode:
     measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
     if measured == 0:
         return ExitCode.NOTHING_MEASURED
-    failing = (
-        counts["regression"]
-        or memory_regressions(verdicts)
-        or (
-            (policy.error and counts["error"])
-            or (policy.missing and counts["missing"])
-            or (policy.noisy and counts["noisy"])
-        )
-    )
+    failing = memory_regressions(verdicts) or any(policy.fails(state) for state in counts)
     return ExitCode.FAILED if failing else ExitCode.OK
 
 

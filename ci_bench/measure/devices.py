@@ -8,7 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from ci_bench.schema.models import DeviceFingerprint
+from ci_bench.schema import DeviceFingerprint
 
 
 def _version(dist: str) -> str | None:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from ci_bench.contract.spec import Case, KernelSpec, Tolerance
 from ci_bench.judge.stats import relative_ci_width
 from ci_bench.measure.roofline import compute_metrics, tflops_of
-from ci_bench.schema.models import (
+from ci_bench.schema import (
     CaseResult,
     CompiledStats,
     CompileTimes,
@@ -29,6 +29,7 @@ from ci_bench.schema.models import (
     TimingStats,
     XlaCost,
 )
+from ci_bench.text import one_line
 
 Clock = Callable[[], float]
 
@@ -245,11 +246,6 @@ def cost_model_check(model_flops: int, native: CompiledStats, factor: float) -> 
     )
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def _identity(spec: KernelSpec, case: Case) -> dict[str, Any]:
     return {
         "id": case.id,
@@ -350,7 +346,7 @@ def run_contestants(
             rng=rng,
         )
     except Exception as exc:  # a case failing must never stop the others; recorded
-        return failed(_one_line(exc), current if current < len(specs) else None)
+        return failed(one_line(exc), current if current < len(specs) else None)
     native_stats = stats_of(samples[-1], settings.warmup)
     peak_tflops, peak_gbps = peaks(case.dtype)
     results = []

@@ -21,6 +21,7 @@ import jax
 
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import CiBenchError
+from ci_bench.text import one_line
 
 # What ``pip install xprof`` puts on PATH (its console script ``xprof``); the TensorBoard
 # route needs ``pip install xprof tensorboard`` (tensorboard-plugin-profile is now only a
@@ -71,11 +72,6 @@ def top_level_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn if callable(getattr(fn, "lower", None)) else jax.jit(fn)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def _xplanes(log_dir: Path) -> dict[Path, int]:
     root = log_dir / "plugins" / "profile"
     return {p: p.stat().st_mtime_ns for p in root.glob("*/*.xplane.pb")} if root.is_dir() else {}
@@ -96,7 +92,7 @@ def capture_trace(
     try:
         jax.block_until_ready(jitted(*inputs))
     except Exception as exc:
-        raise ProfilingError(f"kernel failed before tracing: {_one_line(exc)}") from exc
+        raise ProfilingError(f"kernel failed before tracing: {one_line(exc)}") from exc
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -105,12 +101,12 @@ def capture_trace(
     try:
         jax.profiler.start_trace(str(out_dir))
     except RuntimeError as exc:  # "Profile has already been started..."
-        raise ProfilingError(f"cannot start a trace: {_one_line(exc)}") from exc
+        raise ProfilingError(f"cannot start a trace: {one_line(exc)}") from exc
     try:
         for _ in range(runs):
             jax.block_until_ready(jitted(*inputs))
     except Exception as exc:
-        raise ProfilingError(f"kernel failed while tracing: {_one_line(exc)}") from exc
+        raise ProfilingError(f"kernel failed while tracing: {one_line(exc)}") from exc
     finally:
         jax.profiler.stop_trace()
     new = sorted(p for p, mtime in _xplanes(out_dir).items() if before.get(p) != mtime)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ci_bench.schema.models import Metrics
+from ci_bench.schema import Metrics
 
 
 @dataclass(frozen=True)

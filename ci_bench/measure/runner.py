@@ -11,7 +11,7 @@ from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode
 from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_case
 from ci_bench.measure.roofline import peak_for
-from ci_bench.schema.models import CaseResult, DeviceFingerprint, Results, RunMeta
+from ci_bench.schema import CaseResult, DeviceFingerprint, Results, RunMeta
 
 Now = Callable[[], datetime]
 

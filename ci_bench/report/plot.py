@@ -15,7 +15,7 @@ from typing import Any
 
 from ci_bench.errors import InputError
 from ci_bench.measure.roofline import peak_for
-from ci_bench.schema.models import CaseResult, Results
+from ci_bench.schema import CaseResult, Results
 
 _DTYPE_SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 _DTYPE_COLOUR = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from ci_bench.schema.models import (
+from ci_bench.schema import (
     VERDICT_PRECEDENCE,
+    VERDICTS,
     CaseResult,
     CaseVerdict,
     KernelSummary,
@@ -15,6 +16,7 @@ from ci_bench.schema.models import (
     Results,
     Thresholds,
 )
+from ci_bench.text import one_line
 
 
 def fmt_ms(value: float | None) -> str:
@@ -97,16 +99,7 @@ def run_summary(results: Results) -> str:
     )
 
 
-VERDICT_ICONS = {
-    "regression": "❌",
-    "error": "💥",
-    "missing": "❔",
-    "noisy": "⚠️",
-    "incomparable": "↔️",
-    "new": "🆕",
-    "improved": "🚀",
-    "pass": "✅",
-}
+VERDICT_ICONS = {s.name: s.icon for s in VERDICTS}
 REPORT_HEADERS = (
     "case",
     "Pallas ms",
@@ -217,11 +210,6 @@ def footer(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def markdown_report(
     report: Report,
     *,
@@ -258,7 +246,7 @@ def markdown_report(
     errors = [v for v in report.cases if v.verdict == "error"]
     if errors:
         shown_errors = errors if max_rows is None else errors[:max_rows]
-        parts += ["", "Errors:", *(f"- `{v.id}`: {_one_line(v.reason)}" for v in shown_errors)]
+        parts += ["", "Errors:", *(f"- `{v.id}`: {one_line(v.reason, 300)}" for v in shown_errors)]
     everything = ordered(report.cases)
     if full_matrix:
         parts += [

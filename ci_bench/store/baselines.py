@@ -12,70 +12,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
-
-from ci_bench.contract.spec import SEMVER
 from ci_bench.errors import CiBenchError, ExitCode, InputError
-from ci_bench.schema.models import (
-    CaseResult,
-    DeviceFingerprint,
-    Model,
+from ci_bench.schema import (
+    BASELINE_SCHEMA_VERSION,
+    BaselineEntry,
+    BaselineFile,
+    Lookup,
     Provenance,
     Results,
-    RunSettings,
+    version_key,
 )
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
-
-BASELINE_SCHEMA_VERSION = 1
-
-
-class BaselineEntry(Model):
-    """One device's numbers for one kernel version."""
-
-    device: DeviceFingerprint
-    provenance: Provenance
-    settings: RunSettings
-    cases: list[CaseResult]
-
-    @model_validator(mode="after")
-    def _only_ok_cases(self) -> BaselineEntry:
-        bad = [c.id for c in self.cases if c.status != "ok"]
-        if bad:
-            raise ValueError(f"a baseline holds only ok cases, not {', '.join(bad)}")
-        return self
-
-
-class BaselineFile(Model):
-    schema_version: Literal[1] = BASELINE_SCHEMA_VERSION
-    kernel: str
-    version: str = Field(pattern=SEMVER.pattern)
-    entries: list[BaselineEntry]
-
-    @model_validator(mode="after")
-    def _consistent(self) -> BaselineFile:
-        identities = [e.device.identity for e in self.entries]
-        if len(identities) != len(set(identities)):
-            raise ValueError("two entries for the same device")
-        for entry in self.entries:
-            for case in entry.cases:
-                if case.kernel != self.kernel or case.version != self.version:
-                    raise ValueError(
-                        f"case {case.id} is {case.kernel} v{case.version}, "
-                        f"not {self.kernel} v{self.version}"
-                    )
-        return self
-
-    def entry_for(self, device: DeviceFingerprint) -> BaselineEntry | None:
-        return next((e for e in self.entries if e.device.identity == device.identity), None)
-
-
-def version_key(version: str) -> tuple[int, int, int, int, str]:
-    """Semver order: a pre-release sorts before its release."""
-    match = SEMVER.match(version)
-    if not match:
-        raise ValueError(f"not a semver version: {version!r}")
-    pre = version.partition("-")[2]
-    return int(match[1]), int(match[2]), int(match[3]), 0 if pre else 1, pre
+from ci_bench.text import SEMVER
 
 
 def baseline_path(folder: Path, kernel: str, version: str) -> Path:
@@ -96,17 +44,6 @@ def load_baseline(path: Path, kernel: str | None = None) -> BaselineFile:
             f"({baseline.kernel} v{baseline.version})"
         )
     return baseline
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """The baseline chosen for a kernel version, and why (shown in the report)."""
-
-    kernel: str
-    version: str
-    path: Path | None
-    baseline: BaselineFile | None
-    note: str | None
 
 
 _FILE = re.compile(r"^(?P<kernel>[a-z][a-z0-9_]*)_v(?P<version>.+)\.json$")

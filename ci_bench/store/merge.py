@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ci_bench.contract.matrix import Shard
 from ci_bench.errors import InputError
-from ci_bench.schema.models import Results, RunSettings
+from ci_bench.schema import Results, RunSettings
 
 
 def _portable(settings: RunSettings) -> RunSettings:

@@ -1,4 +1,4 @@
-"""Versioned pydantic models: the results file, a public contract.
+"""The results file (``ci-bench run --output``): a public contract, versioned.
 
 Format history lives in docs/FORMATS.md. Bump ``RESULTS_SCHEMA_VERSION`` on any change that
 an older reader would misread; readers refuse other versions with a clear message.
@@ -10,47 +10,14 @@ import math
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from ci_bench.schema.base import Model
 
 RESULTS_SCHEMA_VERSION = 1
 
 CaseStatus = Literal["ok", "error"]
 Bound = Literal["compute", "memory"]
-
-
-class Model(BaseModel):
-    """Strict base: unknown keys are errors, so typos never pass silently."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-KEBAB = ConfigDict(
-    extra="forbid",
-    frozen=True,
-    populate_by_name=True,
-    alias_generator=lambda s: s.replace("_", "-"),
-)
-
-
-class Thresholds(Model):
-    """Specification section 4.2: mean_ms more than 5 % above, tflops below 95 %."""
-
-    model_config = KEBAB
-
-    mean_slowdown: float = Field(0.05, gt=0, lt=10)
-    tflops_drop: float = Field(0.05, gt=0, lt=1)
-    significance: float = Field(0.01, gt=0, lt=1, description="Mann-Whitney U level")
-    memory_growth: float = Field(0.10, gt=0)
-
-
-class FailPolicy(Model):
-    """Which non-regression states also fail a run (exit 1)."""
-
-    model_config = KEBAB
-
-    error: bool = True
-    missing: bool = False
-    noisy: bool = False
 
 
 def _finite_non_negative(value: float, what: str) -> float:
@@ -297,91 +264,3 @@ class Results(Model):
                     f"says {self.meta.kernels.get(case.kernel, 'nothing')}"
                 )
         return self
-
-
-class Provenance(Model):
-    """Where a baseline entry came from: enough to reproduce or distrust it."""
-
-    tag: str | None = None
-    commit: str | None = None
-    ref: str | None = None
-    promoted_at: datetime
-    measured_at: datetime
-    tool_version: str
-    profile: str | None
-
-
-Verdict = Literal[
-    "pass", "improved", "regression", "noisy", "new", "missing", "error", "incomparable"
-]
-# Overall verdict: the first state present, in this order.
-VERDICT_PRECEDENCE: tuple[Verdict, ...] = (
-    "regression",
-    "error",
-    "missing",
-    "noisy",
-    "incomparable",
-    "new",
-    "improved",
-    "pass",
-)
-REPORT_SCHEMA_VERSION = 1
-# Peak memory is a compile-time figure, deterministic: no significance test needed.
-MemoryVerdict = Literal["pass", "regression", "improved"]
-
-
-class CaseVerdict(Model):
-    """One case compared with its baseline."""
-
-    id: str
-    kernel: str
-    verdict: Verdict
-    reason: str
-    current: CaseResult | None = None
-    baseline: CaseResult | None = None
-    mean_change: float | None = Field(None, description="current/baseline mean_ms - 1")
-    tflops_ratio: float | None = Field(None, description="current/baseline tflops")
-    p_value: float | None = Field(None, description="one-sided Mann-Whitney U")
-    memory_change: float | None = Field(None, description="current/baseline peak bytes - 1")
-    memory_verdict: MemoryVerdict | None = None
-    mdc: float | None = Field(
-        None, description="minimum detectable relative change of this comparison (80 % power)"
-    )
-    confirmed: bool | None = Field(
-        None, description="a flagged change re-measured: true if it held, null if not re-measured"
-    )
-    ratio: float | None = Field(None, description="A/B: median of paired head/base ratios")
-    ratio_low: float | None = Field(None, description="A/B: bootstrap 95 % interval, low")
-    ratio_high: float | None = Field(None, description="A/B: bootstrap 95 % interval, high")
-
-
-class KernelSummary(Model):
-    """Which baseline a kernel was compared with, and anything a reader must know."""
-
-    kernel: str
-    version: str
-    baseline_version: str | None = None
-    baseline_path: str | None = None
-    note: str | None = None
-    provenance: Provenance | None = None
-    baseline_device: DeviceFingerprint | None = None
-    warnings: list[str] = []
-
-
-class Report(Model):
-    """``ci-bench compare`` output: the verdict and everything needed to render it."""
-
-    schema_version: Literal[1] = REPORT_SCHEMA_VERSION
-    mode: Literal["baseline", "ab"] = Field(
-        "baseline", description="stored baseline, or head and base measured in one process"
-    )
-    base_ref: str | None = Field(None, description="A/B: the base git ref and commit")
-    verdict: Verdict
-    exit_code: int
-    headline: str
-    counts: dict[str, int]
-    thresholds: Thresholds
-    policy: FailPolicy
-    meta: RunMeta
-    kernels: list[KernelSummary]
-    cases: list[CaseVerdict]

@@ -1,0 +1,79 @@
+"""THE verdict ladder, shared by baseline comparison and A/B (pure).
+
+Every comparison, whatever its statistics, reduces a case to the same evidence: did the
+estimate pass a threshold (which way), is the change significant (after false-discovery
+control across the matrix), and, when the case was re-measured, did the change hold. The
+ladder turns that evidence into a state; a rule change is made here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ci_bench.schema import Thresholds, Verdict
+
+Direction = Literal["slower", "faster"]
+
+
+def past_threshold(
+    mean_change: float, tflops_ratio: float | None, t: Thresholds
+) -> Direction | None:
+    """The specification's two rules: mean_ms beyond ±``mean_slowdown``, or TFLOPS beyond
+    ±``tflops_drop``. Slower wins if both directions somehow hold."""
+    if mean_change > t.mean_slowdown or (
+        tflops_ratio is not None and tflops_ratio < 1 - t.tflops_drop
+    ):
+        return "slower"
+    if mean_change < -t.mean_slowdown or (
+        tflops_ratio is not None and tflops_ratio > 1 + t.tflops_drop
+    ):
+        return "faster"
+    return None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a comparison found for one case, before any verdict."""
+
+    estimate: str  # how the change reads, e.g. "+12.0% mean" or "ratio 1.120 [1.05, 1.19]"
+    direction: Direction | None  # past a threshold, which way; None: within thresholds
+    p_value: float  # one-sided, in ``direction``
+    significant: bool  # after false-discovery control across the matrix
+    # The confirmation pass: None when not re-measured, else (held, its p-value), where held
+    # means past the threshold the same way and significant at the level again.
+    confirmation: tuple[bool, float] | None = None
+
+
+@dataclass(frozen=True)
+class Rung:
+    verdict: Verdict
+    reason: str
+    confirmed: bool | None  # null unless a flagged change was re-measured
+
+
+def climb(e: Evidence, t: Thresholds) -> Rung:
+    """pass -> noisy (not significant) -> noisy (not reproduced) -> regression / improved.
+
+    Past a threshold but not significant is ``noisy``, a warning: a gate that cries wolf gets
+    switched off. A significant change that a re-measurement does not reproduce is ``noisy``
+    too. Only a significant change that held (or was not re-measured) is a verdict.
+    """
+    if e.direction is None:
+        return Rung("pass", f"{e.estimate}, within thresholds", None)
+    p = f"p={e.p_value:.2g}"
+    if not e.significant:
+        reason = (
+            f"{e.estimate}, not significantly {e.direction} "
+            f"({p}, false-discovery rate {t.significance:g})"
+        )
+        return Rung("noisy", reason, None)
+    if e.confirmation is not None and not e.confirmation[0]:
+        again = f"p={e.confirmation[1]:.2g}"
+        return Rung(
+            "noisy", f"{e.estimate} ({p}) but not reproduced when re-measured ({again})", False
+        )
+    verdict: Verdict = "regression" if e.direction == "slower" else "improved"
+    held = " and confirmed on re-measurement" if e.confirmation is not None else ""
+    reason = f"{e.estimate}, significantly {e.direction} ({p}){held}"
+    return Rung(verdict, reason, True if e.confirmation is not None else None)

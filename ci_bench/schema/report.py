@@ -1,0 +1,85 @@
+"""The report (``ci-bench compare``/``ab``/``ci``): verdicts per case, versioned."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ci_bench.schema.base import KEBAB, Model
+from ci_bench.schema.baseline import Provenance
+from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunMeta
+from ci_bench.schema.verdicts import FailPolicy, Verdict
+
+
+class Thresholds(Model):
+    """Specification section 4.2: mean_ms more than 5 % above, tflops below 95 %."""
+
+    model_config = KEBAB
+
+    mean_slowdown: float = Field(0.05, gt=0, lt=10)
+    tflops_drop: float = Field(0.05, gt=0, lt=1)
+    significance: float = Field(0.01, gt=0, lt=1, description="Mann-Whitney U level")
+    memory_growth: float = Field(0.10, gt=0)
+
+
+REPORT_SCHEMA_VERSION = 1
+# Peak memory is a compile-time figure, deterministic: no significance test needed.
+MemoryVerdict = Literal["pass", "regression", "improved"]
+
+
+class CaseVerdict(Model):
+    """One case compared with its baseline."""
+
+    id: str
+    kernel: str
+    verdict: Verdict
+    reason: str
+    current: CaseResult | None = None
+    baseline: CaseResult | None = None
+    mean_change: float | None = Field(None, description="current/baseline mean_ms - 1")
+    tflops_ratio: float | None = Field(None, description="current/baseline tflops")
+    p_value: float | None = Field(None, description="one-sided Mann-Whitney U")
+    memory_change: float | None = Field(None, description="current/baseline peak bytes - 1")
+    memory_verdict: MemoryVerdict | None = None
+    mdc: float | None = Field(
+        None, description="minimum detectable relative change of this comparison (80 % power)"
+    )
+    confirmed: bool | None = Field(
+        None, description="a flagged change re-measured: true if it held, null if not re-measured"
+    )
+    ratio: float | None = Field(None, description="A/B: median of paired head/base ratios")
+    ratio_low: float | None = Field(None, description="A/B: bootstrap 95 % interval, low")
+    ratio_high: float | None = Field(None, description="A/B: bootstrap 95 % interval, high")
+
+
+class KernelSummary(Model):
+    """Which baseline a kernel was compared with, and anything a reader must know."""
+
+    kernel: str
+    version: str
+    baseline_version: str | None = None
+    baseline_path: str | None = None
+    note: str | None = None
+    provenance: Provenance | None = None
+    baseline_device: DeviceFingerprint | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Report(Model):
+    """``ci-bench compare`` output: the verdict and everything needed to render it."""
+
+    schema_version: Literal[1] = REPORT_SCHEMA_VERSION
+    mode: Literal["baseline", "ab"] = Field(
+        "baseline", description="stored baseline, or head and base measured in one process"
+    )
+    base_ref: str | None = Field(None, description="A/B: the base git ref and commit")
+    verdict: Verdict
+    exit_code: int
+    headline: str
+    counts: dict[str, int]
+    thresholds: Thresholds
+    policy: FailPolicy
+    meta: RunMeta
+    kernels: list[KernelSummary]
+    cases: list[CaseVerdict]

@@ -1,0 +1,101 @@
+"""THE verdict table: every case state, and everything that depends on the state.
+
+The schema enum, the overall precedence, the report's icons, the Actions annotation level,
+the fail policy (which states fail a run, and which ``--fail-on`` may add) and the README's
+table are all derived from ``VERDICTS``. Adding a state is one entry here plus its rule in
+``ci_bench.judge.ladder``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import create_model
+
+from ci_bench.schema.base import KEBAB, Model
+
+AnnotationLevel = Literal["error", "warning", "notice"]
+
+
+@dataclass(frozen=True)
+class VerdictState:
+    name: str
+    icon: str
+    annotation: AnnotationLevel | None  # ::error / ::warning per case in the Actions log
+    fails: bool  # fails the run (exit 1) by default
+    configurable: bool  # --fail-on / [tool.ci-bench.fail-on] may change ``fails``
+    meaning: str  # one line for the README and the docs
+
+
+# In precedence order: the overall verdict is the first state present.
+VERDICTS: tuple[VerdictState, ...] = (
+    VerdictState(
+        "regression", "❌", "error", True, False, "significantly slower beyond the threshold"
+    ),
+    VerdictState("error", "💥", "error", True, True, "the case failed or its output was wrong"),
+    VerdictState(
+        "missing",
+        "❔",
+        "warning",
+        False,
+        True,
+        "in the baseline (same profile, whole matrix run) but not in this run",
+    ),
+    VerdictState(
+        "noisy",
+        "⚠️",
+        "warning",
+        False,
+        True,
+        "past a threshold but not significant: measure again, or on a quieter machine",
+    ),
+    VerdictState(
+        "incomparable",
+        "↔️",
+        None,
+        False,
+        False,
+        "the baseline was recorded on another device (platform, device kind; CPU model on "
+        "CPUs): never a regression",
+    ),
+    VerdictState(
+        "new", "🆕", None, False, False, "no baseline for this case (or no baseline file at all)"
+    ),
+    VerdictState("improved", "🚀", None, False, False, "significantly faster beyond the threshold"),
+    VerdictState("pass", "✅", None, False, False, "within the thresholds"),
+)
+STATE = {s.name: s for s in VERDICTS}
+VERDICT_NAMES: tuple[str, ...] = tuple(s.name for s in VERDICTS)
+VERDICT_PRECEDENCE = VERDICT_NAMES
+# A pydantic-checked enum of the names above (``Literal`` of the table's names).
+Verdict = Literal[VERDICT_NAMES]  # type: ignore[valid-type]
+CONFIGURABLE: tuple[str, ...] = tuple(s.name for s in VERDICTS if s.configurable)
+
+
+class _FailPolicyBase(Model):
+    model_config = KEBAB
+
+    def fails(self, state: str) -> bool:
+        """Whether a case in ``state`` fails the run under this policy."""
+        if state in CONFIGURABLE:
+            return bool(getattr(self, state))
+        return STATE[state].fails
+
+
+_fields: dict[str, Any] = {name: (bool, STATE[name].fails) for name in CONFIGURABLE}
+FailPolicy = create_model(  # type: ignore[call-overload]
+    "FailPolicy",
+    __base__=_FailPolicyBase,
+    __doc__="Which configurable states also fail a run (exit 1); regressions always do.",
+    **_fields,
+)
+
+
+def verdict_table_markdown() -> str:
+    """The README's table of states, generated from ``VERDICTS`` (a test keeps them equal)."""
+    rows = ["| verdict | meaning | fails the run |", "| --- | --- | --- |"]
+    for s in VERDICTS:
+        fails = ("yes" if s.fails else "no") + (" (configurable)" if s.configurable else "")
+        rows.append(f"| `{s.name}` | {s.meaning} | {fails} |")
+    return "\n".join(rows)

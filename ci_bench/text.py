@@ -1,0 +1,32 @@
+"""Small pure text helpers shared by every room: one-line messages, comma lists, and the
+patterns that kernel names and versions must match (file names derive from them)."""
+
+from __future__ import annotations
+
+import re
+
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def one_line(text: str | BaseException, limit: int | None = None) -> str:
+    """A message on one line: an exception as ``Type: first line``, text with whitespace
+    collapsed; cut to ``limit`` characters with an ellipsis."""
+    if isinstance(text, BaseException):
+        lines = str(text).strip().splitlines()
+        line = f"{type(text).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    else:
+        line = " ".join(text.split())
+    if limit is not None and len(line) > limit:
+        return line[: limit - 1] + "…"
+    return line
+
+
+def split_list(values: object) -> list[str]:
+    """``["a,b", " c "]`` or ``"a, b"`` -> ``["a", "b", "c"]``: comma-separated and repeated
+    values alike, blanks dropped, order kept."""
+    if values is None:
+        return []
+    items = list(values) if isinstance(values, list | tuple) else [values]
+    words = (w for value in items for w in str(value).replace("\n", ",").split(","))
+    return [w.strip() for w in words if w.strip()]
