@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from ci_bench.commands.config import load_config, resolve
-from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.contract.matrix import find_case
+from ci_bench.contract.spec import KernelSpec
 from ci_bench.judge.compare import judge
 from ci_bench.schema import CaseVerdict, Thresholds
 from ci_bench.store.baselines import find_baseline, load_baseline
@@ -32,14 +33,6 @@ def _spec(kernel: KernelSpec | str) -> KernelSpec:
     from ci_bench.contract.registry import load_kernels
 
     return next(iter(load_kernels([kernel]).values()))
-
-
-def _case(spec: KernelSpec, case_id: str) -> Case:
-    for profile in spec.matrix:
-        for case in spec.cases(profile):
-            if case.id == case_id:
-                return case
-    raise LookupError(f"{case_id} is in no profile of kernel {spec.name}")
 
 
 def assert_no_regression(
@@ -57,11 +50,12 @@ def assert_no_regression(
     No baseline for this device skips the test, with the reason, rather than passing it.
     """
     from ci_bench.measure.devices import fingerprint
-    from ci_bench.measure.harness import HarnessSettings, run_case
-    from ci_bench.measure.runner import peak_lookup
+    from ci_bench.measure.harness import run_case
+    from ci_bench.measure.roofline import peak_lookup
+    from ci_bench.measure.settings import HarnessSettings
 
     spec = _spec(kernel)
-    case = _case(spec, case_id)
+    case = find_case(spec, case_id)
     config = load_config(None, Path.cwd())
     if baseline is None:
         found = find_baseline(resolve(config, config.baselines_dir), spec.name, spec.version)
@@ -78,7 +72,7 @@ def assert_no_regression(
     if reference is None:
         pytest.skip(f"{case_id} is not in the {stored.kernel} v{stored.version} baseline")
     settings = HarnessSettings(warmup=warmup, repeats=repeats, seed=config.seed)
-    current = run_case(spec, case, settings, peak_lookup(device, None, None))
+    current = run_case(spec, case, settings, peak_lookup(device.device_kind, device.platform))
     if current.status != "ok":
         raise AssertionError(f"{case_id}: {current.error}")
     verdict = judge(current, reference, thresholds or config.thresholds)

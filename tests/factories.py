@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ci_bench.measure.harness import stats_of
+from ci_bench.judge.stats import stats_of
 from ci_bench.measure.roofline import compute_metrics, tflops_of
 from ci_bench.schema import (
     CaseResult,

@@ -9,7 +9,7 @@ import pytest
 
 from ci_bench.errors import ExitCode
 from ci_bench.judge.ab import judge_pairs
-from ci_bench.measure.harness import stats_of
+from ci_bench.judge.stats import stats_of
 from ci_bench.schema import Thresholds
 from tests.conftest import run_cli, write_project
 from tests.factories import case

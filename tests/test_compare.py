@@ -207,7 +207,7 @@ def test_every_comparison_reports_its_minimum_detectable_change():
 
 
 def test_a_regression_must_hold_when_re_measured():
-    from ci_bench.measure.harness import stats_of
+    from ci_bench.judge.stats import stats_of
     from tests.factories import samples
 
     base = baseline_of(results([case(A, 1.0)]))

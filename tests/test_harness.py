@@ -146,7 +146,7 @@ class FakeClock:
 
 
 def test_adaptive_sampling_stops_once_the_median_is_precise():
-    from ci_bench.measure.harness import Adaptive
+    from ci_bench.measure.settings import Adaptive
 
     clock = FakeClock(itertools.repeat(0.001))
     samples = time_interleaved(
@@ -163,7 +163,7 @@ def test_adaptive_sampling_stops_once_the_median_is_precise():
 def test_adaptive_sampling_keeps_going_on_noise_until_the_time_cap():
     import random
 
-    from ci_bench.measure.harness import Adaptive
+    from ci_bench.measure.settings import Adaptive
 
     rng = random.Random(0)
     clock = FakeClock(rng.uniform(0.001, 0.003) for _ in range(100_000))
@@ -183,7 +183,7 @@ def test_adaptive_sampling_reaches_a_reachable_target():
     import random
 
     from ci_bench.judge.stats import relative_ci_width
-    from ci_bench.measure.harness import Adaptive
+    from ci_bench.measure.settings import Adaptive
 
     rng = random.Random(1)
     clock = FakeClock(rng.gauss(0.002, 0.0002) for _ in range(100_000))

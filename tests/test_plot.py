@@ -11,7 +11,8 @@ import pytest
 
 from ci_bench.errors import InputError
 from ci_bench.measure.roofline import compute_metrics
-from ci_bench.report.plot import mermaid_delta_chart, resolve_ceilings, roofline_png, short_labels
+from ci_bench.report.chart import mermaid_delta_chart, short_labels
+from ci_bench.report.plot import resolve_ceilings, roofline_png
 from ci_bench.schema import CaseResult, Results
 from tests.factories import V5E, case, results
 

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from ci_bench.contract.matrix import SelectionError, find_case
 from ci_bench.measure.profiling import (
     ProfilingError,
     capture_trace,
-    find_case,
     top_level_jit,
     trace_case,
     viewer_commands,
@@ -99,7 +99,7 @@ def test_find_case_takes_matrix_ids_and_parses_adhoc_shapes() -> None:
     ],
 )
 def test_find_case_rejects_bad_ids(case_id: str, message: str) -> None:
-    with pytest.raises(ProfilingError, match=message):
+    with pytest.raises(SelectionError, match=message):
         find_case(SPEC, case_id)
 
 

@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ci_bench.commands.progress import Progress
 from ci_bench.errors import ExitCode
 from ci_bench.measure.devices import fingerprint
-from ci_bench.measure.harness import HarnessSettings
-from ci_bench.measure.runner import peak_lookup, run_all, run_exit_code
+from ci_bench.measure.progress import Progress
+from ci_bench.measure.roofline import peak_lookup
+from ci_bench.measure.runner import run_all, run_exit_code
+from ci_bench.measure.settings import HarnessSettings
 from ci_bench.schema import DeviceFingerprint, RunMeta, RunSettings
 from kernels.matmul import SPEC
 
@@ -87,9 +88,9 @@ def test_exit_codes_distinguish_errors_from_nothing_measured(tmp_path):
 
 def test_peak_overrides_win_and_cpu_has_no_table_entry():
     cpu = fingerprint()
-    assert peak_lookup(cpu, None, None)("bfloat16") == (None, None)
-    assert peak_lookup(cpu, 10.0, 100.0)("float32") == (10.0, 100.0)
+    assert peak_lookup(cpu.device_kind, cpu.platform)("bfloat16") == (None, None)
+    assert peak_lookup(cpu.device_kind, cpu.platform, 10.0, 100.0)("float32") == (10.0, 100.0)
     h200 = DeviceFingerprint(
         **{**cpu.model_dump(), "platform": "gpu", "device_kind": "NVIDIA H200"}
     )
-    assert peak_lookup(h200, None, None)("bfloat16") == (989.0, 4800.0)
+    assert peak_lookup(h200.device_kind, h200.platform)("bfloat16") == (989.0, 4800.0)

@@ -106,8 +106,8 @@ def measure_ab(
     env: Mapping[str, str],
 ) -> tuple[Results, list[CaseResult]]:
     """Every selected case, head against base where the base has the kernel."""
-    from ci_bench.commands.progress import Progress
     from ci_bench.measure.harness import NOT_MEASURED, run_case, run_contestants
+    from ci_bench.measure.progress import Progress
 
     cases = selected_cases(args, config, head)
     settings, meta, peaks = harness_settings(args, config, head, cases, env)

@@ -9,26 +9,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ci_bench.errors import InputError
+from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.files import validation_message
 
 Profile = Literal["smoke", "ci", "full"]
-
-
-class GitHubSettings(BaseModel):
-    """API client behaviour; the defaults suit github.com, tests shorten the waits."""
-
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
-    )
-
-    retries: int = Field(4, ge=0)
-    backoff: float = Field(2.0, ge=0, description="seconds, doubled per retry")
-    max_rate_limit_wait: float = Field(300.0, ge=0)
-    seconds_between_requests: float = Field(0.25, ge=0)
-    seconds_between_writes: float = Field(1.0, ge=0)
-    # The account the workflow's token comments as; its sticky comment is the one edited.
-    comment_author: str = "github-actions[bot]"
 
 
 class Config(BaseModel):
@@ -60,7 +45,7 @@ class Config(BaseModel):
     compilation_cache_dir: Path | None = Path(".cache/jax")
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
-    github: GitHubSettings = GitHubSettings()
+    github: ApiSettings = ApiSettings()
     # Where the config was read from; relative paths above resolve against it.
     root: Path = Field(Path(), exclude=True)
 

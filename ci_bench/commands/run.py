@@ -143,7 +143,7 @@ def measure(
     env: Mapping[str, str],
 ) -> Results:
     """Expand the selection in ``args``, measure it and save to ``args.output`` as it goes."""
-    from ci_bench.commands.progress import Progress
+    from ci_bench.measure.progress import Progress
     from ci_bench.measure.runner import run_all
 
     cases = selected_cases(args, config, specs)

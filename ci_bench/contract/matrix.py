@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ci_bench.contract.spec import PROFILES, Case, KernelSpec
 
 
-class SelectionError(ValueError):
+class SelectionError(ValueError, LookupError):
     """A selection names nothing that exists (unknown kernel, profile, bad shard)."""
 
 
@@ -67,3 +67,32 @@ def shard(cases: Sequence[Case], part: Shard | None) -> list[Case]:
     if part is None:
         return list(cases)
     return [c for i, c in enumerate(cases) if i % part.count == part.index - 1]
+
+
+_PARAM = re.compile(r"([A-Za-z_]+)(\d+)")
+
+
+def find_case(spec: KernelSpec, case_id: str) -> Case:
+    """The case with this id from any matrix profile, else one parsed from the id itself.
+
+    Parsing lets a user profile a shape outside the matrix (``matmul/B1-M2048-K2048-N2048/
+    bfloat16``) as long as it names exactly the kernel's parameters.
+    """
+    for profile in spec.matrix:
+        for case in spec.cases(profile):
+            if case.id == case_id:
+                return case
+    parts = case_id.split("/")
+    if len(parts) != 3 or parts[0] != spec.name:
+        raise SelectionError(f"case id {case_id!r} is not {spec.name}/<params>/<dtype>")
+    matches = [_PARAM.fullmatch(p) for p in parts[1].split("-")]
+    if not all(matches):
+        raise SelectionError(f"case id {case_id!r}: parameters must look like M128-K256")
+    params = {m[1]: int(m[2]) for m in matches if m}
+    known = {tuple(p) for prof in spec.matrix.values() for p in prof.points}
+    if tuple(params) not in known:
+        keys = " or ".join(sorted({"-".join(k) for k in known}))
+        raise SelectionError(f"case id {case_id!r}: {spec.name} takes parameters {keys}")
+    if parts[2] not in spec.tolerances:
+        raise SelectionError(f"case id {case_id!r}: {spec.name} has no dtype {parts[2]!r}")
+    return Case(spec.name, params, parts[2])

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Literal
 
 from github import Auth, Github, GithubException, GithubRetry, UnknownObjectException
+from pydantic import BaseModel, ConfigDict, Field
 from urllib3.util.retry import Retry
 
 from ci_bench.errors import CiBenchError, ExitCode
@@ -32,15 +32,24 @@ def marker(workflow: str, device: str, mode: str = "baseline") -> str:
     return f"<!-- ci-bench sticky: {clean} -->"
 
 
-@dataclass(frozen=True)
-class ApiSettings:
-    per_page: int = 100
-    timeout: int = 30
-    retries: int = 4
-    backoff: float = 2.0  # seconds, doubled per retry (urllib3 backoff_factor)
-    max_rate_limit_wait: float = 300.0
-    seconds_between_requests: float | None = 0.25
-    seconds_between_writes: float | None = 1.0
+class ApiSettings(BaseModel):
+    """API client behaviour, ``[tool.ci-bench.github]`` in the config; the defaults suit
+    github.com, tests shorten the waits."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        alias_generator=lambda s: s.replace("_", "-"),
+    )
+
+    per_page: int = Field(100, ge=1, le=100)
+    timeout: int = Field(30, ge=1)
+    retries: int = Field(4, ge=0)
+    backoff: float = Field(2.0, ge=0, description="seconds, doubled per retry")
+    max_rate_limit_wait: float = Field(300.0, ge=0)
+    seconds_between_requests: float | None = Field(0.25, ge=0)
+    seconds_between_writes: float | None = Field(1.0, ge=0)
     # Only this account's comments count as ours: anyone can paste the hidden marker.
     comment_author: str | None = "github-actions[bot]"
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from statistics import median
 from typing import Literal
 
+from ci_bench.schema import TimingStats
+
 Direction = Literal["greater", "less"]
 
 
@@ -143,3 +145,22 @@ def bootstrap_ratio_ci(
     lo = boots[math.floor(alpha * (resamples - 1))]
     hi = boots[math.ceil((1 - alpha) * (resamples - 1))]
     return point, lo, hi
+
+
+def stats_of(samples_s: Sequence[float], warmup: int) -> TimingStats:
+    """TimingStats from raw seconds, with the specification's population std."""
+    mean = sum(samples_s) / len(samples_s)
+    return TimingStats(
+        mean_ms=mean * 1000,
+        min_ms=min(samples_s) * 1000,
+        max_ms=max(samples_s) * 1000,
+        std_ms=(sum((t - mean) ** 2 for t in samples_s) / len(samples_s)) ** 0.5 * 1000,
+        median_ms=median(samples_s) * 1000,
+        samples_ms=[t * 1000 for t in samples_s],
+        warmup=warmup,
+        median_ci_rel_width=_finite_or_none(relative_ci_width(samples_s)),
+    )
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None

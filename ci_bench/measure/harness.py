@@ -5,20 +5,18 @@ The clock is a parameter (``time.perf_counter`` by default) so tests can drive i
 
 from __future__ import annotations
 
-import math
 import random
-import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from ci_bench.contract.spec import Case, KernelSpec, Tolerance
-from ci_bench.judge.stats import relative_ci_width
-from ci_bench.measure.roofline import compute_metrics, tflops_of
+from ci_bench.judge.stats import relative_ci_width, stats_of
+from ci_bench.measure.roofline import PeakLookup, compute_metrics, tflops_of
+from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.schema import (
     CaseResult,
     CompiledStats,
@@ -26,7 +24,6 @@ from ci_bench.schema import (
     Correctness,
     CostModelCheck,
     MemoryStats,
-    TimingStats,
     XlaCost,
 )
 from ci_bench.text import one_line
@@ -44,36 +41,6 @@ def benchmark_single(
     """The specification's benchmark_single, verbatim in behaviour: warmup, timed runs, stats."""
     (times,) = time_interleaved([fn], args, warmup=warmup, repeats=repeats, clock=clock)
     return stats_of(times, warmup).model_dump(include={"mean_ms", "min_ms", "max_ms", "std_ms"})
-
-
-def stats_of(samples_s: Sequence[float], warmup: int) -> TimingStats:
-    """TimingStats from raw seconds, with the specification's population std."""
-    mean = sum(samples_s) / len(samples_s)
-    return TimingStats(
-        mean_ms=mean * 1000,
-        min_ms=min(samples_s) * 1000,
-        max_ms=max(samples_s) * 1000,
-        std_ms=(sum((t - mean) ** 2 for t in samples_s) / len(samples_s)) ** 0.5 * 1000,
-        median_ms=statistics.median(samples_s) * 1000,
-        samples_ms=[t * 1000 for t in samples_s],
-        warmup=warmup,
-        median_ci_rel_width=_finite_or_none(relative_ci_width(samples_s)),
-    )
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-@dataclass(frozen=True)
-class Adaptive:
-    """Sample until the median's confidence interval is ``target`` wide (relative) or the
-    case has used ``max_seconds``; checked every ``check_every`` rounds past the minimum."""
-
-    target: float = 0.01
-    max_seconds: float = 30.0
-    check_every: int = 5
-    max_repeats: int = 100_000
 
 
 def _precise_enough(samples: list[list[float]], target: float) -> bool:
@@ -164,18 +131,6 @@ def check_outputs(out: Any, ref: Any, tol: Tolerance) -> Correctness:
     )
 
 
-@dataclass(frozen=True)
-class HarnessSettings:
-    warmup: int = 5
-    repeats: int = 20
-    seed: int = 42
-    # Flag a case whose FLOPs model and XLA's count differ by more than this factor.
-    cost_model_factor: float = 2.0
-    adaptive: Adaptive | None = None
-
-
-# dtype -> (peak TFLOPS, peak GB/s) of the device; (None, None) when unknown.
-PeakLookup = Callable[[str], tuple[float | None, float | None]]
 # Error prefix of a contestant that was fine but could not be timed because another failed.
 NOT_MEASURED = "not measured:"
 

@@ -278,8 +278,8 @@ def _child(kernel_module: str, case_id: str, out_dir: Path, root: Path | None) -
     """In the dump process: compile and run one top-level jit of the case's Pallas kernel."""
     import jax
 
+    from ci_bench.contract.matrix import find_case
     from ci_bench.contract.registry import load_kernels
-    from ci_bench.measure.profiling import find_case
 
     (spec,) = load_kernels([kernel_module], root).values()
     case = find_case(spec, case_id)

@@ -10,7 +10,6 @@ the kernel.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,8 @@ from typing import Any
 
 import jax
 
-from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.contract.matrix import SelectionError, find_case
+from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import CiBenchError
 from ci_bench.text import one_line
 
@@ -115,39 +115,13 @@ def capture_trace(
     return TraceInfo(log_dir=out_dir, run_dir=new[0].parent, xplane_files=tuple(new), runs=runs)
 
 
-_PARAM = re.compile(r"([A-Za-z_]+)(\d+)")
-
-
-def find_case(spec: KernelSpec, case_id: str) -> Case:
-    """The case with this id from any matrix profile, else one parsed from the id itself.
-
-    Parsing lets a user profile a shape outside the matrix (``matmul/B1-M2048-K2048-N2048/
-    bfloat16``) as long as it names exactly the kernel's parameters.
-    """
-    for profile in spec.matrix:
-        for case in spec.cases(profile):
-            if case.id == case_id:
-                return case
-    parts = case_id.split("/")
-    if len(parts) != 3 or parts[0] != spec.name:
-        raise ProfilingError(f"case id {case_id!r} is not {spec.name}/<params>/<dtype>")
-    matches = [_PARAM.fullmatch(p) for p in parts[1].split("-")]
-    if not all(matches):
-        raise ProfilingError(f"case id {case_id!r}: parameters must look like M128-K256")
-    params = {m[1]: int(m[2]) for m in matches if m}
-    known = {tuple(p) for prof in spec.matrix.values() for p in prof.points}
-    if tuple(params) not in known:
-        keys = " or ".join(sorted({"-".join(k) for k in known}))
-        raise ProfilingError(f"case id {case_id!r}: {spec.name} takes parameters {keys}")
-    if parts[2] not in spec.tolerances:
-        raise ProfilingError(f"case id {case_id!r}: {spec.name} has no dtype {parts[2]!r}")
-    return Case(spec.name, params, parts[2])
-
-
 def trace_case(
     spec: KernelSpec, case_id: str, out_dir: Path, *, runs: int = 3, seed: int = 42
 ) -> TraceInfo:
     """Trace one case's Pallas kernel on inputs from ``make_inputs`` (PRNGKey(seed))."""
-    case = find_case(spec, case_id)
+    try:
+        case = find_case(spec, case_id)
+    except SelectionError as exc:
+        raise ProfilingError(str(exc)) from None
     inputs = spec.make_inputs(case, jax.random.PRNGKey(seed))
     return capture_trace(spec.pallas, inputs, out_dir, runs=runs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci_bench.schema import Metrics
@@ -68,6 +69,30 @@ def peak_for(device_kind: str) -> Peak | None:
         if pattern.search(device_kind.strip()):
             return PEAKS[key]
     return None
+
+
+# dtype -> (peak TFLOPS, peak GB/s) of the device; (None, None) when unknown.
+PeakLookup = Callable[[str], tuple[float | None, float | None]]
+
+
+def peak_lookup(
+    device_kind: str,
+    platform: str,
+    peak_tflops: float | None = None,
+    peak_gbps: float | None = None,
+) -> PeakLookup:
+    """dtype -> (peak TFLOPS, peak GB/s): the given overrides first, then the peak table.
+
+    The one place peaks are resolved: measuring (MFU, HBM %) and the roofline chart use it.
+    """
+    table = peak_for(device_kind) if platform != "cpu" else None
+
+    def lookup(dtype: str) -> tuple[float | None, float | None]:
+        tflops = peak_tflops or (table.tflops.get(dtype) if table else None)
+        gbps = peak_gbps or (table.hbm_gbps if table else None)
+        return tflops, gbps
+
+    return lookup
 
 
 def compute_metrics(

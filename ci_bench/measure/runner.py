@@ -4,34 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
-from ci_bench.commands.progress import Progress
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode
 from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_case
-from ci_bench.measure.roofline import peak_for
-from ci_bench.schema import CaseResult, DeviceFingerprint, Results, RunMeta
+from ci_bench.measure.progress import Progress
+from ci_bench.schema import CaseResult, Results, RunMeta
 
 Now = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def peak_lookup(
-    device: DeviceFingerprint, peak_tflops: float | None, peak_gbps: float | None
-) -> PeakLookup:
-    """dtype -> (peak TFLOPS, peak GB/s): command-line overrides first, then the peak table."""
-    table = peak_for(device.device_kind) if device.platform != "cpu" else None
-
-    def lookup(dtype: str) -> tuple[float | None, float | None]:
-        tflops = peak_tflops or (table.tflops.get(dtype) if table else None)
-        gbps = peak_gbps or (table.hbm_gbps if table else None)
-        return tflops, gbps
-
-    return lookup
 
 
 def run_all(
@@ -44,7 +25,7 @@ def run_all(
     progress: Progress,
     save: Callable[[Results], None],
     clock: Clock = time.perf_counter,
-    now: Now = utc_now,
+    now: Now,
 ) -> Results:
     """Measure every case; ``save`` receives the growing document after each one.
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from ci_bench.report.chart import mermaid_delta_chart
 from ci_bench.schema import (
     VERDICT_PRECEDENCE,
     VERDICTS,
@@ -287,8 +288,6 @@ def _rule(t: Thresholds, mode: str) -> str:
 
 def delta_chart(report: Report) -> str:
     """A mermaid bar chart of Δ mean per compared case: the shape of a change at a glance."""
-    from ci_bench.report.plot import mermaid_delta_chart
-
     deltas = [(v.id, v.mean_change * 100) for v in report.cases if v.mean_change is not None]
     if not deltas:
         return ""

@@ -1,0 +1,26 @@
+"""How cases are measured: plain frozen settings, built once by the command layer (no jax)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """Sample until the median's confidence interval is ``target`` wide (relative) or the
+    case has used ``max_seconds``; checked every ``check_every`` rounds past the minimum."""
+
+    target: float = 0.01
+    max_seconds: float = 30.0
+    check_every: int = 5
+    max_repeats: int = 100_000
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    warmup: int = 5
+    repeats: int = 20
+    seed: int = 42
+    # Flag a case whose FLOPs model and XLA's count differ by more than this factor.
+    cost_model_factor: float = 2.0
+    adaptive: Adaptive | None = None
