@@ -15,6 +15,8 @@ from ci_bench.measure.settings import HarnessSettings
 from ci_bench.schema import DeviceFingerprint, RunMeta, RunSettings
 from kernels.matmul import SPEC
 
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
 
 def meta() -> RunMeta:
     return RunMeta(
@@ -49,6 +51,7 @@ def test_an_interrupt_keeps_every_case_measured_so_far(tmp_path):
             lambda dtype: (None, None),
             progress=Progress(io.StringIO(), live=False),
             save=saved.append,
+            now=lambda: NOW,
         )
     assert [len(r.cases) for r in saved] == [1, 2]
     assert all(not r.meta.complete for r in saved)
@@ -65,6 +68,7 @@ def test_exit_codes_distinguish_errors_from_nothing_measured(tmp_path):
         lambda dtype: (None, None),
         progress=Progress(io.StringIO(), live=False),
         save=saved.append,
+        now=lambda: NOW,
     )
     assert saved[-1].meta.complete
     assert saved[-1].meta.finished_at is not None

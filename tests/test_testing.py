@@ -6,6 +6,8 @@ import json
 import textwrap
 
 import jax  # noqa: F401  imported before pytester snapshots sys.modules: jaxlib loads once
+import jax.numpy  # noqa: F401  (numpy.fft, a C extension, also loads only once)
+import scipy.stats  # noqa: F401
 import pytest
 
 from ci_bench.measure.devices import fingerprint

@@ -13,19 +13,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.compare import baselines_dir, load_results, lookups_for, parse_fail_on
-from ci_bench.commands.config import Config
-from ci_bench.commands.run import load_project, measure
+from ci_bench.commands.bench import Bench, confirmed, load_specs, measure, open_bench, remeasure
+from ci_bench.commands.compare import baseline_report, load_results
+from ci_bench.commands.config import Config, load_config
+from ci_bench.commands.request import Request, build_request
+from ci_bench.commands.run import saver
 from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import ExitCode, InputError
-from ci_bench.github.api import COMMENT_LIMIT, ApiSettings, GitHubClient, GitHubError, marker
-from ci_bench.github.context import ActionsContext, Dispatch, PullRequest, Release, WorkflowRun
+from ci_bench.github.api import COMMENT_LIMIT, GitHubClient, GitHubError, marker
+from ci_bench.github.context import ActionsContext, PullRequest, Release, WorkflowRun
 from ci_bench.github.context import load_context as load_actions_context
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.github.promote import promote_through_api
-from ci_bench.judge.compare import compare
 from ci_bench.report.render import fit_markdown, markdown_report
 from ci_bench.schema import REPORT_SCHEMA_VERSION, Report, Results
+from ci_bench.store.baselines import check_promotable
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
 
 ARTIFACT = "ci-bench-report"
@@ -34,55 +36,21 @@ ARTIFACT = "ci-bench-report"
 def api_client(context: ActionsContext, config: Config) -> GitHubClient:
     if not context.token:
         raise InputError("GITHUB_TOKEN is not set: cannot call the GitHub API")
-    g = config.github
-    settings = ApiSettings(
-        retries=g.retries,
-        backoff=g.backoff,
-        max_rate_limit_wait=g.max_rate_limit_wait,
-        seconds_between_requests=g.seconds_between_requests,
-        seconds_between_writes=g.seconds_between_writes,
-        comment_author=g.comment_author,
-    )
-    return GitHubClient(context.token, context.api_url, context.repository, settings)
+    return GitHubClient(context.token, context.api_url, context.repository, config.github)
 
 
-def _apply_event(
-    args: argparse.Namespace,
-    context: ActionsContext,
-    config: Config,
-    specs: Mapping[str, KernelSpec],
-) -> None:
-    """Event inputs fill the selection; command-line flags win where both are given."""
-    event = context.event
-    args.shape, args.dtype = None, "bfloat16"
-    if isinstance(event, PullRequest):
-        args.profile = args.profile or config.pr_profile
-    elif isinstance(event, Dispatch):
-        args.kernel = args.kernel or event.kernels
-        args.case = args.case or event.cases
-        args.profile = args.profile or event.profile
-        args.repeats = args.repeats if args.repeats is not None else event.repeats
-        args.fail_on = args.fail_on or event.fail_on
-        args.baseline_version = event.baseline_version
-    elif isinstance(event, Release):
-        args.profile = args.profile or config.release_profile
-        if event.kernel is not None:
-            spec = specs.get(event.kernel)
-            if spec is None:
-                raise InputError(f"tag {event.tag}: no kernel named {event.kernel!r}")
-            if spec.version != event.version:
-                raise InputError(
-                    f"tag {event.tag}: kernel {spec.name} declares version {spec.version}, "
-                    f"not {event.version}; bump the kernel's SPEC before tagging"
-                )
-            args.kernel = [event.kernel]
-    args.baseline_version = getattr(args, "baseline_version", None)
-    args.baseline = []
-
-
-def _report(args: argparse.Namespace, config: Config, results: Results) -> Report:
-    lookups = lookups_for(results, baselines_dir(args, config), [], args.baseline_version)
-    return compare(results, lookups, config.thresholds, parse_fail_on(args.fail_on, config.fail_on))
+def check_release(release: Release, specs: Mapping[str, KernelSpec]) -> None:
+    """A kernel tag must name a kernel whose SPEC declares the tagged version."""
+    if release.kernel is None:
+        return
+    spec = specs.get(release.kernel)
+    if spec is None:
+        raise InputError(f"tag {release.tag}: no kernel named {release.kernel!r}")
+    if spec.version != release.version:
+        raise InputError(
+            f"tag {release.tag}: kernel {spec.name} declares version {spec.version}, "
+            f"not {release.version}; bump the kernel's SPEC before tagging"
+        )
 
 
 REPORT_FILES = {"baseline": "report", "ab": "ab-report"}
@@ -131,56 +99,32 @@ def combined_exit(codes: list[int]) -> int:
     return int(ExitCode.OK)
 
 
-def _mode(args: argparse.Namespace, context: ActionsContext, config: Config) -> str:
-    event = context.event
-    if args.mode:
-        return args.mode
-    if isinstance(event, Dispatch) and event.mode:
-        if event.mode not in ("baseline", "ab", "both"):
-            raise InputError(
-                f"workflow_dispatch input mode: {event.mode!r} is not baseline, ab or both"
-            )
-        return event.mode
-    return config.pr_mode if isinstance(event, PullRequest) else "baseline"
-
-
-def _base_ref(args: argparse.Namespace, context: ActionsContext) -> str:
-    event = context.event
-    if args.base:
-        return args.base
-    if isinstance(event, PullRequest):
-        return event.base_sha
-    if isinstance(event, Dispatch) and event.base:
-        return event.base
-    raise InputError("A/B mode needs a base: --base REF, or a pull request's base commit")
-
-
 def _reports(
-    args: argparse.Namespace,
-    config: Config,
+    request: Request,
     specs: Mapping[str, KernelSpec],
-    context: ActionsContext,
     env: Mapping[str, str],
     results: Results | None,
+    bench: Bench | None,
 ) -> list[Report]:
     """The baseline and/or A/B reports the mode asks for, confirmation passes included."""
     from ci_bench.commands.ab import run_ab
-    from ci_bench.commands.run import remeasure
 
-    mode = _mode(args, context, config)
     reports = []
-    if mode in ("baseline", "both"):
+    if request.mode in ("baseline", "both"):
         assert results is not None
-        report = _report(args, config, results)
-        flagged = {v.id for v in report.cases if v.verdict == "regression"}
-        if flagged and config.confirm and not args.results:
-            results = remeasure(args, config, specs, results, flagged, env)
-            atomic_write_text(args.out_dir / "results.json", dump_model(results))
-            report = _report(args, config, results)
-        reports.append(report)
-    if mode in ("ab", "both"):
-        args.no_confirm = not config.confirm
-        reports.append(run_ab(args, config, specs, _base_ref(args, context), env))
+
+        def rejudge(ids: set[str]) -> Report:
+            assert bench is not None
+            assert results is not None
+            (again,) = remeasure(bench, [specs], [results.cases], ids, bench.harness)
+            updated = results.model_copy(update={"cases": again})
+            atomic_write_text(request.out_dir / "results.json", dump_model(updated))
+            return baseline_report(request, updated)
+
+        first = baseline_report(request, results)
+        reports.append(confirmed(first, rejudge, request.confirm and bench is not None))
+    if request.mode in ("ab", "both"):
+        reports.append(run_ab(request, specs, env))
     return reports
 
 
@@ -188,36 +132,39 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     context = load_actions_context(env)
     if isinstance(context.event, WorkflowRun):
         raise InputError("workflow_run events post comments: use `ci-bench comment --report-dir`")
-    config, specs = load_project(args, cwd)
-    _apply_event(args, context, config, specs)
-    out_dir: Path = args.out_dir
+    flags = vars(args)
+    request = build_request(flags, load_config(flags.get("config"), cwd), context.event)
+    specs = load_specs(request)
+    if request.release is not None:
+        check_release(request.release, specs)
+    out_dir = request.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     event = context.event
     if isinstance(event, PullRequest):
         pr = {"number": event.number, "head_sha": event.head_sha}
         atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
-    results = None
-    if args.results:
-        results = load_results(args.results)
-    elif isinstance(event, Release) or _mode(args, context, config) != "ab":
-        args.output = out_dir / "results.json"
-        results = measure(args, config, specs, env)
-    if isinstance(event, Release):
+    results = bench = None
+    if request.results_path:
+        results = load_results(request.results_path)
+    elif request.release is not None or request.mode != "ab":
+        bench = open_bench(request, specs, env)
+        results = measure(bench, saver(out_dir / "results.json"))
+    if request.release is not None:
         assert results is not None
-        return _release(args, config, context, results, out)
+        return _release(request, context, results, out)
 
-    reports = _reports(args, config, specs, context, env, results)
+    reports = _reports(request, specs, env, results, bench)
     for report in reports:
-        _publish_locally(report, out_dir, context, out, files_only=args.no_publish)
+        _publish_locally(report, out_dir, context, out, files_only=not request.publish)
         out.write(markdown_report(report) if not context.step_summary else report.headline + "\n")
     code = combined_exit([r.exit_code for r in reports])
-    if isinstance(event, PullRequest) and not (args.no_comment or args.no_publish):
+    if isinstance(event, PullRequest) and request.comment:
         if event.from_fork or not context.token:
             why = "a fork's token is read-only" if event.from_fork else "no GITHUB_TOKEN"
             sys.stderr.write(f"ci-bench: comment left to the workflow_run job ({why})\n")
             return code
         try:
-            client = api_client(context, config)
+            client = api_client(context, request.config)
             workflow = context.workflow or "ci-bench"
             for report in reports:
                 message = _comment(client, event.number, workflow, report, context)
@@ -228,32 +175,25 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     return code
 
 
-def _repo_path(args: argparse.Namespace, config: Config) -> str:
+def _repo_path(request: Request) -> str:
     """The baselines folder as a path inside the repository (the contents API's view)."""
-    folder = baselines_dir(args, config).resolve()
+    folder = request.baselines.folder.resolve()
     try:
-        return folder.relative_to(config.root.resolve()).as_posix().strip("/")
+        return folder.relative_to(request.config.root.resolve()).as_posix().strip("/")
     except ValueError:
         raise InputError(f"{folder}: the baselines folder must be inside the repository") from None
 
 
-def _release(
-    args: argparse.Namespace,
-    config: Config,
-    context: ActionsContext,
-    results: Results,
-    out: TextIO,
-) -> int:
-    from ci_bench.store.baselines import check_promotable
-
-    assert isinstance(context.event, Release)
-    check_promotable(results, str(args.out_dir / "results.json"))
-    via = args.promote_via or config.promote_via
-    client = api_client(context, config)
-    folder = _repo_path(args, config)
-    lines = promote_through_api(client, results, context.event.tag, folder, via)
+def _release(request: Request, context: ActionsContext, results: Results, out: TextIO) -> int:
+    release = request.release
+    assert release is not None
+    check_promotable(results, str(request.out_dir / "results.json"))
+    client = api_client(context, request.config)
+    lines = promote_through_api(
+        client, results, release.tag, _repo_path(request), request.promote_via
+    )
     summary = "\n".join(f"- {line}" for line in lines) or "- nothing to promote"
-    text = f"### ci-bench: baselines for {context.event.tag}\n\n{summary}\n"
+    text = f"### ci-bench: baselines for {release.tag}\n\n{summary}\n"
     if context.step_summary:
         append_summary(context.step_summary, text)
     out.write(text)
@@ -262,8 +202,6 @@ def _release(
 
 def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     """workflow_run job: post the benchmark job's report, checking which PR it belongs to."""
-    from ci_bench.commands.config import load_config
-
     context = load_actions_context(env)
     event = context.event
     if not isinstance(event, WorkflowRun):

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from ci_bench.commands.bench import load_specs
 from ci_bench.commands.compare import load_results
-from ci_bench.commands.run import load_project, split_list
+from ci_bench.commands.run import request_from
 from ci_bench.errors import InputError
 
 
@@ -18,25 +19,25 @@ def cmd_profile(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     from ci_bench.measure.hlo import dump_case_hlo
     from ci_bench.measure.profiling import trace_case
 
-    config, specs = load_project(args, cwd)
-    kernels = split_list(args.kernel)
+    request = request_from(args, cwd)
+    config, specs = request.config, load_specs(request)
+    kernels = list(request.selection.kernels)
     if len(kernels) != 1 or kernels[0] not in specs:
         known = ", ".join(specs)
         raise InputError(f"profile needs one --kernel (known: {known}), got {kernels or 'none'}")
     spec = specs[kernels[0]]
-    if len(args.case) != 1:
+    if len(request.selection.case_globs) != 1:
         raise InputError(
             "profile needs exactly one --case ID, e.g. matmul/B1-M128-K128-N128/float32"
         )
-    case_id = args.case[0]
+    case_id = request.selection.case_globs[0]
     if args.runs < 1:
         raise InputError("--runs must be >= 1")
     out_dir: Path = args.out
     info = trace_case(spec, case_id, out_dir / "trace", runs=args.runs, seed=config.seed)
     out.write(info.describe() + "\n")
     if args.dump_hlo:
-        modules = [*config.kernels, *split_list(args.kernel_module)]
-        module = kernel_module(modules, spec.name, config.root)
+        module = kernel_module(request.modules, spec.name, config.root)
         dump = dump_case_hlo(module, case_id, out_dir / "hlo", root=config.root)
         out.write("\n" + dump.describe(args.top) + "\n")
     return 0

@@ -9,7 +9,6 @@ kernel's Pallas callable. The parser reads XLA's ``*buffer-assignment.txt`` (plu
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -235,7 +234,7 @@ def dump_case_hlo(
     (out_dir / SUMMARY).unlink(missing_ok=True)
     command = [python, "-m", "ci_bench.measure.hlo", kernel_module, case_id, str(out_dir)]
     if root is not None:
-        command += ["--root", str(root.resolve())]
+        command.append(str(root.resolve()))
     try:
         proc = subprocess.run(
             command, env=env, capture_output=True, text=True, timeout=timeout, check=False
@@ -299,16 +298,18 @@ def _child(kernel_module: str, case_id: str, out_dir: Path, root: Path | None) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ci_bench.measure.hlo", description=__doc__)
-    parser.add_argument("module", help="kernel module exposing SPEC, e.g. kernels.matmul")
-    parser.add_argument("case_id", help="e.g. matmul/B1-M128-K128-N128/float32")
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--root", type=Path, default=None, help="project folder for imports")
-    args = parser.parse_args(argv)
+    """The dump process: ``MODULE CASE_ID OUT_DIR [ROOT]``, written by ``dump_case_hlo``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) not in (3, 4):
+        print(
+            "usage: python -m ci_bench.measure.hlo MODULE CASE_ID OUT_DIR [ROOT]", file=sys.stderr
+        )
+        return 2
     from ci_bench.errors import CiBenchError
 
+    root = Path(args[3]) if len(args) == 4 else None
     try:
-        _child(args.module, args.case_id, args.out_dir, args.root)
+        _child(args[0], args[1], Path(args[2]), root)
     except CiBenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

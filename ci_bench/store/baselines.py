@@ -214,3 +214,27 @@ def write_promotions(folder: Path, promotions: Sequence[Promotion]) -> list[Path
         atomic_write_text(path, render_baseline(promotion.document))
         written.append(path)
     return written
+
+
+def lookups_for(
+    results: Results, folder: Path, files: list[Path], pinned: str | None
+) -> dict[str, Lookup]:
+    """One baseline lookup per kernel: explicit files first, else the store's rule."""
+    explicit: dict[str, Lookup] = {}
+    for path in files:
+        baseline = load_baseline(path)
+        explicit[baseline.kernel] = Lookup(baseline.kernel, "", path, baseline, None)
+    lookups = {}
+    for kernel, version in results.meta.kernels.items():
+        if kernel in explicit:
+            given = explicit[kernel]
+            note = None
+            if given.baseline and given.baseline.version != version:
+                note = f"compared with v{given.baseline.version} ({given.path})"
+            lookups[kernel] = Lookup(kernel, version, given.path, given.baseline, note)
+        else:
+            lookups[kernel] = find_baseline(folder, kernel, version, pinned)
+    stray = set(explicit) - set(lookups)
+    if stray:
+        raise InputError(f"--baseline: no results for kernel {', '.join(sorted(stray))}")
+    return lookups
