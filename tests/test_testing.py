@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import textwrap
 
-import jax  # noqa: F401  imported before pytester snapshots sys.modules: jaxlib loads once
+import jax
 import jax.numpy  # noqa: F401  (numpy.fft, a C extension, also loads only once)
-import scipy.stats  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
 
 from ci_bench.measure.devices import fingerprint
 from ci_bench.store.files import dump_model
