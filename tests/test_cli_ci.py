@@ -376,7 +376,7 @@ def test_a_flagged_regression_is_re_measured_before_the_verdict(server, workspac
     assert verdict["confirmed"] is True
 
 
-def test_both_modes_post_one_comment_each(server, workspace):
+def test_both_modes_post_one_pull_request_verdict(server, workspace):
     import subprocess
 
     def git(*args):
@@ -411,15 +411,16 @@ def test_both_modes_post_one_comment_each(server, workspace):
     for _ in range(2):
         done = run_cli("ci", "--mode", "both", *args, cwd=workspace, env=env)
         assert done.returncode in (ExitCode.OK, ExitCode.FAILED), done.stderr
-    bodies = sorted(c.body.splitlines()[0] for c in comments(server, number))
-    assert len(bodies) == 2
-    assert bodies[0].endswith("|ab -->")
-    assert bodies[1].endswith("|baseline -->")
+    # ONE comment, edited on the second run: the A/B decides, the baseline diff shows drift.
+    bodies = [c.body.splitlines()[0] for c in comments(server, number)]
+    assert len(bodies) == 1
+    assert bodies[0].endswith("|pr -->")
     out = workspace / "ci-bench-out"
-    ab = json.loads((out / "ab-report.json").read_text())
-    assert ab["mode"] == "ab"
-    assert ab["base_ref"].startswith(base_sha)
-    assert "ab-verdict<<" in (workspace / "output.txt").read_text()
+    pr = json.loads((out / "report.json").read_text())
+    assert pr["mode"] == "pr"
+    assert pr["base_ref"].startswith(base_sha)
+    assert all(c["ratio"] is not None for c in pr["cases"] if c["verdict"] != "error")
+    assert "verdict<<" in (workspace / "output.txt").read_text()
 
 
 def test_a_shard_job_writes_files_only(server, workspace):

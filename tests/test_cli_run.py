@@ -7,13 +7,13 @@ import json
 import pytest
 
 from ci_bench.errors import ExitCode
-from ci_bench.schema import Results
+from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import read_model
 from tests.conftest import run_cli, write_project
 
 
 def load(path) -> Results:
-    return read_model(path, Results, what="results", schema_version=1)
+    return read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
 
 
 def test_smoke_profile_runs_validates_and_marks_unaligned_and_batched_correct(tmp_path, project):
@@ -151,7 +151,8 @@ def test_list_prints_kernels_and_case_ids(project):
 def test_schema_command_prints_the_json_schema(project):
     done = run_cli("schema", cwd=project)
     schema = json.loads(done.stdout)
-    assert schema["properties"]["schema_version"]["const"] == 1
+    assert schema["properties"]["schema_version"]["enum"] == [1, 2]
+    assert schema["properties"]["schema_version"]["default"] == 2
     assert "CaseResult" in schema["$defs"]
 
 

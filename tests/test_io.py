@@ -5,12 +5,12 @@ import json
 import pytest
 
 from ci_bench.errors import InputError
-from ci_bench.schema import Results
+from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import atomic_write_text, read_model
 
 
 def read(path):
-    return read_model(path, Results, what="results", schema_version=1)
+    return read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_a_written_results_file_validates(tmp_path, valid):
         (lambda d: "{not json", "invalid JSON"),
         (lambda d: "", "results file is empty"),
         (lambda d: "[]", "must be a JSON object"),
-        (lambda d: {**d, "schema_version": 2}, "schema_version: 2 is not supported"),
+        (lambda d: {**d, "schema_version": 3}, "schema_version: 3 is not supported"),
         (lambda d: {**d, "schema_version": 0}, "schema_version: 0 is not supported"),
         (lambda d: {k: v for k, v in d.items() if k != "schema_version"}, "schema_version: None"),
     ],

@@ -77,7 +77,7 @@ DISPATCH_INPUTS = {
                 "repeats": 7,
                 "ab_repeats": 7,
                 "mode": "baseline",
-                "pinned": "0.1.0",
+                "pins": {"*": "0.1.0"},
                 "noisy_fails": True,
             },
         ),
@@ -109,7 +109,7 @@ def test_event_and_flags_resolve_into_one_request(flags, source, changes, expect
         "ab_repeats": request.ab_harness.repeats,
         "mode": request.mode,
         "base_ref": request.base_ref,
-        "pinned": request.baselines.pinned,
+        "pins": dict(request.baselines.pins),
         "noisy_fails": request.policy.fails("noisy"),
         "release": (request.release.kernel, request.release.version) if request.release else None,
     }
@@ -145,6 +145,24 @@ def test_a_dispatch_asking_for_an_unknown_mode_is_refused():
     ev = event("workflow_dispatch", "workflow_dispatch", inputs={"mode": "fast"})
     with pytest.raises(InputError, match="'fast' is not baseline, ab or both"):
         build_request({}, CONFIG, ev)
+
+
+@pytest.mark.parametrize(
+    ("text", "pins"),
+    [
+        ("0.1.0", {"*": "0.1.0"}),
+        ("matmul=0.1.0, gla=0.2.0", {"matmul": "0.1.0", "gla": "0.2.0"}),
+        ("", {}),
+    ],
+)
+def test_baseline_version_takes_one_version_or_kernel_pairs(text, pins):
+    assert dict(build_request({"baseline_version": text}, CONFIG).baselines.pins) == pins
+
+
+@pytest.mark.parametrize("text", ["latest", "matmul=", "Bad Name=0.1.0", "matmul=1.0"])
+def test_bad_baseline_versions_are_refused_before_measuring(text):
+    with pytest.raises(InputError, match="neither VERSION nor KERNEL=VERSION"):
+        build_request({"baseline_version": text}, CONFIG)
 
 
 def test_fail_on_derives_from_the_verdict_table():

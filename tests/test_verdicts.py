@@ -37,7 +37,7 @@ def test_annotation_levels_come_from_the_table():
         CaseVerdict(id=c.id, kernel=c.kernel, verdict=s.name, reason="r", current=c)
         for c, s in zip(res.cases, VERDICTS, strict=True)
     ]
-    report = build_report(verdicts, [], res, Thresholds(), FailPolicy())
+    report = build_report(verdicts, [], res.meta, Thresholds(), FailPolicy())
     lines = annotations(report)
     expected = [(s.annotation, c.id) for c, s in zip(res.cases, VERDICTS, strict=True)]
     assert [

@@ -42,7 +42,12 @@ def load_specs(request: Request) -> Mapping[str, KernelSpec]:
 
 
 def cases_for(selection: Selection, specs: Mapping[str, KernelSpec]) -> list[Case]:
-    """The selection (kernels + profile + globs, or one ad-hoc shape) and this shard of it."""
+    """This shard's share of the selection."""
+    return shard(matrix_of(selection, specs), selection.shard)
+
+
+def matrix_of(selection: Selection, specs: Mapping[str, KernelSpec]) -> list[Case]:
+    """The whole selection (kernels + profile + globs, or one ad-hoc shape), unsharded."""
     if selection.shape is not None:
         (kernel,) = selection.kernels
         if kernel not in specs:
@@ -51,7 +56,7 @@ def cases_for(selection: Selection, specs: Mapping[str, KernelSpec]) -> list[Cas
     else:
         assert selection.profile is not None
         chosen = select(expand(specs, selection.profile, selection.kernels), selection.case_globs)
-    return shard(chosen, selection.shard)
+    return chosen
 
 
 def _configure_jax(cache_dir: Path | None) -> None:
@@ -119,6 +124,7 @@ def open_bench(
             compilation_cache=str(cache) if cache else None,
         ),
         kernels={name: specs[name].version for name in dict.fromkeys(c.kernel for c in cases)},
+        matrix=[c.id for c in matrix_of(selection, specs)],
     )
     peaks = peak_lookup(device.device_kind, device.platform, request.peak_tflops, request.peak_gbps)
     progress = Progress(sys.stderr, live=sys.stderr.isatty(), quiet=request.quiet)

@@ -27,10 +27,14 @@ from ci_bench.github.outputs import annotations, append_summary, report_outputs,
 from ci_bench.github.promote import promote_through_api
 from ci_bench.report.render import fit_markdown, markdown_report
 from ci_bench.schema import REPORT_SCHEMA_VERSION, Report, Results
-from ci_bench.store.baselines import check_promotable
+from ci_bench.store.baselines import check_pins, check_promotable
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
 
 ARTIFACT = "ci-bench-report"
+
+
+def load_report(path: Path) -> Report:
+    return read_model(path, Report, what="report", schema_version=REPORT_SCHEMA_VERSION)
 
 
 def api_client(context: ActionsContext, config: Config) -> GitHubClient:
@@ -53,7 +57,7 @@ def check_release(release: Release, specs: Mapping[str, KernelSpec]) -> None:
         )
 
 
-REPORT_FILES = {"baseline": "report", "ab": "ab-report"}
+REPORT_FILES = {"baseline": "report", "ab": "ab-report", "pr": "report"}
 
 
 def _publish_locally(
@@ -69,7 +73,7 @@ def _publish_locally(
     if context.step_summary:
         append_summary(context.step_summary, markdown_report(report))
     if context.output:
-        prefix = "" if report.mode == "baseline" else "ab-"
+        prefix = "ab-" if report.mode == "ab" else ""
         values = report_outputs(report, report_path)
         write_outputs(context.output, {f"{prefix}{k}": v for k, v in values.items()})
     for line in annotations(report):
@@ -106,10 +110,12 @@ def _reports(
     results: Results | None,
     bench: Bench | None,
 ) -> list[Report]:
-    """The baseline and/or A/B reports the mode asks for, confirmation passes included."""
+    """The report the mode asks for, confirmation passes included: baseline, A/B, or (both)
+    ONE pull-request report where the A/B decides and the baseline diff shows drift."""
     from ci_bench.commands.ab import run_ab
+    from ci_bench.judge.pr import pr_report
 
-    reports = []
+    reports: list[Report] = []
     if request.mode in ("baseline", "both"):
         assert results is not None
 
@@ -121,10 +127,18 @@ def _reports(
             atomic_write_text(request.out_dir / "results.json", dump_model(updated))
             return baseline_report(request, updated)
 
-        first = baseline_report(request, results)
+        # Judged from merged shard results: each shard ran its own confirmation pass, and a
+        # case flagged only across the whole matrix was never re-measured.
+        unconfirmable = request.confirm and bench is None
+        first = baseline_report(request, results, require_confirmation=unconfirmable)
         reports.append(confirmed(first, rejudge, request.confirm and bench is not None))
     if request.mode in ("ab", "both"):
-        reports.append(run_ab(request, specs, env))
+        if request.ab_report is not None:
+            reports.append(load_report(request.ab_report))
+        else:
+            reports.append(run_ab(request, specs, env))
+    if request.mode == "both":
+        return [pr_report(reports[0], reports[1], request.policy)]
     return reports
 
 
@@ -137,6 +151,7 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     specs = load_specs(request)
     if request.release is not None:
         check_release(request.release, specs)
+    check_pins(request.baselines.folder, request.baselines.pins)  # before measuring
     out_dir = request.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     event = context.event
@@ -206,13 +221,13 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     event = context.event
     if not isinstance(event, WorkflowRun):
         raise InputError(f"comment needs a workflow_run event, got {context.event_name or 'none'}")
-    paths = [args.report_dir / f"{stem}.json" for stem in REPORT_FILES.values()]
+    paths = [args.report_dir / f"{stem}.json" for stem in dict.fromkeys(REPORT_FILES.values())]
     present = [p for p in paths if p.is_file()]
     if not present:
         raise InputError(f"{args.report_dir}: no report.json or ab-report.json in the artifact")
-    reports = [
-        read_model(p, Report, what="report", schema_version=REPORT_SCHEMA_VERSION) for p in present
-    ]
+    reports = [load_report(p) for p in present]
+    if any(r.mode == "pr" for r in reports):  # the PR verdict already holds the A/B
+        reports = [r for r in reports if r.mode == "pr"]
     if event.event != "pull_request":
         out.write(f"ci-bench: the run was a {event.event} event: no pull request to comment on\n")
         return 0

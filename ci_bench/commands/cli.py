@@ -108,6 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="results, report and comment context go here (the artifact)",
     )
     ci.add_argument("--results", type=Path, help="use these (merged) results instead of running")
+    ci.add_argument(
+        "--ab-report",
+        type=Path,
+        metavar="FILE",
+        help="mode both: the A/B report another job measured (instead of running the A/B here)",
+    )
+    ci.add_argument(
+        "--baseline-version",
+        metavar="VERSION",
+        help="compare with this version's baselines: VERSION or KERNEL=VERSION,... "
+        "(default: each kernel's own; a dispatch input)",
+    )
     ci.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
     ci.add_argument("--fail-on", metavar="STATES", help="as for compare (default: event, config)")
     ci.add_argument("--no-comment", action="store_true", help="never post the PR comment")
@@ -184,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--baseline-version",
         metavar="VERSION",
-        help="compare with this kernel version's baseline instead",
+        help="compare with this version's baselines: VERSION (every kernel that has it) "
+        "or KERNEL=VERSION,...",
     )
     compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     compare.add_argument("--output", "-o", type=Path, help="write the report JSON here")

@@ -12,7 +12,7 @@ from ci_bench.commands.request import Request
 from ci_bench.commands.run import request_from
 from ci_bench.judge.compare import compare
 from ci_bench.report.render import markdown_report, terminal_report
-from ci_bench.schema import RESULTS_SCHEMA_VERSION, Report, Results
+from ci_bench.schema import RESULTS_READABLE, Report, Results
 from ci_bench.store.baselines import (
     baseline_path,
     load_baseline,
@@ -25,14 +25,22 @@ from ci_bench.store.merge import merge_results
 
 
 def load_results(path: Path) -> Results:
-    return read_model(path, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
+    return read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
 
 
-def baseline_report(request: Request, results: Results) -> Report:
+def baseline_report(
+    request: Request, results: Results, *, require_confirmation: bool = False
+) -> Report:
     """Judge results against the baselines the request names."""
     source = request.baselines
-    lookups = lookups_for(results, source.folder, list(source.files), source.pinned)
-    return compare(results, lookups, request.thresholds, request.policy)
+    lookups = lookups_for(results, source.folder, list(source.files), source.pins)
+    return compare(
+        results,
+        lookups,
+        request.thresholds,
+        request.policy,
+        require_confirmation=require_confirmation,
+    )
 
 
 def emit_report(report: Report, fmt: str, out: TextIO) -> None:

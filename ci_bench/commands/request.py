@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +20,8 @@ from ci_bench.github.context import Dispatch, Event, PullRequest, Release
 from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.schema.verdicts import CONFIGURABLE
-from ci_bench.text import split_list
+from ci_bench.store.baselines import ANY_KERNEL
+from ci_bench.text import NAME, SEMVER, split_list
 
 Mode = Literal["baseline", "ab", "both"]
 MODES: tuple[Mode, ...] = ("baseline", "ab", "both")
@@ -48,7 +49,8 @@ class BaselineSource:
 
     folder: Path
     files: tuple[Path, ...] = ()
-    pinned: str | None = None
+    # kernel -> version; "*" (a bare version) applies to every kernel that has that file.
+    pins: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Request:
     output: Path | None = None
     out_dir: Path = Path("ci-bench-out")
     results_path: Path | None = None
+    ab_report: Path | None = None  # an A/B report measured by another job (mode both)
     fmt: str = "table"
     quiet: bool = False
     publish: bool = True
@@ -92,6 +95,22 @@ def parse_fail_on(text: str | None, default: FailPolicy) -> FailPolicy:
             f"choose from {', '.join(CONFIGURABLE)} or none"
         )
     return FailPolicy(**{s: s in states for s in CONFIGURABLE})
+
+
+def parse_pins(text: str | None) -> dict[str, str]:
+    """``0.1.0`` (every kernel that has it) or ``matmul=0.1.0,gla=0.2.0``."""
+    pins: dict[str, str] = {}
+    for item in split_list(text):
+        kernel, sep, version = item.rpartition("=")
+        name = kernel.strip() if sep else ANY_KERNEL
+        version = version.strip()
+        if not SEMVER.match(version) or (sep and not NAME.match(name)):
+            raise InputError(
+                f"baseline version: {item!r} is neither VERSION nor KERNEL=VERSION "
+                "(e.g. 0.1.0 or matmul=0.1.0,gla=0.2.0)"
+            )
+        pins[name] = version
+    return pins
 
 
 def _positive(name: str, value: float | None) -> float | None:
@@ -210,7 +229,9 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         thresholds=config.thresholds,
         policy=parse_fail_on(fail_on, config.fail_on),
         baselines=BaselineSource(
-            folder=Path(folder), files=tuple(flags.get("baseline") or ()), pinned=pinned
+            folder=Path(folder),
+            files=tuple(flags.get("baseline") or ()),
+            pins=parse_pins(pinned),
         ),
         mode=mode,
         base_ref=_base_ref(flags, event, mode),
@@ -221,6 +242,7 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         output=flags.get("output"),
         out_dir=flags.get("out_dir") or Path("ci-bench-out"),
         results_path=flags.get("results"),
+        ab_report=flags.get("ab_report"),
         fmt=flags.get("format") or "table",
         quiet=bool(flags.get("quiet")),
         publish=not flags.get("no_publish"),

@@ -1,5 +1,5 @@
 """Judging: statistics, the ONE verdict ladder, baseline comparison and A/B.
 
 Pure functions from measured results to verdicts: no jax, no files, no network, no clock.
-May import ``schema``.
+May import ``schema`` and the pure ``contract.matrix`` (shards).
 """

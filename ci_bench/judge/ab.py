@@ -165,4 +165,6 @@ def ab_report(
                 note=f"A/B against {base_ref}, measured in the same process, interleaved",
             )
         )
-    return build_report(verdicts, kernels, head, thresholds, policy, mode="ab", base_ref=base_ref)
+    return build_report(
+        verdicts, kernels, head.meta, thresholds, policy, mode="ab", base_ref=base_ref
+    )

@@ -7,13 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ci_bench.contract.matrix import Shard
 from ci_bench.errors import ExitCode
 from ci_bench.judge.ladder import Direction, Evidence, climb, past_threshold
 from ci_bench.judge.stats import Direction as StatsDirection
 from ci_bench.judge.stats import (
     benjamini_hochberg,
     mann_whitney_p,
+    min_p_mann_whitney,
     minimum_detectable_change,
+    repeats_needed,
 )
 from ci_bench.schema import (
     VERDICT_PRECEDENCE,
@@ -26,6 +29,7 @@ from ci_bench.schema import (
     MemoryVerdict,
     Report,
     Results,
+    RunMeta,
     Thresholds,
     Verdict,
 )
@@ -88,8 +92,16 @@ def decide(
     change: Change,
     significant: bool,
     t: Thresholds,
+    *,
+    toolchain: str | None = None,
+    confirmation_required: bool = False,
+    min_repeats: int | None = None,
 ) -> CaseVerdict:
-    """The ladder's verdict on this comparison's evidence, with its numbers attached."""
+    """The ladder's verdict on this comparison's evidence, with its numbers attached.
+
+    ``min_repeats``: the repeats this comparison would need before any change could be
+    significant at this matrix size; then its MDC is not a promise it can keep (null).
+    """
     memory_change, memory_verdict = judge_memory(current, baseline, t)
     rung = climb(
         Evidence(
@@ -98,9 +110,14 @@ def decide(
             p_value=change.p_value,
             significant=significant,
             confirmation=change.confirmation,
+            toolchain=toolchain,
+            confirmation_required=confirmation_required,
         ),
         t,
     )
+    reason = rung.reason
+    if min_repeats is not None:
+        reason += f"; needs >= {min_repeats} repeats to detect anything at this matrix size"
     return CaseVerdict(
         id=current.id,
         kernel=current.kernel,
@@ -110,9 +127,10 @@ def decide(
         tflops_ratio=change.tflops_ratio,
         memory_change=memory_change,
         memory_verdict=memory_verdict,
-        mdc=change.mdc,
+        mdc=None if min_repeats is not None else change.mdc,
+        min_repeats=min_repeats,
         verdict=rung.verdict,
-        reason=rung.reason,
+        reason=reason,
         p_value=None if change.direction is None else change.p_value,
         confirmed=rung.confirmed,
     )
@@ -151,6 +169,7 @@ class Pending:
     current: CaseResult
     baseline: CaseResult
     change: Change
+    toolchain: str | None  # set when the baseline was measured with another jax
 
 
 def compare_kernel(
@@ -161,6 +180,9 @@ def compare_kernel(
     baseline = lookup.baseline
     entry = baseline.entry_for(results.meta.device) if baseline else None
     summary = _kernel_summary(lookup, entry, results)
+    toolchain = None
+    if entry is not None and entry.device.software != results.meta.device.software:
+        toolchain = f"baseline measured with {entry.device.software}"
     wrong_model = [c for c in current if c.cost_check and c.cost_check.status == "mismatch"]
     if wrong_model:
         first = wrong_model[0]
@@ -190,7 +212,8 @@ def compare_kernel(
         elif base is None:
             verdicts.append(CaseVerdict(**common, verdict="new", reason="not in the baseline"))
         else:
-            verdicts.append(Pending(case, base, measure_change(case, base, thresholds)))
+            change = measure_change(case, base, thresholds)
+            verdicts.append(Pending(case, base, change, toolchain))
     same_selection = (
         entry is not None
         and not results.meta.subset
@@ -246,8 +269,14 @@ def compare(
     lookups: Mapping[str, Lookup],
     thresholds: Thresholds,
     policy: FailPolicy,
+    *,
+    require_confirmation: bool = False,
 ) -> Report:
-    """The whole report: one lookup per kernel present in the results."""
+    """The whole report: one lookup per kernel present in the results.
+
+    ``require_confirmation``: the results were merged from shards that each ran their own
+    confirmation pass; a case flagged only now was never re-measured and stays ``noisy``.
+    """
     summaries: list[KernelSummary] = []
     items: list[CaseVerdict | Pending] = []
     for kernel in dict.fromkeys(c.kernel for c in results.cases):
@@ -260,23 +289,70 @@ def compare(
     significant = iter(
         benjamini_hochberg([p.change.p_value for p in pending], thresholds.significance)
     )
+    # Below this p-value nothing in the family can be significant on its own (BH's first
+    # rank); a comparison whose smallest possible p-value is above it can never flag.
+    floor = thresholds.significance / max(len(pending), 1)
     verdicts = [
-        decide(i.current, i.baseline, i.change, next(significant), thresholds)
+        decide(
+            i.current,
+            i.baseline,
+            i.change,
+            next(significant),
+            thresholds,
+            toolchain=i.toolchain,
+            confirmation_required=require_confirmation,
+            min_repeats=_repeats_short(i, floor),
+        )
         if isinstance(i, Pending)
         else i
         for i in items
     ]
-    return build_report(verdicts, summaries, results, thresholds, policy)
+    all_verdicts = verdicts + unmeasured(results)
+    return build_report(all_verdicts, summaries, results.meta, thresholds, policy)
+
+
+def _repeats_short(pending: Pending, floor: float) -> int | None:
+    """None when the comparison can reach ``floor``; else the repeats it would need."""
+    cur, base = pending.current.pallas, pending.baseline.pallas
+    assert cur is not None
+    assert base is not None
+    if min_p_mann_whitney(cur.repeats, base.repeats) <= floor:
+        return None
+    return repeats_needed(lambda n: min_p_mann_whitney(n, base.repeats), floor)
+
+
+def unmeasured(results: Results) -> list[CaseVerdict]:
+    """Cases of the run's own matrix that have no result: a lost shard, a crash, an
+    unfinished run. They fail by default: a gate never passes what it did not measure."""
+    meta = results.meta
+    if meta.matrix is None:
+        return []
+    expected = meta.matrix
+    if meta.shard is not None and "+" not in meta.shard:  # one shard judged on its own
+        part = Shard.parse(meta.shard)
+        expected = [c for k, c in enumerate(meta.matrix) if k % part.count == part.index - 1]
+    ran = {c.id for c in results.cases}
+    why = "the run did not finish" if not results.meta.complete else "no shard measured it"
+    return [
+        CaseVerdict(
+            id=case_id,
+            kernel=case_id.split("/", 1)[0],
+            verdict="unmeasured",
+            reason=f"in this run's matrix but never measured ({why})",
+        )
+        for case_id in expected
+        if case_id not in ran
+    ]
 
 
 def build_report(
     verdicts: list[CaseVerdict],
     kernels: list[KernelSummary],
-    results: Results,
+    meta: RunMeta,
     thresholds: Thresholds,
     policy: FailPolicy,
     *,
-    mode: Literal["baseline", "ab"] = "baseline",
+    mode: Literal["baseline", "ab", "pr"] = "baseline",
     base_ref: str | None = None,
 ) -> Report:
     """Overall verdict, exit code, headline and counts around the per-case verdicts."""
@@ -294,7 +370,7 @@ def build_report(
         | ({"memory-regression": memory} if memory else {}),
         thresholds=thresholds,
         policy=policy,
-        meta=results.meta,
+        meta=meta,
         kernels=kernels,
         cases=verdicts,
     )

@@ -43,6 +43,12 @@ class Evidence:
     # The confirmation pass: None when not re-measured, else (held, its p-value), where held
     # means past the threshold the same way and significant at the level again.
     confirmation: tuple[bool, float] | None = None
+    # Measured with another jax/jaxlib/libtpu than the reference: a change is reported as
+    # ``toolchain``, never as a regression of the code.
+    toolchain: str | None = None
+    # The confirmation pass was expected (on) but could not run for this case (a merged
+    # report judged across shards): an unconfirmed flag is ``noisy``, never a regression.
+    confirmation_required: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,8 @@ class Rung:
 
 
 def climb(e: Evidence, t: Thresholds) -> Rung:
-    """pass -> noisy (not significant) -> noisy (not reproduced) -> regression / improved.
+    """pass -> noisy (not significant) -> noisy (not reproduced / not confirmed) ->
+    toolchain (another jax) -> regression / improved.
 
     Past a threshold but not significant is ``noisy``, a warning: a gate that cries wolf gets
     switched off. A significant change that a re-measurement does not reproduce is ``noisy``
@@ -73,7 +80,13 @@ def climb(e: Evidence, t: Thresholds) -> Rung:
         return Rung(
             "noisy", f"{e.estimate} ({p}) but not reproduced when re-measured ({again})", False
         )
-    verdict: Verdict = "regression" if e.direction == "slower" else "improved"
+    if e.confirmation is None and e.confirmation_required and e.direction == "slower":
+        reason = f"{e.estimate} ({p}) but not confirmed: no re-measurement ran for this case"
+        return Rung("noisy", reason, None)
     held = " and confirmed on re-measurement" if e.confirmation is not None else ""
-    reason = f"{e.estimate}, significantly {e.direction} ({p}){held}"
-    return Rung(verdict, reason, True if e.confirmation is not None else None)
+    confirmed = True if e.confirmation is not None else None
+    if e.toolchain is not None:
+        reason = f"{e.estimate}, significantly {e.direction} ({p}){held}; {e.toolchain}"
+        return Rung("toolchain", reason, confirmed)
+    verdict: Verdict = "regression" if e.direction == "slower" else "improved"
+    return Rung(verdict, f"{e.estimate}, significantly {e.direction} ({p}){held}", confirmed)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import median
 from typing import Literal
 
@@ -164,3 +164,23 @@ def stats_of(samples_s: Sequence[float], warmup: int) -> TimingStats:
 
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def min_p_mann_whitney(n1: int, n2: int) -> float:
+    """The smallest one-sided Mann-Whitney p-value two samples of these sizes can reach
+    (complete separation, exact distribution): 1 / C(n1 + n2, n1)."""
+    return 1.0 / math.comb(n1 + n2, n1) if n1 and n2 else 1.0
+
+
+def min_p_signed_rank(n: int) -> float:
+    """The smallest one-sided Wilcoxon signed-rank p-value of ``n`` pairs: 1 / 2**n."""
+    return 0.5**n if n else 1.0
+
+
+def repeats_needed(min_p: Callable[[int], float], level: float, cap: int = 100_000) -> int:
+    """The fewest repeats n for which ``min_p(n) <= level``: below it nothing can ever be
+    significant, whatever the change (asv and pyperf meet the same floor)."""
+    n = 1
+    while min_p(n) > level and n < cap:
+        n += 1
+    return n

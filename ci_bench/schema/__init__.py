@@ -6,6 +6,7 @@ aside). Format history: docs/FORMATS.md.
 
 from ci_bench.schema.base import KEBAB, Model
 from ci_bench.schema.baseline import (
+    BASELINE_READABLE,
     BASELINE_SCHEMA_VERSION,
     BaselineEntry,
     BaselineFile,
@@ -22,6 +23,7 @@ from ci_bench.schema.report import (
     Thresholds,
 )
 from ci_bench.schema.results import (
+    RESULTS_READABLE,
     RESULTS_SCHEMA_VERSION,
     Bound,
     CaseResult,
@@ -51,9 +53,11 @@ from ci_bench.schema.verdicts import (
 )
 
 __all__ = [
+    "BASELINE_READABLE",
     "BASELINE_SCHEMA_VERSION",
     "KEBAB",
     "REPORT_SCHEMA_VERSION",
+    "RESULTS_READABLE",
     "RESULTS_SCHEMA_VERSION",
     "STATE",
     "VERDICTS",

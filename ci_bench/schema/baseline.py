@@ -26,7 +26,9 @@ class Provenance(Model):
     profile: str | None
 
 
-BASELINE_SCHEMA_VERSION = 1
+BASELINE_SCHEMA_VERSION = 2
+# Versions this ci-bench reads: entries embed results models, so they follow results 1 -> 2.
+BASELINE_READABLE = (1, 2)
 
 
 class BaselineEntry(Model):
@@ -46,7 +48,7 @@ class BaselineEntry(Model):
 
 
 class BaselineFile(Model):
-    schema_version: Literal[1] = BASELINE_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = BASELINE_SCHEMA_VERSION
     kernel: str
     version: str = Field(pattern=SEMVER.pattern)
     entries: list[BaselineEntry]

@@ -23,7 +23,7 @@ class Thresholds(Model):
     memory_growth: float = Field(0.10, gt=0)
 
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
 MemoryVerdict = Literal["pass", "regression", "improved"]
 
@@ -44,6 +44,11 @@ class CaseVerdict(Model):
     memory_verdict: MemoryVerdict | None = None
     mdc: float | None = Field(
         None, description="minimum detectable relative change of this comparison (80 % power)"
+    )
+    min_repeats: int | None = Field(
+        None,
+        description="repeats this comparison needs before any change can be significant at "
+        "this matrix size; null when it has enough",
     )
     confirmed: bool | None = Field(
         None, description="a flagged change re-measured: true if it held, null if not re-measured"
@@ -69,9 +74,11 @@ class KernelSummary(Model):
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[1] = REPORT_SCHEMA_VERSION
-    mode: Literal["baseline", "ab"] = Field(
-        "baseline", description="stored baseline, or head and base measured in one process"
+    schema_version: Literal[2] = REPORT_SCHEMA_VERSION
+    mode: Literal["baseline", "ab", "pr"] = Field(
+        "baseline",
+        description="stored baseline, head and base measured in one process (ab), or a pull "
+        "request's verdict from both (pr: A/B decides, the baseline diff shows drift)",
     )
     base_ref: str | None = Field(None, description="A/B: the base git ref and commit")
     verdict: Verdict

@@ -14,7 +14,9 @@ from pydantic import Field, field_validator, model_validator
 
 from ci_bench.schema.base import Model
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
+# Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown).
+RESULTS_READABLE = (1, 2)
 
 CaseStatus = Literal["ok", "error"]
 Bound = Literal["compute", "memory"]
@@ -237,6 +239,11 @@ class RunMeta(Model):
     device: DeviceFingerprint
     settings: RunSettings
     kernels: dict[str, str] = Field(description="kernel name -> version")
+    matrix: list[str] | None = Field(
+        None,
+        description="every case id the selection expands to before sharding: what a complete "
+        "run measures (null in version 1 files)",
+    )
 
     @property
     def subset(self) -> bool:
@@ -247,7 +254,7 @@ class RunMeta(Model):
 class Results(Model):
     """A results file: ``ci-bench run --output``."""
 
-    schema_version: Literal[1] = RESULTS_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = RESULTS_SCHEMA_VERSION
     meta: RunMeta
     cases: list[CaseResult]
 

@@ -35,6 +35,14 @@ VERDICTS: tuple[VerdictState, ...] = (
     ),
     VerdictState("error", "💥", "error", True, True, "the case failed or its output was wrong"),
     VerdictState(
+        "unmeasured",
+        "🕳️",
+        "error",
+        True,
+        True,
+        "in this run's matrix but never measured (a lost shard, a crash, an unfinished run)",
+    ),
+    VerdictState(
         "missing",
         "❔",
         "warning",
@@ -49,6 +57,24 @@ VERDICTS: tuple[VerdictState, ...] = (
         False,
         True,
         "past a threshold but not significant: measure again, or on a quieter machine",
+    ),
+    VerdictState(
+        "drift",
+        "〰️",
+        "warning",
+        False,
+        False,
+        "past a threshold against the stored baseline, but the same-run A/B against the base "
+        "shows no such change from this pull request: the machine or an earlier merge moved",
+    ),
+    VerdictState(
+        "toolchain",
+        "🧰",
+        "warning",
+        False,
+        False,
+        "past a threshold, but the baseline was measured with another jax/jaxlib/libtpu: "
+        "never a regression; re-promote the baseline after a toolchain bump",
     ),
     VerdictState(
         "incomparable",

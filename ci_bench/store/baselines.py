@@ -6,7 +6,7 @@ Pure functions build and merge baseline documents; ``load``/``write`` are the fi
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import Literal
 
 from ci_bench.errors import CiBenchError, ExitCode, InputError
 from ci_bench.schema import (
+    BASELINE_READABLE,
     BASELINE_SCHEMA_VERSION,
     BaselineEntry,
     BaselineFile,
@@ -32,9 +33,7 @@ def baseline_path(folder: Path, kernel: str, version: str) -> Path:
 
 def load_baseline(path: Path, kernel: str | None = None) -> BaselineFile:
     """Read and validate a baseline; a file of another kernel is an input error."""
-    baseline = read_model(
-        path, BaselineFile, what="baseline", schema_version=BASELINE_SCHEMA_VERSION
-    )
+    baseline = read_model(path, BaselineFile, what="baseline", schema_version=BASELINE_READABLE)
     if kernel is not None and baseline.kernel != kernel:
         raise InputError(f"{path}: kernel: holds {baseline.kernel!r}, expected {kernel!r}")
     expected = path.name
@@ -161,7 +160,12 @@ def merge_entry(
         return Promotion(kernel, version, device, "created", doc)
     current = existing.entry_for(entry.device)
     if current is None:
-        doc = existing.model_copy(update={"entries": [*existing.entries, entry]})
+        doc = existing.model_copy(
+            update={
+                "entries": [*existing.entries, entry],
+                "schema_version": BASELINE_SCHEMA_VERSION,
+            }
+        )
         return Promotion(kernel, version, device, "added", BaselineFile.model_validate(doc))
     tag = entry.provenance.tag
     same_tag = tag is not None and current.provenance.tag == tag
@@ -175,7 +179,9 @@ def merge_entry(
             f"{was.promoted_at:%Y-%m-%d %H:%M}Z); use --force to replace it"
         )
     entries = [entry if e is current else e for e in existing.entries]
-    doc = existing.model_copy(update={"entries": entries})
+    doc = existing.model_copy(
+        update={"entries": entries, "schema_version": BASELINE_SCHEMA_VERSION}
+    )
     return Promotion(kernel, version, device, "replaced", BaselineFile.model_validate(doc))
 
 
@@ -216,10 +222,29 @@ def write_promotions(folder: Path, promotions: Sequence[Promotion]) -> list[Path
     return written
 
 
+ANY_KERNEL = "*"
+
+
+def pinned_version(pins: Mapping[str, str], kernel: str) -> tuple[str | None, bool]:
+    """(version, strict): a pin naming the kernel must exist; a bare version (``*``) applies
+    to the kernels that have a baseline at that version and leaves the others alone."""
+    if kernel in pins:
+        return pins[kernel], True
+    return pins.get(ANY_KERNEL), False
+
+
+def check_pins(folder: Path, pins: Mapping[str, str]) -> None:
+    """Pins that name a kernel must have their file: checked before anything is measured."""
+    for kernel, version in pins.items():
+        if kernel != ANY_KERNEL and not baseline_path(folder, kernel, version).is_file():
+            path = baseline_path(folder, kernel, version)
+            raise InputError(f"{path}: baseline file not found (pinned {kernel}={version})")
+
+
 def lookups_for(
-    results: Results, folder: Path, files: list[Path], pinned: str | None
+    results: Results, folder: Path, files: list[Path], pins: Mapping[str, str]
 ) -> dict[str, Lookup]:
-    """One baseline lookup per kernel: explicit files first, else the store's rule."""
+    """One baseline lookup per kernel: explicit files first, then pins, else the store's rule."""
     explicit: dict[str, Lookup] = {}
     for path in files:
         baseline = load_baseline(path)
@@ -233,7 +258,19 @@ def lookups_for(
                 note = f"compared with v{given.baseline.version} ({given.path})"
             lookups[kernel] = Lookup(kernel, version, given.path, given.baseline, note)
         else:
-            lookups[kernel] = find_baseline(folder, kernel, version, pinned)
+            pin, strict = pinned_version(pins, kernel)
+            if pin is not None and not strict and not baseline_path(folder, kernel, pin).is_file():
+                found = find_baseline(folder, kernel, version)
+                note = f"no v{pin} baseline for {kernel}: compared by its own version"
+                lookups[kernel] = Lookup(
+                    found.kernel,
+                    found.version,
+                    found.path,
+                    found.baseline,
+                    f"{note}; {found.note}" if found.note else note,
+                )
+            else:
+                lookups[kernel] = find_baseline(folder, kernel, version, pin)
     stray = set(explicit) - set(lookups)
     if stray:
         raise InputError(f"--baseline: no results for kernel {', '.join(sorted(stray))}")

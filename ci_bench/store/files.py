@@ -41,7 +41,9 @@ def validation_message(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
-def read_model(path: Path, model: type[M], *, what: str, schema_version: int | None) -> M:
+def read_model(
+    path: Path, model: type[M], *, what: str, schema_version: int | tuple[int, ...] | None
+) -> M:
     """Load and validate a JSON file; every failure is an InputError naming the file and field."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -58,16 +60,18 @@ def read_model(path: Path, model: type[M], *, what: str, schema_version: int | N
     if not isinstance(data, dict):
         raise InputError(f"{path}: {what} must be a JSON object, got {type(data).__name__}")
     if schema_version is not None:
+        readable = schema_version if isinstance(schema_version, tuple) else (schema_version,)
         found = data.get("schema_version")
-        if found != schema_version:
+        if found not in readable or isinstance(found, bool):
             hint = (
                 "written by a newer ci-bench; upgrade ci-bench"
-                if isinstance(found, int) and found > schema_version
+                if isinstance(found, int) and found > max(readable)
                 else "re-run or migrate it (docs/FORMATS.md)"
             )
+            versions = ", ".join(str(v) for v in readable)
             raise InputError(
                 f"{path}: schema_version: {found!r} is not supported (this ci-bench reads "
-                f"{schema_version}; {hint})"
+                f"{versions}; {hint})"
             )
     try:
         return model.model_validate(data)

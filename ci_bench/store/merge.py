@@ -17,8 +17,10 @@ def _portable(settings: RunSettings) -> RunSettings:
 def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
     """Shards must share device, profile, settings and kernel versions; ids must not repeat.
 
-    The merged run covers the whole profile (``shard`` null) only when every shard 1..n is
-    present; otherwise it keeps a description of what it holds.
+    The merged run covers the whole profile (``shard`` null). When a shard is lost and the
+    files know their matrix (results version 2), the merge is incomplete and the lost
+    shard's cases are judged ``unmeasured``; older files keep a description of the shards
+    they hold.
     """
     if not parts:
         raise InputError("merge needs at least one results file")
@@ -33,6 +35,7 @@ def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
             ("meta.profile", meta.profile, first.meta.profile),
             ("meta.settings", _portable(meta.settings), _portable(first.meta.settings)),
             ("meta.case_globs", meta.case_globs, first.meta.case_globs),
+            ("meta.matrix", meta.matrix, first.meta.matrix),
         ):
             if mine != theirs:
                 raise InputError(f"{name}: {field}: {mine} differs from {first_name} ({theirs})")
@@ -48,15 +51,18 @@ def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
         if meta.shard:
             shards.add(meta.shard)
     counts = {Shard.parse(s).count for s in shards}
-    whole = bool(shards) and len(counts) == 1 and len(shards) == counts.pop()
-    shard = None if whole or not shards else "+".join(sorted(shards))
+    whole = bool(shards) and len(counts) == 1 and len(shards) == next(iter(counts))
+    # With the matrix known, a merge stands for the whole of it: shards that never arrived
+    # leave their cases unmeasured (and the run incomplete) rather than shrinking the matrix.
+    lost = bool(shards) and not whole and first.meta.matrix is not None and len(counts) == 1
+    shard = None if whole or lost or not shards else "+".join(sorted(shards))
     metas = [p.meta for _, p in parts]
     finished = [m.finished_at for m in metas if m.finished_at]
     merged_meta = first.meta.model_copy(
         update={
             "started_at": min(m.started_at for m in metas),
             "finished_at": max(finished) if len(finished) == len(metas) else None,
-            "complete": all(m.complete for m in metas),
+            "complete": all(m.complete for m in metas) and not lost,
             "shard": shard,
             "kernels": kernels,
         }
