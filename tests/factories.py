@@ -46,6 +46,7 @@ def case(
     spread: float = 0.01,
     status: str = "ok",
     peak_bytes: int | None = None,
+    n: int = 20,
 ) -> CaseResult:
     kernel, params_text, dtype = cid.split("/")
     params = {p[0]: int(p[1:]) for p in params_text.split("-")}
@@ -60,8 +61,8 @@ def case(
     }
     if status != "ok":
         return CaseResult(**base, status="error", error="RuntimeError: boom")
-    pallas = stats_of(samples(mean_ms, spread=spread), warmup=5)
-    native = stats_of(samples(native_ms, spread=spread), warmup=5)
+    pallas = stats_of(samples(mean_ms, n, spread=spread), warmup=5)
+    native = stats_of(samples(native_ms, n, spread=spread), warmup=5)
     flops = 2 * params.get("B", 1) * params.get("M", 1) * params.get("K", 1) * params.get("N", 1)
     return CaseResult(
         **base,
@@ -112,19 +113,22 @@ def results(
     kernels: dict[str, str] | None = None,
     commit: str = "0123456789abcdef0123456789abcdef01234567",
     shard: str | None = None,
+    matrix: list[str] | None = None,
+    complete: bool = True,
 ) -> Results:
     return Results(
         meta=RunMeta(
             tool_version="0.1.0",
             started_at=datetime(2026, 11, 1, 12, 0, tzinfo=UTC),
             finished_at=datetime(2026, 11, 1, 12, 5, tzinfo=UTC),
-            complete=True,
+            complete=complete,
             profile=profile,
             shard=shard,
             git=GitInfo(commit=commit, ref="refs/heads/main", dirty=False),
             device=device,
             settings=RunSettings(warmup=5, repeats=20, seed=42, interpret=device.platform == "cpu"),
             kernels=kernels or {c.kernel: c.version for c in cases},
+            matrix=matrix,
         ),
         cases=cases,
     )

@@ -116,8 +116,13 @@ def decide(
         t,
     )
     reason = rung.reason
+    if rung.verdict not in ("pass", "noisy"):
+        min_repeats = None  # it did detect: the floor was not in the way
     if min_repeats is not None:
-        reason += f"; needs >= {min_repeats} repeats to detect anything at this matrix size"
+        reason += (
+            f"; needs >= {min_repeats} repeats to detect a change of one case alone at this "
+            "matrix size"
+        )
     return CaseVerdict(
         id=current.id,
         kernel=current.kernel,
