@@ -40,10 +40,28 @@ def server():
         fake.assert_no_violations()
 
 
+def git_in(folder: Path, *args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
 @pytest.fixture
 def workspace(tmp_path):
+    """A kernel library checked out as git would: a PR's base commit is HEAD here."""
     write_project(tmp_path, ["kernels.matmul"], FAST_API)
+    git_in(tmp_path, "init", "-q", "-b", "main")
+    commit_all(tmp_path, "base")
     return tmp_path
+
+
+def commit_all(folder: Path, message: str) -> None:
+    who = ("-c", "user.email=t@example.com", "-c", "user.name=t")
+    git_in(folder, "add", ".")
+    git_in(folder, *who, "commit", "-qm", message)
 
 
 def gh(server) -> Github:
@@ -96,7 +114,11 @@ def actions_env(server, folder: Path, event: str, event_path: Path, **extra) -> 
 
 
 def pr_env(server, folder, number, head_sha, fork=False):
-    changes = {"pull_request__number": number, "pull_request__head__sha": head_sha}
+    changes = {
+        "pull_request__number": number,
+        "pull_request__head__sha": head_sha,
+        "pull_request__base__sha": git_in(folder, "rev-parse", "HEAD"),
+    }
     if fork:
         changes["pull_request__head__repo"] = {"full_name": "someone/fork"}
     path = event_file(folder, "pull_request_synchronize.json", **changes)
@@ -362,6 +384,7 @@ def test_a_flagged_regression_is_re_measured_before_the_verdict(server, workspac
         ).returncode
         == 0
     )
+    commit_all(workspace, "baselines on the base branch")
     number, head = open_pull(server)
     done = run_cli("ci", *SMALL, cwd=workspace, env=pr_env(server, workspace, number, head))
     assert done.returncode == ExitCode.FAILED, done.stderr
@@ -471,3 +494,37 @@ def test_a_library_tag_keeps_numbers_of_kernel_versions_it_did_not_bump(server, 
     assert "unchanged: baselines/matmul_v0.1.0.json" in second.stdout
     assert len(server.commits) == 1
     assert server.files(REPO) == files
+
+
+def test_a_pull_request_is_compared_with_its_base_commits_baselines(server, workspace):
+    """A PR that edits baselines/ (here: a fake, impossibly fast entry) cannot move its own
+    goalposts: the comparison reads the folder as it is at the PR's base commit."""
+    number, head = open_pull(server)
+    env = pr_env(server, workspace, number, head)  # base = the commit without baselines
+    six = ["--case", "matmul/B1-M128-K128-N128/*", "--repeats", "6", "--warmup", "0"]
+    first = run_cli("ci", *six, "--no-comment", cwd=workspace, env=env)
+    assert first.returncode == 0, first.stderr
+    out = workspace / "ci-bench-out"
+    fake = json.loads((out / "results.json").read_text())
+    for c in fake["cases"]:
+        c["pallas"]["samples_ms"] = [1e-6] * len(c["pallas"]["samples_ms"])
+        for key in ("mean_ms", "min_ms", "max_ms", "median_ms"):
+            c["pallas"][key] = 1e-6
+        c["pallas"]["std_ms"] = 0.0
+        c["tflops"] = 1e6
+    fake["meta"]["case_globs"] = []  # promotable: pretend it was the whole matrix
+    fake["meta"]["matrix"] = [c["id"] for c in fake["cases"]]
+    (workspace / "fake.json").write_text(json.dumps(fake))
+    promoted = run_cli(
+        "promote", "fake.json", "--baselines-dir", "baselines", "--tag", "v0.1.0", cwd=workspace
+    )
+    assert promoted.returncode == 0, promoted.stderr
+    second = run_cli("ci", *six, "--no-comment", cwd=workspace, env=env)
+    assert second.returncode == 0, second.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert {c["verdict"] for c in report["cases"]} == {"new"}
+    # The same files from the working tree would have failed the PR:
+    own = run_cli("ci", *six, "--no-comment", "--baselines-ref", "", cwd=workspace, env=env)
+    own_report = json.loads((out / "report.json").read_text())
+    assert {c["verdict"] for c in own_report["cases"]} == {"regression"}, own.stderr
+    assert own.returncode == ExitCode.FAILED

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.commands.bench import Bench, confirmed, load_specs, measure, open_bench, remeasure
-from ci_bench.commands.compare import baseline_report, load_results
+from ci_bench.commands.compare import baseline_report, baselines_folder, load_results
 from ci_bench.commands.config import Config, load_config
 from ci_bench.commands.request import Request, build_request
 from ci_bench.commands.run import saver
@@ -151,7 +151,7 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     specs = load_specs(request)
     if request.release is not None:
         check_release(request.release, specs)
-    check_pins(request.baselines.folder, request.baselines.pins)  # before measuring
+    check_pins(baselines_folder(request), request.baselines.pins)  # before measuring
     out_dir = request.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     event = context.event

@@ -121,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: each kernel's own; a dispatch input)",
     )
     ci.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    ci.add_argument(
+        "--baselines-ref",
+        metavar="REF",
+        help="read the baseline folder as it is at this commit (default on a pull request: "
+        "its base commit, which the PR cannot edit; '' for the checkout's own)",
+    )
     ci.add_argument("--fail-on", metavar="STATES", help="as for compare (default: event, config)")
     ci.add_argument("--no-comment", action="store_true", help="never post the PR comment")
     ci.add_argument(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +34,7 @@ def baseline_report(
 ) -> Report:
     """Judge results against the baselines the request names."""
     source = request.baselines
-    lookups = lookups_for(results, source.folder, list(source.files), source.pins)
+    lookups = lookups_for(results, baselines_folder(request), list(source.files), source.pins)
     return compare(
         results,
         lookups,
@@ -41,6 +42,18 @@ def baseline_report(
         request.policy,
         require_confirmation=require_confirmation,
     )
+
+
+def baselines_folder(request: Request) -> Path:
+    """The baseline folder to read: the store itself, or its copy at the request's ref."""
+    source = request.baselines
+    if source.ref is None:
+        return source.folder
+    from ci_bench.commands.git import export_folder
+
+    scratch = request.out_dir / "baselines-at-base"
+    shutil.rmtree(scratch, ignore_errors=True)
+    return export_folder(request.config.root, source.ref, source.folder, scratch)
 
 
 def emit_report(report: Report, fmt: str, out: TextIO) -> None:

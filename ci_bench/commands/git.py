@@ -44,3 +44,31 @@ def git_info(cwd: Path, commit: str | None = None, ref: str | None = None) -> Gi
         ref=ref or _maybe(cwd, "symbolic-ref", "-q", "HEAD"),
         dirty=None if status is None else bool(status),
     )
+
+
+def export_folder(root: Path, ref: str, folder: Path, dest: Path) -> Path:
+    """Copy ``folder`` (inside the repository at ``root``) as it is at ``ref`` into ``dest``.
+
+    A pull request is compared with the baselines of its BASE commit: the PR's own checkout
+    could edit them. A folder absent at ``ref`` gives an empty ``dest`` (no baselines yet).
+    """
+    top = Path(git(root, "rev-parse", "--show-toplevel"))
+    try:
+        rel = folder.resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        raise InputError(f"{folder}: the baselines folder must be inside the repository") from None
+    try:
+        git(top, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except InputError:
+        raise InputError(
+            f"baselines at {ref[:12]}: that commit is not in this clone; check out with "
+            "fetch-depth: 0, or pass --baselines-ref '' to use the checkout's baselines"
+        ) from None
+    dest.mkdir(parents=True, exist_ok=True)
+    # Absent at ``ref`` (no baselines promoted yet): an empty folder.
+    listing = _maybe(top, "ls-tree", "--name-only", f"{ref}:{rel}") if rel else None
+    for name in listing.splitlines() if listing else []:
+        if name.endswith(".json") and "/" not in name:
+            text = git(top, "show", f"{ref}:{rel}/{name}")
+            (dest / name).write_text(text + "\n", encoding="utf-8")
+    return dest

@@ -49,6 +49,8 @@ class BaselineSource:
 
     folder: Path
     files: tuple[Path, ...] = ()
+    # Read the folder as it is at this commit (a PR's base), not from the working tree.
+    ref: str | None = None
     # kernel -> version; "*" (a bare version) applies to every kernel that has that file.
     pins: Mapping[str, str] = field(default_factory=dict)
 
@@ -177,6 +179,16 @@ def _base_ref(flags: Mapping[str, Any], event: Event | None, mode: Mode) -> str 
     return None
 
 
+def _baselines_ref(flags: Mapping[str, Any], event: Event | None) -> str | None:
+    """A pull request reads baselines from its base commit; ``--baselines-ref ''`` opts out."""
+    given = flags.get("baselines_ref")
+    if given is not None:
+        return given or None
+    if isinstance(event, PullRequest) and not flags.get("baselines_dir"):
+        return event.base_sha
+    return None
+
+
 def _profile(flags: Mapping[str, Any], config: Config, event: Event | None) -> str:
     """The one place the default profile is decided."""
     if flags.get("profile"):
@@ -231,6 +243,7 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         baselines=BaselineSource(
             folder=Path(folder),
             files=tuple(flags.get("baseline") or ()),
+            ref=_baselines_ref(flags, event),
             pins=parse_pins(pinned),
         ),
         mode=mode,
