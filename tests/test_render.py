@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ci_bench.judge.compare import compare
-from ci_bench.report.render import markdown_report, terminal_report
+from ci_bench.report.comment import markdown_report
+from ci_bench.report.render import terminal_report
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 from tests.factories import case, results
@@ -81,11 +82,10 @@ def test_terminal_report_matches_the_golden_file(report):
 def test_the_verdict_comes_first_and_regressions_lead_the_table(report):
     text = markdown_report(report)
     first = text.splitlines()[0]
-    assert first.startswith("### ❌ ci-bench: regression")
-    look = text.split("#### Cases worth a look")[1].split("<details>")[0]
-    rows = [line for line in look.splitlines() if line.startswith("| matmul/")]
+    assert first.startswith("### ❌ ci-bench: 1 regression")
+    look = text.split("#### Past a threshold")[1].split("<details>")[0]
+    rows = [line for line in look.splitlines() if line.startswith("| `matmul/")]
     assert "regression" in rows[0]
-    assert "memory regression; time: ✅ pass" in rows[1]
-    assert "error" in rows[2]
+    assert "memory +50%; ✅ pass" in rows[1]
     assert "| ✅ pass" not in look  # plain passes stay in the full matrix
     assert "compared with v0.1.0: no baseline yet for v0.2.0" in text

@@ -25,7 +25,7 @@ from ci_bench.github.context import ActionsContext, PullRequest, Release, Workfl
 from ci_bench.github.context import load_context as load_actions_context
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.github.promote import promote_through_api
-from ci_bench.report.render import fit_markdown, markdown_report
+from ci_bench.report.comment import fit_markdown, markdown_report
 from ci_bench.schema import REPORT_SCHEMA_VERSION, Report, Results
 from ci_bench.store.baselines import check_pins, check_promotable
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
@@ -81,8 +81,10 @@ def _publish_locally(
     return report_path
 
 
-def _where(context: ActionsContext) -> str:
-    run = f" of {context.run_url}" if context.run_url else ""
+def _where(report: Report, context: ActionsContext) -> str:
+    """The run that measured the report (a workflow_run commenter is another run)."""
+    url = report.run_url or context.run_url
+    run = f" of {url}" if url else ""
     return f"the job summary and the `{ARTIFACT}` artifact{run}"
 
 
@@ -90,7 +92,7 @@ def _comment(
     client: GitHubClient, number: int, workflow: str, report: Report, context: ActionsContext
 ) -> str:
     tag = marker(workflow, report.meta.device.identity, report.mode)
-    body = fit_markdown(report, COMMENT_LIMIT - len(tag) - 1, _where(context))
+    body = fit_markdown(report, COMMENT_LIMIT - len(tag) - 1, _where(report, context))
     action, url = client.upsert_comment(number, tag, body)
     return f"{report.mode} comment {action}: {url}"
 
@@ -168,7 +170,11 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
         assert results is not None
         return _release(request, context, results, out)
 
-    reports = _reports(request, specs, env, results, bench)
+    head = event.head_sha if isinstance(event, PullRequest) else None
+    reports = [
+        r.model_copy(update={"head_sha": head, "run_url": context.run_url})
+        for r in _reports(request, specs, env, results, bench)
+    ]
     for report in reports:
         _publish_locally(report, out_dir, context, out, files_only=not request.publish)
         out.write(markdown_report(report) if not context.step_summary else report.headline + "\n")

@@ -12,7 +12,8 @@ from typing import TextIO
 from ci_bench.commands.request import Request
 from ci_bench.commands.run import request_from
 from ci_bench.judge.compare import compare
-from ci_bench.report.render import markdown_report, terminal_report
+from ci_bench.report.comment import markdown_report
+from ci_bench.report.render import terminal_report
 from ci_bench.schema import RESULTS_READABLE, Report, Results
 from ci_bench.store.baselines import (
     baseline_path,

@@ -15,9 +15,7 @@ from ci_bench.schema import (
     KernelSummary,
     Report,
     Results,
-    Thresholds,
 )
-from ci_bench.text import one_line
 
 
 def fmt_ms(value: float | None) -> str:
@@ -211,81 +209,6 @@ def footer(report: Report) -> str:
     return "\n".join(lines)
 
 
-def markdown_report(
-    report: Report,
-    *,
-    full_matrix: bool = True,
-    max_rows: int | None = None,
-    pointer: str | None = None,
-) -> str:
-    """The PR comment / job summary body: verdict line first, then what deserves a look.
-
-    ``full_matrix=False`` and ``max_rows`` shrink the body (GitHub caps comments); then
-    ``pointer`` tells the reader where the whole report is.
-    """
-    t = report.thresholds
-    parts = [
-        f"### {VERDICT_ICONS[report.verdict]} ci-bench: {report.headline}",
-        "",
-        _rule(t, report.mode),
-    ]
-    notes = [f"> {k.kernel}: {k.note}" for k in report.kernels if k.note]
-    notes += [f"> ⚠️ {w}" for k in report.kernels for w in k.warnings]
-    if notes:
-        parts += ["", *notes]
-    look = ordered(
-        [v for v in report.cases if v.verdict in WORTH_A_LOOK or v.memory_verdict == "regression"]
-    )
-    if look:
-        shown = look if max_rows is None else look[:max_rows]
-        parts += ["", "#### Cases worth a look", "", _table(shown, "github", True)]
-        if len(shown) < len(look):
-            parts += ["", f"… and {len(look) - len(shown)} more cases worth a look."]
-    chart = delta_chart(report)
-    if chart and full_matrix:
-        parts += ["", chart.rstrip("\n")]
-    errors = [v for v in report.cases if v.verdict == "error"]
-    if errors:
-        shown_errors = errors if max_rows is None else errors[:max_rows]
-        parts += ["", "Errors:", *(f"- `{v.id}`: {one_line(v.reason, 300)}" for v in shown_errors)]
-    everything = ordered(report.cases)
-    if full_matrix:
-        parts += [
-            "",
-            f"<details><summary>Full matrix ({len(everything)} cases)</summary>",
-            "",
-            _table(everything, "github", True),
-            "",
-            "</details>",
-        ]
-    if pointer:
-        parts += ["", pointer]
-    parts += ["", *(f"<sub>{line}</sub><br>" for line in footer(report).splitlines())]
-    return "\n".join(parts) + "\n"
-
-
-def _rule(t: Thresholds, mode: str) -> str:
-    """One paragraph saying what the verdicts mean, for the mode the report used."""
-    if mode == "ab":
-        test = (
-            f"the median paired head/base ratio more than {t.mean_slowdown:.0%} above 1 (TFLOPS "
-            f"below {1 - t.tflops_drop:.0%}), and a significant change (one-sided Wilcoxon "
-            f"signed-rank on the paired log-ratios, p < {t.significance:g})"
-        )
-    else:
-        test = (
-            f"mean_ms more than {t.mean_slowdown:.0%} above the baseline or TFLOPS below "
-            f"{1 - t.tflops_drop:.0%} of it, and significant on the raw samples (one-sided "
-            f"Mann–Whitney U, p < {t.significance:g})"
-        )
-    return (
-        f"Regression: {test}; past the threshold but not significant is noisy. Significance "
-        "is controlled across the matrix (Benjamini–Hochberg); MDC is the smallest change "
-        "each comparison would detect (80 % power): a pass rules out changes larger than "
-        "it, not smaller ones."
-    )
-
-
 def delta_chart(report: Report) -> str:
     """A mermaid bar chart of Δ mean per compared case: the shape of a change at a glance."""
     deltas = [(v.id, v.mean_change * 100) for v in report.cases if v.mean_change is not None]
@@ -300,20 +223,6 @@ def delta_chart(report: Report) -> str:
         f"Δ vs {against}",
         threshold=report.thresholds.mean_slowdown * 100,
     )
-
-
-def fit_markdown(report: Report, limit: int, where: str) -> str:
-    """The largest rendering under ``limit`` characters: drop the full matrix, then rows."""
-    body = markdown_report(report)
-    if len(body) <= limit:
-        return body
-    pointer = f"The full matrix ({len(report.cases)} cases) did not fit here: see {where}."
-    rows: int | None = None
-    while True:
-        body = markdown_report(report, full_matrix=False, max_rows=rows, pointer=pointer)
-        if len(body) <= limit or rows == 0:
-            return body[:limit]
-        rows = len(report.cases) // 2 if rows is None else rows // 2
 
 
 def terminal_report(report: Report) -> str:

@@ -90,3 +90,5 @@ class Report(Model):
     meta: RunMeta
     kernels: list[KernelSummary]
     cases: list[CaseVerdict]
+    head_sha: str | None = Field(None, description="the pull request's head commit")
+    run_url: str | None = Field(None, description="the workflow run that measured it")

@@ -26,14 +26,31 @@ class VerdictState:
     fails: bool  # fails the run (exit 1) by default
     configurable: bool  # --fail-on / [tool.ci-bench.fail-on] may change ``fails``
     meaning: str  # one line for the README and the docs
+    action: str = ""  # what a reviewer should do when the state is present (PR comment)
 
 
 # In precedence order: the overall verdict is the first state present.
 VERDICTS: tuple[VerdictState, ...] = (
     VerdictState(
-        "regression", "❌", "error", True, False, "significantly slower beyond the threshold"
+        "regression",
+        "❌",
+        "error",
+        True,
+        False,
+        "significantly slower beyond the threshold",
+        action="This PR makes these cases slower: fix it, or explain the trade-off in the PR "
+        "for a maintainer to accept.",
     ),
-    VerdictState("error", "💥", "error", True, True, "the case failed or its output was wrong"),
+    VerdictState(
+        "error",
+        "💥",
+        "error",
+        True,
+        True,
+        "the case failed or its output was wrong",
+        action="Cases failed or gave wrong output: see Errors; the full traceback is in the "
+        "job log.",
+    ),
     VerdictState(
         "unmeasured",
         "🕳️",
@@ -41,6 +58,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         True,
         True,
         "in this run's matrix but never measured (a lost shard, a crash, an unfinished run)",
+        action="Cases were never measured (a lost shard, a crash): re-run the job.",
     ),
     VerdictState(
         "missing",
@@ -49,6 +67,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         False,
         True,
         "in the baseline (same profile, whole matrix run) but not in this run",
+        action="Cases in the baseline were not run: restore them, or bump the kernel version.",
     ),
     VerdictState(
         "noisy",
@@ -57,6 +76,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         False,
         True,
         "past a threshold but not significant: measure again, or on a quieter machine",
+        action="Changes past the threshold were not significant: re-run, or raise the repeats.",
     ),
     VerdictState(
         "drift",
@@ -66,6 +86,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         False,
         "past a threshold against the stored baseline, but the same-run A/B against the base "
         "shows no such change from this pull request: the machine or an earlier merge moved",
+        action="Timings moved since the baseline, not because of this PR: nothing to do here.",
     ),
     VerdictState(
         "toolchain",
@@ -75,6 +96,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         False,
         "past a threshold, but the baseline was measured with another jax/jaxlib/libtpu: "
         "never a regression; re-promote the baseline after a toolchain bump",
+        action="The baseline is from another jax/jaxlib/libtpu: re-promote it with a release tag.",
     ),
     VerdictState(
         "incomparable",
@@ -84,9 +106,16 @@ VERDICTS: tuple[VerdictState, ...] = (
         False,
         "the baseline was recorded on another device (platform, device kind; CPU model on "
         "CPUs): never a regression",
+        action="No baseline for this device yet: the next release tag promotes one.",
     ),
     VerdictState(
-        "new", "🆕", None, False, False, "no baseline for this case (or no baseline file at all)"
+        "new",
+        "🆕",
+        None,
+        False,
+        False,
+        "no baseline for this case (or no baseline file at all)",
+        action="New cases have no baseline yet: the next release tag promotes one.",
     ),
     VerdictState("improved", "🚀", None, False, False, "significantly faster beyond the threshold"),
     VerdictState("pass", "✅", None, False, False, "within the thresholds"),
