@@ -8,7 +8,10 @@ small cases, and prints for each method the false-alarm rate and the detection r
              on two separate measurements (baseline, then head);
 - baseline:  ci-bench's verdict on the same two measurements (threshold + Mann-Whitney U,
              Benjamini-Hochberg across the cases, confirmation re-measurement);
-- ab:        ci-bench's same-process A/B (paired rounds, Wilcoxon + BH, confirmation).
+- ab:        ci-bench's same-process A/B (paired rounds, Wilcoxon + BH, confirmation),
+             with ``--ab-repeats`` rounds (the config's ab-repeats, 200);
+- pr:        the pull-request verdict the workflows run (mode both): the A/B decides, a
+             baseline excess it does not repeat is ``drift``, never a PR regression.
 
     python benchmarks/detection_quality.py --trials 20 --json detection.json
 
@@ -33,10 +36,12 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from ci_bench.contract.spec import Case, KernelSpec, MatrixProfile, Tolerance
-from ci_bench.judge.ab import judge_pairs
+from ci_bench.judge.ab import ab_report, judge_pairs
 from ci_bench.judge.compare import compare
+from ci_bench.judge.pr import pr_report
 from ci_bench.measure.devices import fingerprint
-from ci_bench.measure.harness import HarnessSettings, run_case, run_contestants
+from ci_bench.measure.harness import run_case, run_contestants
+from ci_bench.measure.settings import HarnessSettings
 from ci_bench.schema import CaseResult, FailPolicy, Results, RunMeta, RunSettings, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 
@@ -106,6 +111,7 @@ def trial(
     head_spec: KernelSpec,
     cases: list[Case],
     settings: HarnessSettings,
+    ab_settings: HarnessSettings,
     t: Thresholds,
     rng: random.Random,
 ) -> dict[str, dict[str, float]]:
@@ -144,7 +150,7 @@ def trial(
     # ci-bench A/B: both in one process, paired rounds in shuffled order.
     started = time.perf_counter()
     pairs = [
-        tuple(run_contestants([head_spec, base_spec], c, settings, _no_peaks, rng=rng))
+        tuple(run_contestants([head_spec, base_spec], c, ab_settings, _no_peaks, rng=rng))
         for c in cases
     ]
     verdicts = judge_pairs(pairs, t)  # type: ignore[arg-type]
@@ -153,7 +159,7 @@ def trial(
         redone = {}
         for c in cases:
             if c.id in flagged:
-                h2, b2 = run_contestants([head_spec, base_spec], c, settings, _no_peaks, rng=rng)
+                h2, b2 = run_contestants([head_spec, base_spec], c, ab_settings, _no_peaks, rng=rng)
                 redone[c.id] = (h2.pallas, b2.pallas)
         pairs = [
             (
@@ -169,14 +175,29 @@ def trial(
         "flags": sum(v.verdict == "regression" for v in verdicts),
         "seconds": time.perf_counter() - started,
     }
+    # The PR verdict: both measurements above, the A/B deciding.
+    heads = _results([h for h, _ in pairs], head_spec.version)
+    ab = ab_report(heads, [b for _, b in pairs], "base", t, FailPolicy())
+    pr = pr_report(report, ab, FailPolicy())
+    out["pr"] = {
+        "flags": sum(v.verdict == "regression" for v in pr.cases),
+        "seconds": out["baseline"]["seconds"] + out["ab"]["seconds"],
+    }
+    out["drift"] = {"flags": sum(v.verdict == "drift" for v in pr.cases), "seconds": 0.0}
     out["observed_ratio"] = {"flags": 0, "seconds": sum(h / b for b, h in means) / len(means)}
     return out
+
+
+METHODS = ("spec", "baseline", "ab", "pr")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20, help="comparisons per scenario")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--ab-repeats", type=int, default=200, help="A/B rounds (config ab-repeats)"
+    )
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--base-units", type=int, default=10)
     parser.add_argument("--head-units", type=int, default=11)
@@ -188,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     same_spec = make_spec(args.base_units)
     cases = base_spec.cases("smoke")
     settings = HarnessSettings(warmup=args.warmup, repeats=args.repeats, seed=args.seed)
+    ab_settings = HarnessSettings(warmup=args.warmup, repeats=args.ab_repeats, seed=args.seed)
     t = Thresholds()
     rng = random.Random(args.seed)
     scenarios: dict[str, tuple[KernelSpec, KernelSpec]] = {
@@ -197,24 +219,23 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, dict[str, float]] = {}
     for name, (b, h) in scenarios.items():
         totals = {
-            m: {"flags": 0.0, "seconds": 0.0} for m in ("spec", "baseline", "ab", "observed_ratio")
+            m: {"flags": 0.0, "seconds": 0.0}
+            for m in ("spec", "baseline", "ab", "pr", "drift", "observed_ratio")
         }
         for k in range(args.trials):
-            got = trial(b, h, cases, settings, t, rng)
+            got = trial(b, h, cases, settings, ab_settings, t, rng)
             for method, value in got.items():
                 totals[method]["flags"] += value["flags"]
                 totals[method]["seconds"] += value["seconds"]
-            flags = json.dumps({m: v["flags"] for m, v in got.items() if m != "observed_ratio"})
+            flags = json.dumps({m: got[m]["flags"] for m in (*METHODS, "drift")})
             print(f"{name}: trial {k + 1}/{args.trials} {flags}", file=sys.stderr)
         comparisons = args.trials * len(cases)
         summary[name] = {
             "comparisons": comparisons,
             "observed_mean_ratio": totals["observed_ratio"]["seconds"] / args.trials,
-            **{f"{m}_rate": totals[m]["flags"] / comparisons for m in ("spec", "baseline", "ab")},
-            **{
-                f"{m}_seconds_per_comparison": totals[m]["seconds"] / comparisons
-                for m in ("spec", "baseline", "ab")
-            },
+            **{f"{m}_rate": totals[m]["flags"] / comparisons for m in METHODS},
+            "drift_rate": totals["drift"]["flags"] / comparisons,
+            **{f"{m}_seconds_per_comparison": totals[m]["seconds"] / comparisons for m in METHODS},
         }
     command = "python benchmarks/detection_quality.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
@@ -222,17 +243,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{command}")
     print(
         f"machine: {platform.processor() or platform.machine()}, jax {jax.__version__}, cases: "
-        f"{', '.join(c.id for c in cases)}, warmup {args.warmup}, repeats {args.repeats}"
+        f"{', '.join(c.id for c in cases)}, warmup {args.warmup}, repeats {args.repeats}, "
+        f"A/B rounds {args.ab_repeats}"
     )
     print(f"{'scenario':28} {'method':9} {'flagged':>9} {'s/comparison':>13}")
     for name, row in summary.items():
         label = "false alarms" if name.startswith("A/A") else "detected"
-        for method in ("spec", "baseline", "ab"):
+        for method in METHODS:
             rate, n = row[f"{method}_rate"], row["comparisons"]
             cost = row[f"{method}_seconds_per_comparison"]
             print(
                 f"{name:28} {method:9} {rate:8.0%}  {cost:12.2f}  ({label}: {round(rate * n)}/{n})"
             )
+        drift = round(row["drift_rate"] * row["comparisons"])
+        print(f"{name:28} pr mode reported drift in {drift}/{row['comparisons']}")
         print(f"{name:28} observed mean ratio head/base: {row['observed_mean_ratio']:.3f}")
     if args.json:
         figures = {"command": command, "args": vars(args), "summary": summary}
