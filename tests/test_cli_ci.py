@@ -274,7 +274,7 @@ def test_a_huge_report_is_cut_to_fit_a_comment(server, workspace):
         "did not fit here: see the job summary and the `ci-bench-report` artifact" in comment.body
     )
     assert "actions/runs/4242" in comment.body
-    assert "Full matrix" in (workspace / "summary.md").read_text()
+    assert "All 1600 cases" in (workspace / "summary.md").read_text()
 
 
 def test_dispatch_runs_only_the_chosen_kernels_and_profile(server, workspace):

@@ -22,6 +22,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ci_bench.measure.profiling import ProfilingError
+from ci_bench.text import one_line
 
 SUMMARY = "ci_bench_dump.json"
 SEED = 42
@@ -288,8 +289,7 @@ def _child(kernel_module: str, case_id: str, out_dir: Path, root: Path | None) -
         compiled = jax.jit(_named(spec.pallas, name)).lower(*inputs).compile()
         jax.block_until_ready(compiled(*inputs))
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise ProfilingError(f"kernel failed: {type(exc).__name__}: {first}") from exc
+        raise ProfilingError(f"kernel failed: {one_line(exc)}") from exc
     stats = compiled.memory_analysis()
     fields = ("argument", "output", "alias", "temp", "generated_code")
     memory = {f: int(getattr(stats, f"{f}_size_in_bytes", 0) or 0) for f in fields}
