@@ -92,11 +92,11 @@ def test_a_baseline_25_percent_faster_is_a_regression_shown_first(tmp_path, proj
         "compare", str(current), "--baselines-dir", str(folder), "--format", "markdown", cwd=project
     )
     assert done.returncode == ExitCode.FAILED
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| matmul/")]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `matmul/")]
     assert "regression" in rows[0]
     assert "regression" in rows[1]
-    assert {IDS[0], IDS[2]} == {rows[0].split()[1], rows[1].split()[1]}
-    assert done.stdout.startswith("### ❌ ci-bench: regression: 2 regression, 1 pass")
+    assert {IDS[0], IDS[2]} == {rows[0].split()[1].strip("`"), rows[1].split()[1].strip("`")}
+    assert done.stdout.startswith("### ❌ ci-bench: 2 regressions\n\n**2 regression · 1 pass")
 
 
 def test_a_baseline_from_another_device_is_incomparable(tmp_path, project):
