@@ -133,8 +133,9 @@
     svg.appendChild(sv("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
     svg.appendChild(sv("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle" }, "FLOP/byte (log)"));
     svg.appendChild(sv("text", { x: 2, y: T - 6 }, "TFLOPS"));
-    [lx0, lx1].forEach(function (v) {
-      svg.appendChild(sv("text", { x: x(v), y: H - B + 12, "text-anchor": "middle" }, fmt(Math.pow(10, v), 2)));
+    [[lx0, "start"], [lx1, "end"]].forEach(function (tick) {
+      svg.appendChild(sv("text", { x: x(tick[0]), y: H - B + 12, "text-anchor": tick[1] },
+        fmt(Math.pow(10, tick[0]), 2)));
     });
     [ly0, ly1].forEach(function (v) {
       svg.appendChild(sv("text", { x: L - 3, y: y(v) + 3, "text-anchor": "end" }, fmt(Math.pow(10, v), 2)));
@@ -145,6 +146,10 @@
       svg.appendChild(sv("polyline", { class: "roof", points: [x(lx0) + "," + y(memAt(lx0)),
         x(ridge) + "," + y(top), x(lx1) + "," + y(top)].join(" ") }));
     }
+    Object.keys(colors).forEach(function (d, i) {
+      svg.appendChild(sv("circle", { cx: 165 + 66 * i, cy: 8, r: 4, fill: colors[d] }));
+      svg.appendChild(sv("text", { x: 172 + 66 * i, y: 11 }, d));
+    });
     pts.forEach(function (p) {
       var dot = sv("circle", { class: "roof-pt", cx: x(Math.log10(p.ai)), cy: y(Math.log10(p.tflops)),
         r: 4, fill: colors[p.dtype] || "#0969da", "data-dtype": p.dtype, "data-shape": p.shape });
