@@ -16,14 +16,15 @@ from typing import TextIO
 
 from ci_bench.commands.config import Config, load_config, resolve
 from ci_bench.errors import ExitCode, InputError
-from ci_bench.github.api import ApiSettings, GitHubClient
+from ci_bench.github.api import GitHubClient
 from ci_bench.github.context import PUBLIC_API
 from ci_bench.github.history import append_through_api
 from ci_bench.report.export import FORMATS, export
 from ci_bench.report.history import build_groups, changes_text
 from ci_bench.report.site import site_files
 from ci_bench.schema.history import HistoryRecord
-from ci_bench.schema.models import RESULTS_SCHEMA_VERSION, Report, Results
+from ci_bench.schema.report import REPORT_SCHEMA_VERSION, Report
+from ci_bench.schema.results import RESULTS_SCHEMA_VERSION, Results
 from ci_bench.store.files import atomic_write_text, read_model
 from ci_bench.store.history import (
     DATA_BRANCH,
@@ -147,23 +148,17 @@ def _client(env: Mapping[str, str], config: Config) -> GitHubClient:
     token, repository = env.get("GITHUB_TOKEN"), env.get("GITHUB_REPOSITORY")
     if not token or not repository:
         raise InputError("--remote needs GITHUB_TOKEN and GITHUB_REPOSITORY")
-    g = config.github
-    settings = ApiSettings(
-        retries=g.retries,
-        backoff=g.backoff,
-        max_rate_limit_wait=g.max_rate_limit_wait,
-        seconds_between_requests=g.seconds_between_requests,
-        seconds_between_writes=g.seconds_between_writes,
-    )
     api = (env.get("GITHUB_API_URL") or PUBLIC_API).rstrip("/")
-    return GitHubClient(token, api, repository, settings)
+    return GitHubClient(token, api, repository, config.github)
 
 
 def cmd_record(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     results = _load_results(args.results)
     verdicts = {}
     if args.report:
-        report = read_model(args.report, Report, what="report", schema_version=1)
+        report = read_model(
+            args.report, Report, what="report", schema_version=REPORT_SCHEMA_VERSION
+        )
         verdicts = {c.id: c.verdict for c in report.cases}
     pr = args.pr if args.pr is not None else _pr_from_event(env)
     record = record_from_results(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Literal
 
-from ci_bench.schema.models import CaseResult, Results
+from ci_bench.schema.results import CaseResult, Results
 
 Format = Literal["bmf", "gab"]
 FORMATS: tuple[Format, ...] = ("bmf", "gab")

@@ -12,7 +12,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ci_bench.schema.models import Bound, Model, Verdict
+from ci_bench.schema.base import Model
+from ci_bench.schema.results import Bound
+from ci_bench.schema.verdicts import Verdict
 
 HISTORY_SCHEMA_VERSION = 1
 

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ci_bench.errors import InputError
+from ci_bench.schema.baseline import BaselineFile
 from ci_bench.schema.history import (
     HISTORY_SCHEMA_VERSION,
     CasePoint,
@@ -25,14 +26,14 @@ from ci_bench.schema.history import (
     HistoryRecord,
     Source,
 )
-from ci_bench.schema.models import (
+from ci_bench.schema.results import (
     RESULTS_SCHEMA_VERSION,
     CaseResult,
     DeviceFingerprint,
     Results,
-    Verdict,
 )
-from ci_bench.store.baselines import BaselineFile, load_baseline
+from ci_bench.schema.verdicts import Verdict
+from ci_bench.store.baselines import load_baseline
 from ci_bench.store.files import atomic_write_text, read_model, validation_message
 
 DATA_BRANCH = "ci-bench-data"
