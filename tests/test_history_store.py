@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ci_bench.errors import InputError
+from ci_bench.report.history import build_groups
 from ci_bench.schema.history import HistoryRecord
 from ci_bench.store.baselines import plan_promotions, write_promotions
 from ci_bench.store.files import dump_model
@@ -125,3 +126,16 @@ def test_local_mode_reads_history_results_and_baselines(tmp_path):
     assert {r.commit for r in records} == {f"{1:040x}", "f" * 40}
     with pytest.raises(InputError, match="history folder not found"):
         load_local([tmp_path / "nope"])
+
+
+def test_one_commit_promoted_for_two_kernels_shows_in_both():
+    gla = "gla/B1-T64-H2-D16/float32"
+    matmul_run = results([case(M128)], commit="a" * 40)
+    gla_run = results([case(gla)], commit="a" * 40)
+    records = [record_from_results(r, source="promotion") for r in (matmul_run, gla_run)]
+    records.append(record_from_results(matmul_run))  # the run itself beats its promotion
+    groups = build_groups(records)
+    assert [(g.kernel, [c.source for c in g.commits]) for g in groups] == [
+        ("gla", ["promotion"]),
+        ("matmul", ["run"]),
+    ]

@@ -15,15 +15,22 @@ from ci_bench.schema.history import CasePoint, HistoryRecord
 _SOURCE_RANK = {"run": 0, "promotion": 1, "baseline": 2}
 
 
-def latest_per_commit(records: Iterable[HistoryRecord]) -> list[HistoryRecord]:
-    """One record per (commit, device), oldest first: a run before a promotion before a
-    baseline entry of the same commit."""
-    best: dict[tuple[str, str], HistoryRecord] = {}
+def latest_per_commit(
+    records: Iterable[HistoryRecord], kernel: str | None = None
+) -> list[tuple[str, HistoryRecord]]:
+    """(kernel, record) once per commit, device and kernel, oldest first: a run before a
+    promotion before a baseline entry of the same commit."""
+    best: dict[tuple[str, str, str], HistoryRecord] = {}
     for r in records:
-        key = (r.commit, r.device.identity)
-        if key not in best or _SOURCE_RANK[r.source] < _SOURCE_RANK[best[key].source]:
-            best[key] = r
-    return sorted(best.values(), key=lambda r: (r.time, r.commit))
+        for name in r.kernels:
+            if kernel is not None and name != kernel:
+                continue
+            key = (r.commit, r.device.identity, name)
+            if key not in best or _SOURCE_RANK[r.source] < _SOURCE_RANK[best[key].source]:
+                best[key] = r
+    return sorted(
+        ((k[2], r) for k, r in best.items()), key=lambda kr: (kr[1].time, kr[1].commit, kr[0])
+    )
 
 
 @dataclass(frozen=True)
@@ -87,13 +94,10 @@ def _shape_label(point: CasePoint) -> str:
 def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) -> list[Group]:
     """Series per (kernel, device), change points included, sorted by kernel and device."""
     groups: dict[tuple[str, str], Group] = {}
-    for record in latest_per_commit(records):
-        for name, version in sorted(record.kernels.items()):
-            if kernel is not None and name != kernel:
-                continue
-            points = [p for p in record.cases if p.kernel == name]
-            if not points:
-                continue
+    for name, record in latest_per_commit(records, kernel):
+        version = record.kernels[name]
+        points = [p for p in record.cases if p.kernel == name]
+        if points:
             dev = record.device
             group = groups.setdefault(
                 (name, dev.identity),
