@@ -148,6 +148,7 @@ def test_site_writes_a_self_contained_page(history, tmp_path):
     assert {p.name for p in out.iterdir()} == {
         "index.html", "data.js", "data.json", "app.js", "style.css",
     }  # fmt: skip
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in out.iterdir())  # servable
     page = (out / "index.html").read_text()
     assert "http" not in page.replace('"http://www.w3.org', "")  # nothing fetched from a CDN
     data = json.loads((out / "data.json").read_text())

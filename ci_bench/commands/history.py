@@ -220,6 +220,8 @@ def cmd_site(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     files = site_files(groups, repo_url=_repo_url(args, env), title=args.title, generated_at=stamp)
     for name, text in files.items():
         atomic_write_text(args.out / name, text)
+        # Web servers and the Pages artifact need world-readable files (mkstemp gives 0600).
+        (args.out / name).chmod(0o644)
     cases = sum(len(g.cases) for g in groups)
     commits = max((len(g.commits) for g in groups), default=0)
     out.write(
