@@ -156,3 +156,14 @@ def test_site_writes_a_self_contained_page(history, tmp_path):
     assert len(group["commits"]) == len(story().records)
     assert [v["version"] for v in group["versions"]] == ["0.1.0", "0.2.0"]
     assert [r["version"] for r in group["roofline"]] == ["0.1.0", "0.2.0"]
+
+
+def test_site_of_an_empty_history_still_writes_the_page_and_exits_3(tmp_path):
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "site"
+    proc = run_cli(
+        "site", "--out", str(out), "--history", str(tmp_path / "empty"), "--no-baselines",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == ExitCode.NOTHING_MEASURED
+    assert json.loads((out / "data.json").read_text())["groups"] == []
