@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci_bench import __version__
+from ci_bench.commands import history
 from ci_bench.commands.ab import cmd_ab
 from ci_bench.commands.ci import cmd_ci, cmd_comment
 from ci_bench.commands.compare import cmd_compare, cmd_merge, cmd_promote
@@ -228,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="join shard results into one results file")
     merge.add_argument("parts", type=Path, nargs="+")
     merge.add_argument("--output", "-o", type=Path, required=True)
+    history.register(sub)
     return parser
 
 
@@ -243,6 +245,7 @@ COMMANDS = {
     "profile": cmd_profile,
     "ab": cmd_ab,
     "plot": cmd_plot,
+    **history.COMMANDS,
 }
 
 

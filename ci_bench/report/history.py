@@ -1,0 +1,166 @@
+"""History views: records -> per (kernel, device) series, change points, the CLI table.
+
+Pure: the site (``report.site``) and ``ci-bench history`` both read these views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ci_bench.judge.changepoint import ChangePoint, detect
+from ci_bench.schema.history import CasePoint, HistoryRecord
+
+# A run is worth more than a promotion of it, which is worth more than a stored baseline.
+_SOURCE_RANK = {"run": 0, "promotion": 1, "baseline": 2}
+
+
+def latest_per_commit(
+    records: Iterable[HistoryRecord], kernel: str | None = None
+) -> list[tuple[str, HistoryRecord]]:
+    """(kernel, record) once per commit, device and kernel, oldest first: a run before a
+    promotion before a baseline entry of the same commit."""
+    best: dict[tuple[str, str, str], HistoryRecord] = {}
+    for r in records:
+        for name in r.kernels:
+            if kernel is not None and name != kernel:
+                continue
+            key = (r.commit, r.device.identity, name)
+            if key not in best or _SOURCE_RANK[r.source] < _SOURCE_RANK[best[key].source]:
+                best[key] = r
+    return sorted(
+        ((k[2], r) for k, r in best.items()), key=lambda kr: (kr[1].time, kr[1].commit, kr[0])
+    )
+
+
+@dataclass(frozen=True)
+class Commit:
+    """An x position of a group's charts."""
+
+    sha: str
+    time: str
+    version: str
+    source: str
+    pr: int | None
+    tag: str | None
+
+
+@dataclass(frozen=True)
+class Change:
+    case: str
+    commit: Commit
+    previous: Commit
+    point: ChangePoint
+
+    @property
+    def at_version_boundary(self) -> bool:
+        return self.commit.version != self.previous.version
+
+
+@dataclass
+class CaseSeries:
+    id: str
+    dtype: str
+    shape: str
+    points: list[tuple[int, CasePoint]] = field(default_factory=list)  # (x, point)
+    changes: list[Change] = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    """One kernel on one device: the unit of a dashboard section."""
+
+    kernel: str
+    device: str
+    device_kind: str
+    software: str
+    commits: list[Commit] = field(default_factory=list)
+    cases: dict[str, CaseSeries] = field(default_factory=dict)
+    peaks: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+
+    def boundaries(self) -> list[tuple[int, str]]:
+        """(x, version) where a new kernel version starts, the first one included."""
+        out: list[tuple[int, str]] = []
+        for x, c in enumerate(self.commits):
+            if not out or out[-1][1] != c.version:
+                out.append((x, c.version))
+        return out
+
+
+def _shape_label(point: CasePoint) -> str:
+    return point.id.split("/")[1] if point.id.count("/") >= 2 else "x".join(map(str, point.shape))
+
+
+def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) -> list[Group]:
+    """Series per (kernel, device), change points included, sorted by kernel and device."""
+    groups: dict[tuple[str, str], Group] = {}
+    for name, record in latest_per_commit(records, kernel):
+        version = record.kernels[name]
+        points = [p for p in record.cases if p.kernel == name]
+        if points:
+            dev = record.device
+            group = groups.setdefault(
+                (name, dev.identity),
+                Group(name, dev.identity, dev.device_kind, dev.software),
+            )
+            x = len(group.commits)
+            group.commits.append(
+                Commit(
+                    record.commit,
+                    record.time.isoformat(),
+                    version,
+                    record.source,
+                    record.pr,
+                    record.tag,
+                )
+            )
+            group.software = dev.software  # the newest one
+            group.peaks[version] = (record.peak_tflops, record.peak_gbps)
+            for p in points:
+                series = group.cases.setdefault(p.id, CaseSeries(p.id, p.dtype, _shape_label(p)))
+                series.points.append((x, p))
+    for group in groups.values():
+        for series in group.cases.values():
+            ok = [(x, p) for x, p in series.points if p.median_ms]
+            found = detect([p.median_ms for _, p in ok]) if ok else []  # type: ignore[misc]
+            for cp in found:
+                x_new, x_old = ok[cp.index][0], ok[cp.index - 1][0]
+                series.changes.append(
+                    Change(series.id, group.commits[x_new], group.commits[x_old], cp)
+                )
+    return [groups[k] for k in sorted(groups)]
+
+
+def commit_url(repo_url: str | None, sha: str) -> str | None:
+    return f"{repo_url.rstrip('/')}/commit/{sha}" if repo_url else None
+
+
+def pr_url(repo_url: str | None, number: int | None) -> str | None:
+    return f"{repo_url.rstrip('/')}/pull/{number}" if repo_url and number else None
+
+
+def changes_text(groups: list[Group], repo_url: str | None) -> str:
+    """``ci-bench history``: one line per change point, newest history last."""
+    lines = []
+    for group in groups:
+        changes = sorted(
+            (c for s in group.cases.values() for c in s.changes),
+            key=lambda c: (group.commits.index(c.commit), c.case),
+        )
+        head = f"{group.kernel} on {group.device}: {len(group.commits)} commits"
+        lines.append(f"{head}, {len(changes)} level change(s)")
+        for c in changes:
+            word = "slower" if c.point.slower else "faster"
+            link = commit_url(repo_url, c.commit.sha) or c.commit.sha
+            pr = f" (PR #{c.commit.pr})" if c.commit.pr else ""
+            boundary = (
+                f"  [version {c.previous.version} -> {c.commit.version}]"
+                if c.at_version_boundary
+                else ""
+            )
+            lines.append(
+                f"  {c.case}: {c.point.before:.4g} -> {c.point.after:.4g} ms "
+                f"({c.point.change:+.1%}, {word}) at {c.commit.sha[:12]}{pr} "
+                f"after {c.previous.sha[:12]}{boundary}\n    {link}"
+            )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,147 @@
+"""The static dashboard: history views -> ``index.html``, ``data.js`` and the assets.
+
+No server and no CDN: the data is a script (``data.js`` sets ``window.CI_BENCH_DATA``),
+because browsers refuse ``fetch`` of a JSON file from ``file://``; the charts are drawn
+as SVG by ``site_assets/app.js``, hand-written vanilla JS with no dependency.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+from typing import Any
+
+from ci_bench.report.history import Group, commit_url, pr_url
+
+SITE_DATA_VERSION = 1
+ASSETS = ("app.js", "style.css")
+
+
+def _num(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else float(f"{value:.{digits}g}")
+
+
+def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
+    commits = [
+        {
+            "sha": c.sha,
+            "time": c.time,
+            "version": c.version,
+            "source": c.source,
+            "tag": c.tag,
+            "pr": c.pr,
+            "url": commit_url(repo_url, c.sha),
+            "pr_url": pr_url(repo_url, c.pr),
+        }
+        for c in group.commits
+    ]
+    cases = []
+    for series in sorted(group.cases.values(), key=lambda s: s.id):
+        points = [
+            {
+                "x": x,
+                "median": _num(p.median_ms),
+                "q1": _num(p.q1_ms),
+                "q3": _num(p.q3_ms),
+                "min": _num(p.min_ms),
+                "mean": _num(p.mean_ms),
+                "tflops": _num(p.tflops),
+                "mfu": _num(p.mfu),
+                "hbm": _num(p.hbm_utilization),
+                "ai": _num(p.arithmetic_intensity),
+                "peak_bytes": p.peak_bytes,
+                "verdict": p.verdict,
+                "status": p.status,
+            }
+            for x, p in series.points
+        ]
+        changes = [
+            {
+                "x": group.commits.index(c.commit),
+                "sha": c.commit.sha,
+                "before": _num(c.point.before),
+                "after": _num(c.point.after),
+                "change": _num(c.point.change, 4),
+            }
+            for c in series.changes
+        ]
+        cases.append(
+            {
+                "id": series.id,
+                "dtype": series.dtype,
+                "shape": series.shape,
+                "points": points,
+                "changes": changes,
+            }
+        )
+    roofline = []
+    for _, version in group.boundaries():
+        # Each version's roofline is drawn from its newest commit.
+        last = max(i for i, c in enumerate(group.commits) if c.version == version)
+        pts = []
+        for series in group.cases.values():
+            at = [
+                p for px, p in series.points if px == last and p.tflops and p.arithmetic_intensity
+            ]
+            if at:
+                pts.append(
+                    {
+                        "id": series.id,
+                        "dtype": series.dtype,
+                        "shape": series.shape,
+                        "ai": _num(at[0].arithmetic_intensity),
+                        "tflops": _num(at[0].tflops),
+                    }
+                )
+        peak_tflops, peak_gbps = group.peaks.get(version, (None, None))
+        roofline.append(
+            {
+                "version": version,
+                "commit": group.commits[last].sha,
+                "peak_tflops": peak_tflops,
+                "peak_gbps": peak_gbps,
+                "points": sorted(pts, key=lambda p: p["id"]),
+            }
+        )
+    return {
+        "kernel": group.kernel,
+        "device": group.device,
+        "device_kind": group.device_kind,
+        "software": group.software,
+        "commits": commits,
+        "versions": [{"x": x, "version": v} for x, v in group.boundaries()],
+        "cases": cases,
+        "roofline": roofline,
+    }
+
+
+def site_data(
+    groups: list[Group], *, repo_url: str | None, title: str, generated_at: str
+) -> dict[str, Any]:
+    return {
+        "format": SITE_DATA_VERSION,
+        "title": title,
+        "generated_at": generated_at,
+        "repo_url": repo_url,
+        "groups": [group_data(g, repo_url) for g in groups],
+    }
+
+
+def _asset(name: str) -> str:
+    return resources.files("ci_bench.report").joinpath("site_assets", name).read_text("utf-8")
+
+
+def site_files(
+    groups: list[Group], *, repo_url: str | None, title: str, generated_at: str
+) -> dict[str, str]:
+    """File name -> text of the whole site."""
+    data = site_data(groups, repo_url=repo_url, title=title, generated_at=generated_at)
+    text = json.dumps(data, separators=(",", ":"), sort_keys=True)
+    page = _asset("index.html").replace("{{TITLE}}", html.escape(title))
+    return {
+        "index.html": page,
+        "data.js": f"window.CI_BENCH_DATA = {text};\n",
+        "data.json": text + "\n",
+        **{name: _asset(name) for name in ASSETS},
+    }
