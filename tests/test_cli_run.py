@@ -153,6 +153,7 @@ def test_schema_command_prints_the_json_schema(project):
     schema = json.loads(done.stdout)
     assert schema["properties"]["schema_version"]["enum"] == [1, 2]
     assert schema["properties"]["schema_version"]["default"] == 2
+    assert schema["$defs"]["RunSettings"]["properties"]["timer"]["default"] == "wallclock"
     assert "CaseResult" in schema["$defs"]
 
 

@@ -214,6 +214,14 @@ def compare_kernel(
             devices = ", ".join(e.device.identity for e in baseline.entries)
             reason = f"baseline recorded on {devices}; this run on {results.meta.device.identity}"
             verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
+        elif entry.settings.timer != results.meta.settings.timer:
+            # Issue 13: wall time and trace device time measure different things; a change
+            # of timer must never read as a regression (or an improvement).
+            reason = (
+                f"baseline timed by {entry.settings.timer}, this run by "
+                f"{results.meta.settings.timer}"
+            )
+            verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
         elif base is None:
             verdicts.append(CaseVerdict(**common, verdict="new", reason="not in the baseline"))
         else:

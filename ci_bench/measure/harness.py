@@ -6,6 +6,7 @@ The clock is a parameter (``time.perf_counter`` by default) so tests can drive i
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,12 +18,14 @@ from ci_bench.contract.spec import Case, KernelSpec, Tolerance
 from ci_bench.judge.stats import relative_ci_width, stats_of
 from ci_bench.measure.roofline import PeakLookup, compute_metrics, tflops_of
 from ci_bench.measure.settings import Adaptive, HarnessSettings
+from ci_bench.measure.timers import Timed, timed_rounds
 from ci_bench.schema import (
     CaseResult,
     CompiledStats,
     CompileTimes,
     Correctness,
     CostModelCheck,
+    DispatchOverhead,
     MemoryStats,
     XlaCost,
 )
@@ -212,6 +215,11 @@ def _identity(spec: KernelSpec, case: Case) -> dict[str, Any]:
     }
 
 
+def error_result(spec: KernelSpec, case: Case, message: str) -> CaseResult:
+    """A case that could not be measured (its worker hung or died)."""
+    return CaseResult(**_identity(spec, case), status="error", error=message)
+
+
 def _incorrect(c: Correctness) -> str:
     return (
         f"incorrect: {c.mismatched} of {c.elements} elements outside atol={c.atol} "
@@ -291,7 +299,9 @@ def run_contestants(
         del ref
         native, native_ms, native_stats_c = _compile(first.native, inputs, clock)
         jax.block_until_ready(native(*inputs))
-        samples = time_interleaved(
+        timed = timed_rounds(
+            settings.timer or "wallclock",
+            time_interleaved,
             [*compiled, native],
             inputs,
             warmup=settings.warmup,
@@ -302,6 +312,7 @@ def run_contestants(
         )
     except Exception as exc:  # a case failing must never stop the others; recorded
         return failed(one_line(exc), current if current < len(specs) else None)
+    samples = timed.samples
     native_stats = stats_of(samples[-1], settings.warmup)
     peak_tflops, peak_gbps = peaks(case.dtype)
     results = []
@@ -329,6 +340,23 @@ def run_contestants(
                 analysis=analyses[i],
                 cost_check=cost_model_check(flops, native_stats_c, settings.cost_model_factor),
                 correctness=checks[i],
+                dispatch=dispatch_of(timed, {"pallas": i, "native": len(specs)}),
             )
         )
     return results
+
+
+def dispatch_of(timed: Timed, which: dict[str, int]) -> dict[str, DispatchOverhead]:
+    """Median wall, device and (wall - device) per call, where the timer saw the device."""
+    if timed.device is None:
+        return {}
+    out = {}
+    for name, i in which.items():
+        wall, device = timed.wall[i], timed.device[i]
+        out[name] = DispatchOverhead(
+            wall_median_ms=statistics.median(wall) * 1000,
+            device_median_ms=statistics.median(device) * 1000,
+            overhead_median_ms=statistics.median(w - d for w, d in zip(wall, device, strict=True))
+            * 1000,
+        )
+    return out

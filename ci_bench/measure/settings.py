@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+TimerName = Literal["wallclock", "profiler"]
 
 
 @dataclass(frozen=True)
@@ -24,3 +27,6 @@ class HarnessSettings:
     # Flag a case whose FLOPs model and XLA's count differ by more than this factor.
     cost_model_factor: float = 2.0
     adaptive: Adaptive | None = None
+    # How a call is timed (ci_bench.measure.timers); None: the platform's default, which the
+    # command layer resolves once the device is known.
+    timer: TimerName | None = None

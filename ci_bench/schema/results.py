@@ -164,6 +164,15 @@ class CostModelCheck(Model):
     reason: str
 
 
+class DispatchOverhead(Model):
+    """Where a timer saw both clocks (the profiler timer): per-call medians of the host's
+    wall time, the trace's device time, and their difference (Python dispatch, transfers)."""
+
+    wall_median_ms: float
+    device_median_ms: float
+    overhead_median_ms: float
+
+
 class CaseResult(Model):
     """One case. The specification's keys sit at the top level."""
 
@@ -189,6 +198,9 @@ class CaseResult(Model):
     )
     cost_check: CostModelCheck | None = None
     correctness: Correctness | None = None
+    dispatch: dict[str, DispatchOverhead] = Field(
+        default_factory=dict, description="'pallas' and 'native'; empty under wallclock"
+    )
 
     @property
     def peak_bytes(self) -> int | None:
@@ -218,6 +230,14 @@ class RunSettings(Model):
     seed: int
     interpret: bool = Field(description="Pallas ran in interpret mode (CPU)")
     compilation_cache: str | None = None
+    timer: Literal["wallclock", "profiler"] = Field(
+        "wallclock", description="how per-call times were taken; different timers never compare"
+    )
+
+    def comparable(self, other: RunSettings) -> bool:
+        """Same measurement method: everything but where the compilation cache lives."""
+        skip = {"compilation_cache"}
+        return self.model_dump(exclude=skip) == other.model_dump(exclude=skip)
 
 
 class GitInfo(Model):

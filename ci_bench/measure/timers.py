@@ -1,0 +1,219 @@
+"""Timers as strategies: how the per-call time of the interleaved rounds is taken.
+
+``wallclock`` is the specification's ``benchmark_single``: ``perf_counter`` around
+``fn(*args)`` plus ``block_until_ready``. It includes Python dispatch and the host-device
+round trip, tens of microseconds per call, which on an accelerator can exceed a small
+kernel's whole run time.
+
+``profiler`` runs the same interleaved rounds under a ``jax.profiler`` trace and takes each
+call's time from the XLA executions the trace recorded (the idea of tokamax's xprof timer:
+time kernels from the trace, not the host clock). Wall times of the same calls are kept, so
+each case also reports its dispatch overhead (wall - device).
+
+Where the executions live in the trace (checked against jax 0.10's traces):
+
+- TPU/GPU: a ``/device:...`` plane with an ``XLA Modules`` line, one event per execution.
+- CPU: the ``/host:CPU`` plane's PJRT client thread (``tf_XLAPjRtCpuClient/...``) carries
+  the XLA op events, each with ``hlo_module``, ``hlo_op`` and ``run_id`` stats; one
+  execution is the union of its ops' intervals (gaps between ops are not kernel time).
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ci_bench.measure.settings import TimerName
+
+TIMER_NAMES: tuple[TimerName, ...] = ("wallclock", "profiler")
+# Per-platform default. The profiler timer is proven on CPU only (tests/test_timers.py);
+# until a run on TPU/GPU shows its figures agree with the device's own, wallclock stays.
+DEFAULT_TIMER: dict[str, TimerName] = {"cpu": "wallclock", "gpu": "wallclock", "tpu": "wallclock"}
+
+
+def default_timer(platform: str) -> TimerName:
+    return DEFAULT_TIMER.get(platform, "wallclock")
+
+
+class TimerError(RuntimeError):
+    """The trace did not hold what the timed calls should have produced."""
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Seconds per call, per fn: ``samples`` feed the statistics; ``wall`` and ``device``
+    are kept where the timer has both (dispatch overhead = wall - device)."""
+
+    samples: list[list[float]]
+    wall: list[list[float]]
+    device: list[list[float]] | None = None
+
+
+class Interleave(Protocol):
+    def __call__(
+        self,
+        fns: Sequence[Callable[..., Any]],
+        args: Sequence[Any],
+        *,
+        warmup: int,
+        repeats: int,
+        clock: Callable[[], float],
+        adaptive: Any,
+        rng: random.Random | None,
+    ) -> list[list[float]]: ...
+
+
+def wallclock(
+    interleave: Interleave,
+    fns: Sequence[Callable[..., Any]],
+    args: Sequence[Any],
+    **kw: Any,
+) -> Timed:
+    """The specification's method: host clock around each call."""
+    wall = interleave(fns, args, **kw)
+    return Timed(samples=wall, wall=wall)
+
+
+def profiler(
+    interleave: Interleave,
+    fns: Sequence[Callable[..., Any]],
+    args: Sequence[Any],
+    *,
+    warmup: int,
+    **kw: Any,
+) -> Timed:
+    """Warm up untraced, then trace the timed rounds and read each call's device time."""
+    import jax
+
+    if warmup:  # outside the trace: only timed calls may appear in it
+        interleave(fns, args, warmup=warmup, repeats=0, clock=kw["clock"], adaptive=None, rng=None)
+    calls: list[int] = []
+
+    def recording(i: int, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*a: Any) -> Any:
+            calls.append(i)
+            return fn(*a)
+
+        return call
+
+    wrapped = [recording(i, fn) for i, fn in enumerate(fns)]
+    with tempfile.TemporaryDirectory(prefix="ci-bench-trace-") as folder:
+        jax.profiler.start_trace(folder)
+        try:
+            wall = interleave(wrapped, args, warmup=0, **kw)
+        finally:
+            jax.profiler.stop_trace()
+        found = sorted(Path(folder).glob("**/*.xplane.pb"))
+        if len(found) != 1:
+            raise TimerError(f"profiler timer: expected one trace file, found {len(found)}")
+        data = found[0].read_bytes()
+    executions = executions_in(jax.profiler.ProfileData.from_serialized_xspace(data))
+    device = assign(executions, calls, len(fns))
+    return Timed(samples=device, wall=wall, device=device)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One run of a compiled XLA module as the trace saw it."""
+
+    module: str
+    start_ns: float
+    device_ns: float
+
+
+def _union_ns(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals: overlapping ops count once."""
+    total = 0.0
+    end = float("-inf")
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def executions_in(profile: Any) -> list[Execution]:
+    """Module executions in time order: device planes' ``XLA Modules`` line where there is
+    one (TPU/GPU), else XLA op events grouped by ``run_id`` (the CPU client's thread)."""
+    per_plane: list[list[Execution]] = []
+    for plane in profile.planes:
+        if not plane.name.startswith("/device:"):
+            continue
+        for line in plane.lines:
+            if line.name == "XLA Modules":
+                per_plane.append(
+                    [Execution(e.name, e.start_ns, e.duration_ns) for e in line.events]
+                )
+    if any(per_plane):
+        return sorted(max(per_plane, key=len), key=lambda x: x.start_ns)
+    runs: dict[tuple[str, Any], list[tuple[float, float]]] = {}
+    for plane in profile.planes:
+        for line in plane.lines:
+            for event in line.events:
+                stats = dict(event.stats)
+                if "hlo_op" not in stats or "hlo_module" not in stats or "run_id" not in stats:
+                    continue
+                key = (str(stats["hlo_module"]), stats["run_id"])
+                runs.setdefault(key, []).append(
+                    (event.start_ns, event.start_ns + event.duration_ns)
+                )
+    found = [
+        Execution(module, min(s for s, _ in spans), _union_ns(spans))
+        for (module, _), spans in runs.items()
+    ]
+    return sorted(found, key=lambda x: x.start_ns)
+
+
+def assign(executions: Sequence[Execution], calls: Sequence[int], n_fns: int) -> list[list[float]]:
+    """Seconds per call, per fn: the k-th execution belongs to the k-th call (every call
+    blocks until done, so executions never overlap). Each fn must map to one module name."""
+    if len(executions) != len(calls):
+        raise TimerError(
+            f"profiler timer: the trace holds {len(executions)} XLA executions "
+            f"for {len(calls)} timed calls"
+        )
+    names: dict[int, str] = {}
+    out: list[list[float]] = [[] for _ in range(n_fns)]
+    for fn, execution in zip(calls, executions, strict=True):
+        if names.setdefault(fn, execution.module) != execution.module:
+            raise TimerError(
+                f"profiler timer: call of {names[fn]} matched an execution of "
+                f"{execution.module} in the trace"
+            )
+        out[fn].append(execution.device_ns / 1e9)
+    return out
+
+
+Strategy = Callable[..., Timed]
+TIMERS: dict[TimerName, Strategy] = {"wallclock": wallclock, "profiler": profiler}
+
+
+def timed_rounds(
+    name: TimerName,
+    interleave: Interleave,
+    fns: Sequence[Callable[..., Any]],
+    args: Sequence[Any],
+    *,
+    warmup: int,
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
+    adaptive: Any = None,
+    rng: random.Random | None = None,
+) -> Timed:
+    """Run the interleaved rounds with the named timer."""
+    return TIMERS[name](
+        interleave,
+        fns,
+        args,
+        warmup=warmup,
+        repeats=repeats,
+        clock=clock,
+        adaptive=adaptive,
+        rng=rng,
+    )
