@@ -110,7 +110,7 @@ def run_ab(request: Request, head: Mapping[str, KernelSpec], env: Mapping[str, s
     ref = request.base_ref
     if ref is None:
         raise InputError("A/B mode needs a base: --base REF, or a pull request's base commit")
-    bench = open_bench(request, head, env, harness=request.ab_harness)
+    bench = open_bench(request, head, env, harness=request.ab_harness, in_process=True)
     with worktree(request.config.root, ref) as (folder, sha):
         base = load_isolated(folder, _base_modules(folder, request))
         if not set(base) & set(head):
@@ -135,6 +135,11 @@ def run_ab(request: Request, head: Mapping[str, KernelSpec], env: Mapping[str, s
 
 
 def cmd_ab(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    for flag in ("resume", "workers", "case_timeout"):
+        if getattr(args, flag, None) is not None:
+            # Head and base are timed round by round in ONE process (see the module
+            # docstring); worker processes, time limits and resume are for `run` and `ci`.
+            raise InputError(f"--{flag.replace('_', '-')} does not apply to ab: it runs in-process")
     request = request_from(args, cwd)
     report = run_ab(request, load_specs(request), env)
     write_report_files(report, request.output, args.markdown)

@@ -7,10 +7,11 @@ every mode: flag, re-measure the flagged cases, judge again.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ from ci_bench.schema import CaseResult, Report, Results, RunMeta, RunSettings
 
 if TYPE_CHECKING:
     from ci_bench.measure.roofline import PeakLookup
+    from ci_bench.measure.workers import Pool
 
 
 def utc_now() -> datetime:
@@ -59,18 +61,6 @@ def matrix_of(selection: Selection, specs: Mapping[str, KernelSpec]) -> list[Cas
     return chosen
 
 
-def _configure_jax(cache_dir: Path | None) -> None:
-    """Persistent compilation cache: later runs load compiled kernels instead of recompiling."""
-    import jax
-
-    if cache_dir is not None:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", str(cache_dir))
-        # Interpret-mode kernels compile in well under the 1 s default threshold.
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
 @dataclass(frozen=True)
 class Bench:
     """Everything a measurement needs besides the cases; built once per command."""
@@ -93,15 +83,28 @@ def open_bench(
     specs: Mapping[str, KernelSpec],
     env: Mapping[str, str],
     harness: HarnessSettings | None = None,
+    *,
+    in_process: bool = False,
 ) -> Bench:
-    """Configure jax, fingerprint the device, read git: once per command."""
+    """Configure jax, fingerprint the device, read git: once per command.
+
+    Unless the command measures ``in_process`` (A/B), a child process reads the
+    fingerprint: this process must not hold the accelerator its workers need.
+    """
     from ci_bench.measure.devices import fingerprint
     from ci_bench.measure.roofline import peak_lookup
+    from ci_bench.measure.runner import configure_jax
+    from ci_bench.measure.timers import default_timer
+    from ci_bench.measure.workers import WorkerError, probe
 
     cases = cases_for(request.selection, specs)
     settings = harness or request.harness
-    _configure_jax(request.compilation_cache)
-    device = fingerprint()
+    configure_jax(request.compilation_cache)
+    try:
+        device = fingerprint() if in_process else probe(env)
+    except WorkerError as exc:
+        raise InputError(str(exc)) from None
+    settings = replace(settings, timer=settings.timer or default_timer(device.platform))
     selection = request.selection
     cache = request.compilation_cache
     meta = RunMeta(
@@ -122,6 +125,7 @@ def open_bench(
             seed=settings.seed,
             interpret=device.platform == "cpu",
             compilation_cache=str(cache) if cache else None,
+            timer=settings.timer,
         ),
         kernels={name: specs[name].version for name in dict.fromkeys(c.kernel for c in cases)},
         matrix=[c.id for c in matrix_of(selection, specs)],
@@ -131,22 +135,69 @@ def open_bench(
     return Bench(request, specs, tuple(cases), settings, meta, peaks, progress)
 
 
-def measure(bench: Bench, save: Callable[[Results], None]) -> Results:
-    """Measure the bench's cases, saving the growing results after every case."""
-    from ci_bench.measure.runner import run_all
+def start_pool(bench: Bench) -> Pool:
+    """Worker processes for this run, each pinned to one accelerator."""
+    from ci_bench.measure.workers import Pool, WorkerSetup, default_workers, pin_env
 
+    request, device = bench.request, bench.meta.device
+    count = request.workers or default_workers(device)
+    setup = WorkerSetup(
+        modules=list(request.modules),
+        root=str(request.config.root),
+        settings=dataclasses.asdict(bench.harness),
+        device=device.model_dump(mode="json"),
+        peak_tflops=request.peak_tflops,
+        peak_gbps=request.peak_gbps,
+        cache_dir=bench.meta.settings.compilation_cache,
+    )
+    pins = [pin_env(device.platform, i) for i in range(count)]
+    return Pool(setup, pins, case_timeout=request.case_timeout)
+
+
+def resume_from(path: Path, bench: Bench) -> tuple[RunMeta, list[CaseResult]]:
+    """The cases to keep from ``path``; refuses (exit 2) a file of other settings."""
+    from ci_bench.measure.runner import kept_cases, resumable
+    from ci_bench.schema import RESULTS_READABLE
+    from ci_bench.store.files import read_model
+
+    previous = read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
+    why = resumable(previous, bench.meta)
+    if why is not None:
+        raise InputError(f"{path}: cannot resume: {why}")
+    kept = kept_cases(previous, bench.specs)
+    bench.progress.note(f"resuming {path}: {len(kept)} case(s) already measured")
+    return bench.meta.model_copy(update={"started_at": previous.meta.started_at}), kept
+
+
+def measure(bench: Bench, save: Callable[[Results], None]) -> Results:
+    """Measure the bench's cases in worker processes, saving the growing results after
+    every case; with ``--resume``, only the cases the file does not hold yet."""
+    from ci_bench.measure.runner import in_workers, run_all
+    from ci_bench.measure.workers import WorkerError
+
+    meta, previous = bench.meta, []
+    if bench.request.resume is not None:
+        meta, previous = resume_from(bench.request.resume, bench)
     if not bench.cases:
         bench.progress.note("the selection is empty: nothing to measure")
-    return run_all(
-        bench.specs,
-        list(bench.cases),
-        bench.harness,
-        bench.meta,
-        bench.peaks,
-        progress=bench.progress,
-        save=save,
-        now=bench.now,
-    )
+    pool = start_pool(bench)
+    try:
+        return run_all(
+            bench.specs,
+            list(bench.cases),
+            bench.harness,
+            meta,
+            bench.peaks,
+            progress=bench.progress,
+            save=save,
+            now=bench.now,
+            execute=in_workers(bench.specs, pool),
+            previous=previous,
+        )
+    except WorkerError as exc:
+        raise InputError(f"{exc} (the results so far are saved)") from None
+    finally:
+        pool.close()
 
 
 def remeasure(

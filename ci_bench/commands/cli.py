@@ -76,6 +76,32 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
         help="JAX persistent compilation cache folder (default: config)",
     )
     cache.add_argument("--no-compilation-cache", action="store_true")
+    run.add_argument(
+        "--timer",
+        choices=("wallclock", "profiler"),
+        help="per-call time: host wall clock (the specification's) or device time from a "
+        "jax.profiler trace (default: config, else per platform: wallclock)",
+    )
+    run.add_argument(
+        "--case-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a case running longer is an error and its worker is replaced (default: config, 600)",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes, each pinned to one accelerator (default: one per local "
+        "accelerator; 1 on CPU)",
+    )
+    run.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RESULTS",
+        help="skip the cases this results file already measured with the same settings "
+        "(the output defaults to this file)",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
 

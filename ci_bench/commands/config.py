@@ -43,6 +43,10 @@ class Config(BaseModel):
     adaptive_target: float | None = Field(None, gt=0, lt=1)
     adaptive_max_seconds: float = Field(30.0, gt=0)
     compilation_cache_dir: Path | None = Path(".cache/jax")
+    # How per-call times are taken; unset: the platform's default (wallclock everywhere).
+    timer: Literal["wallclock", "profiler"] | None = None
+    # A case running longer than this is an error; its worker is killed and replaced.
+    case_timeout: float = Field(600.0, gt=0)
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
     github: ApiSettings = ApiSettings()

@@ -83,6 +83,11 @@ class Request:
     comment: bool = True
     promote_via: str = "commit"
     release: Release | None = None
+    # Issue 13: worker processes (None: one per local accelerator), the per-case time limit,
+    # and a results file to resume.
+    workers: int | None = None
+    case_timeout: float = 600.0
+    resume: Path | None = None
 
 
 def parse_fail_on(text: str | None, default: FailPolicy) -> FailPolicy:
@@ -146,6 +151,7 @@ def _harness(flags: Mapping[str, Any], config: Config, repeats: int) -> HarnessS
     _positive("--max-time", max_seconds)
     seed = flags.get("seed")
     return HarnessSettings(
+        timer=flags.get("timer") or config.timer,
         warmup=config.warmup if warmup is None else warmup,
         repeats=repeats,
         seed=config.seed if seed is None else seed,
@@ -262,4 +268,13 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         comment=not (flags.get("no_comment") or flags.get("no_publish")),
         promote_via=flags.get("promote_via") or config.promote_via,
         release=event if isinstance(event, Release) else None,
+        workers=_at_least_one("--workers", flags.get("workers")),
+        case_timeout=_positive("--case-timeout", flags.get("case_timeout")) or config.case_timeout,
+        resume=flags.get("resume"),
     )
+
+
+def _at_least_one(name: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise InputError(f"{name} must be >= 1")
+    return value

@@ -37,9 +37,10 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
 
     request = request_from(args, cwd)
     bench = open_bench(request, load_specs(request), env)
-    results = measure(bench, saver(request.output))
-    if request.output is not None:
-        bench.progress.note(f"results written to {request.output}")
+    output = request.output if request.output is not None else request.resume
+    results = measure(bench, saver(output))
+    if output is not None:
+        bench.progress.note(f"results written to {output}")
     if request.fmt == "json":
         out.write(dump_model(results))
     else:

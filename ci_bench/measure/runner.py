@@ -5,14 +5,58 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode
-from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_case
+from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, error_result, run_case
 from ci_bench.measure.progress import Progress
+from ci_bench.measure.settings import Adaptive
+from ci_bench.measure.workers import Pool
 from ci_bench.schema import CaseResult, Results, RunMeta
 
 Now = Callable[[], datetime]
+
+
+# Measures the given cases, calling started(i) and done(i, result) as each begins and ends.
+Execute = Callable[[Sequence[Case], Callable[[int], None], Callable[[int, CaseResult], None]], None]
+
+
+def in_process(
+    specs: Mapping[str, KernelSpec],
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    clock: Clock = time.perf_counter,
+) -> Execute:
+    """Cases measured one after another in this process (library use and unit tests)."""
+
+    def execute(
+        cases: Sequence[Case],
+        started: Callable[[int], None],
+        done: Callable[[int, CaseResult], None],
+    ) -> None:
+        for i, case in enumerate(cases):
+            started(i)
+            done(i, run_case(specs[case.kernel], case, settings, peaks, clock))
+
+    return execute
+
+
+def in_workers(specs: Mapping[str, KernelSpec], pool: Pool) -> Execute:
+    """Cases measured in worker processes; a case that kills or hangs its worker is an error."""
+
+    def failed(case: Case, message: str) -> CaseResult:
+        return error_result(specs[case.kernel], case, message)
+
+    def execute(
+        cases: Sequence[Case],
+        started: Callable[[int], None],
+        done: Callable[[int, CaseResult], None],
+    ) -> None:
+        pool.run(cases, failed, done, started)
+
+    return execute
 
 
 def run_all(
@@ -26,23 +70,88 @@ def run_all(
     save: Callable[[Results], None],
     clock: Clock = time.perf_counter,
     now: Now,
+    execute: Execute | None = None,
+    previous: Sequence[CaseResult] = (),
 ) -> Results:
-    """Measure every case; ``save`` receives the growing document after each one.
+    """Measure every case not already in ``previous``; ``save`` receives the growing
+    document (cases in selection order, whatever order they finish in) after each one.
 
     An interrupt (Ctrl-C, a cancelled CI job) stops the loop, but what was measured is
     already saved with ``complete: false``.
     """
-    done: list[CaseResult] = []
-    for index, case in enumerate(cases, start=1):
-        progress.start(index, len(cases), case)
-        result = run_case(specs[case.kernel], case, settings, peaks, clock)
-        done.append(result)
-        progress.done(index, len(cases), result)
-        save(Results(meta=meta, cases=list(done)))
+    execute = execute or in_process(specs, settings, peaks, clock)
+    kept = {c.id: c for c in previous}
+    found: dict[str, CaseResult] = {c.id: kept[c.id] for c in cases if c.id in kept}
+    todo = [c for c in cases if c.id not in found]
+    order = {c.id: i for i, c in enumerate(cases)}
+
+    def in_order() -> list[CaseResult]:
+        return sorted(found.values(), key=lambda r: order[r.id])
+
+    def started(i: int) -> None:
+        progress.start(i + 1, len(todo), todo[i])
+
+    def done(i: int, result: CaseResult) -> None:
+        found[result.id] = result
+        progress.done(i + 1, len(todo), result)
+        save(Results(meta=meta, cases=in_order()))
+
+    execute(todo, started, done)
     final_meta = meta.model_copy(update={"finished_at": now(), "complete": True})
-    results = Results(meta=final_meta, cases=done)
+    results = Results(meta=final_meta, cases=in_order())
     save(results)
     return results
+
+
+def resumable(previous: Results, meta: RunMeta) -> str | None:
+    """Why ``previous`` cannot be resumed by a run with ``meta`` (None: it can)."""
+    old, new = previous.meta, meta
+    if not old.settings.comparable(new.settings):
+        diff = [
+            f"{k} {v!r} (now {new.settings.model_dump()[k]!r})"
+            for k, v in old.settings.model_dump(exclude={"compilation_cache"}).items()
+            if new.settings.model_dump()[k] != v
+        ]
+        return f"measured with other settings: {', '.join(diff)}"
+    if old.device.identity != new.device.identity or old.device.software != new.device.software:
+        return (
+            f"measured on {old.device.identity} with {old.device.software}, "
+            f"this run is on {new.device.identity} with {new.device.software}"
+        )
+    for field in ("profile", "shard", "case_globs", "adhoc"):
+        if getattr(old, field) != getattr(new, field):
+            was, now = getattr(old, field), getattr(new, field)
+            return f"another selection: {field} {was!r}, now {now!r}"
+    return None
+
+
+def kept_cases(previous: Results, specs: Mapping[str, KernelSpec]) -> list[CaseResult]:
+    """The cases a resumed run need not measure again: ok, and of the same kernel version.
+    Errors are retried (a transient failure should not stick)."""
+    return [
+        c
+        for c in previous.cases
+        if c.status == "ok" and c.kernel in specs and specs[c.kernel].version == c.version
+    ]
+
+
+def configure_jax(cache_dir: Path | None) -> None:
+    """Persistent compilation cache: later runs (and restarted workers) load compiled
+    kernels instead of recompiling."""
+    import jax
+
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+        # Interpret-mode kernels compile in well under the 1 s default threshold.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def harness_settings_from(raw: Mapping[str, Any]) -> HarnessSettings:
+    """HarnessSettings back from ``dataclasses.asdict`` (how workers receive them)."""
+    adaptive = raw.get("adaptive")
+    return HarnessSettings(**{**raw, "adaptive": Adaptive(**adaptive) if adaptive else None})
 
 
 def run_exit_code(results: Results, fail_on_error: bool) -> ExitCode:

@@ -1,0 +1,338 @@
+"""Cases run in worker processes; the parent owns the results file.
+
+A kernel that hangs, segfaults or calls ``os._exit`` takes down only its worker: the case
+becomes an ``error`` naming the time limit, the signal or the exit code (with the last
+lines the worker wrote to stderr), a fresh worker takes its place, and the run goes on.
+The persistent compilation cache keeps a restart cheap. With several workers each is
+pinned to one accelerator and all share one queue of cases.
+
+Protocol: the worker reads one JSON line per job on stdin and answers one JSON line on its
+original stdout (fd 1 is pointed at stderr, so a kernel's prints cannot corrupt it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ci_bench.contract.spec import Case
+from ci_bench.schema import CaseResult, DeviceFingerprint
+
+DEFAULT_CASE_TIMEOUT = 600.0
+# Importing jax and the kernels; a worker that is not ready by then is broken, not slow.
+START_TIMEOUT = 300.0
+_WORKER = "from ci_bench.measure.workers import serve; serve()"
+
+
+class WorkerError(RuntimeError):
+    """Workers cannot start at all (the run cannot go on)."""
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """Everything a worker needs to measure a case, as plain JSON-able values."""
+
+    modules: list[str]
+    root: str | None
+    settings: dict[str, Any]
+    device: dict[str, Any]
+    peak_tflops: float | None = None
+    peak_gbps: float | None = None
+    cache_dir: str | None = None
+
+
+def pin_env(platform: str, index: int) -> dict[str, str]:
+    """Environment that gives a worker exactly one local accelerator.
+
+    TPU: libtpu's non-communicating single-chip processes (one chip each, own mesh port);
+    GPU: CUDA_VISIBLE_DEVICES. CPU workers share the host and need nothing.
+    """
+    if platform == "tpu":
+        port = str(8476 + index)
+        return {
+            "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+            "TPU_PROCESS_BOUNDS": "1,1,1",
+            "TPU_VISIBLE_CHIPS": str(index),
+            "TPU_VISIBLE_DEVICES": str(index),  # older libtpu spelling
+            "TPU_PROCESS_PORT": port,
+            "TPU_MESH_CONTROLLER_ADDRESS": f"localhost:{port}",
+            "TPU_MESH_CONTROLLER_PORT": port,
+        }
+    if platform == "gpu":
+        return {"CUDA_VISIBLE_DEVICES": str(index)}
+    return {}
+
+
+def default_workers(device: DeviceFingerprint) -> int:
+    """One worker per local accelerator; one on CPU (cases would share the same cores)."""
+    return max(1, device.device_count) if device.platform in ("tpu", "gpu") else 1
+
+
+def probe(env: Mapping[str, str], timeout: float = START_TIMEOUT) -> DeviceFingerprint:
+    """The host's device fingerprint, read in a child so this process never holds a TPU."""
+    code = (
+        "import sys; from ci_bench.measure.devices import fingerprint; "
+        "sys.stdout.write(fingerprint().model_dump_json())"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise WorkerError(f"reading the device fingerprint took over {timeout:g} s") from None
+    if done.returncode != 0:
+        raise WorkerError(f"reading the device fingerprint failed: {_tail(done.stderr)}")
+    return DeviceFingerprint.model_validate_json(done.stdout)
+
+
+def _tail(text: str, lines: int = 4) -> str:
+    """The last lines a dead worker wrote; a fatal error's headline first when there is one."""
+    rows = [r.strip() for r in text.splitlines() if r.strip()]
+    fatal = next((i for i, r in enumerate(rows) if r.startswith("Fatal Python error")), None)
+    if fatal is not None:  # faulthandler: the error, then the innermost frame
+        frame = next((r for r in rows[fatal:] if r.startswith("File ")), None)
+        picked = [rows[fatal], *([frame] if frame else [])]
+    else:
+        picked = rows[-lines:]
+    return " | ".join(picked) or "(no stderr)"
+
+
+def death(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+@dataclass
+class _Slot:
+    """One worker process and the job it runs."""
+
+    index: int
+    pin: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+    stderr: IO[bytes] | None = None
+    buffer: bytes = b""
+    ready: bool = False
+    job: tuple[int, Case] | None = None
+    deadline: float = 0.0
+    err_offset: int = 0
+
+
+Failed = Callable[[Case, str], CaseResult]
+Done = Callable[[int, CaseResult], None]
+Started = Callable[[int], None]
+
+
+class Pool:
+    """Worker processes sharing one queue of jobs, with a time limit per job."""
+
+    def __init__(
+        self,
+        setup: WorkerSetup,
+        pins: Sequence[dict[str, str]],
+        *,
+        case_timeout: float = DEFAULT_CASE_TIMEOUT,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.setup = setup
+        self.case_timeout = case_timeout
+        self.env = dict(os.environ if env is None else env)
+        self.slots = [_Slot(i, dict(p)) for i, p in enumerate(pins)]
+        self.selector = selectors.DefaultSelector()
+
+    # -- processes ---------------------------------------------------------------------
+    def _spawn(self, slot: _Slot) -> None:
+        slot.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
+        slot.proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=slot.stderr,
+            env={**self.env, **slot.pin},
+            start_new_session=True,  # its own process group: a kill takes its children too
+        )
+        assert slot.proc.stdin is not None
+        assert slot.proc.stdout is not None
+        os.set_blocking(slot.proc.stdout.fileno(), False)
+        self.selector.register(slot.proc.stdout, selectors.EVENT_READ, slot)
+        slot.buffer, slot.ready, slot.job = b"", False, None
+        slot.deadline = time.monotonic() + max(START_TIMEOUT, self.case_timeout)
+        self._send(slot, {"setup": dataclasses.asdict(self.setup)})
+
+    def _send(self, slot: _Slot, message: dict[str, Any]) -> None:
+        assert slot.proc is not None
+        assert slot.proc.stdin is not None
+        try:
+            slot.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            slot.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died; the EOF on its stdout says how
+
+    def _stop(self, slot: _Slot, kill: bool) -> int:
+        proc = slot.proc
+        assert proc is not None
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(proc.stdout)  # type: ignore[arg-type]
+        if kill and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # type: ignore[union-attr]
+        code = proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+        slot.proc = None
+        return code
+
+    def _stderr_since(self, slot: _Slot) -> str:
+        assert slot.stderr is not None
+        slot.stderr.seek(slot.err_offset)
+        text = slot.stderr.read().decode(errors="replace")
+        slot.stderr.close()
+        return text
+
+    def close(self) -> None:
+        for slot in self.slots:
+            if slot.proc is not None:
+                self._send(slot, {"exit": True})
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    slot.proc.wait(timeout=10)
+                self._stop(slot, kill=True)
+                if slot.stderr is not None:
+                    slot.stderr.close()
+        self.selector.close()
+
+    # -- the queue ---------------------------------------------------------------------
+    def run(self, cases: Sequence[Case], failed: Failed, done: Done, started: Started) -> None:
+        """Measure every case; ``done(i, result)`` as each finishes (in any order)."""
+        queue = deque(enumerate(cases))
+        if not queue:
+            return
+        while queue or any(s.job is not None for s in self.slots):
+            for slot in self.slots:
+                if slot.proc is None and queue:
+                    self._spawn(slot)
+                if slot.ready and slot.job is None and queue:
+                    i, case = queue.popleft()
+                    slot.job = (i, case)
+                    assert slot.stderr is not None
+                    slot.err_offset = slot.stderr.seek(0, os.SEEK_END)
+                    slot.deadline = time.monotonic() + self.case_timeout
+                    started(i)
+                    self._send(slot, {"case": _case_json(case)})
+            live = [s for s in self.slots if s.proc is not None and (s.job or not s.ready)]
+            if not live:
+                continue
+            wait = max(0.0, min(s.deadline for s in live) - time.monotonic())
+            for key, _ in self.selector.select(timeout=wait):
+                self._read(key.data, failed, done)
+            now = time.monotonic()
+            for slot in live:
+                if slot.proc is not None and now >= slot.deadline:
+                    self._expire(slot, failed, done)
+
+    def _read(self, slot: _Slot, failed: Failed, done: Done) -> None:
+        assert slot.proc is not None
+        assert slot.proc.stdout is not None
+        try:
+            chunk = os.read(slot.proc.stdout.fileno(), 1 << 20)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self._died(slot, failed, done)
+            return
+        slot.buffer += chunk
+        while b"\n" in slot.buffer:
+            line, slot.buffer = slot.buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if "ready" in message:
+                slot.ready = True
+            elif "result" in message and slot.job is not None:
+                i, _ = slot.job
+                slot.job = None
+                done(i, CaseResult.model_validate(message["result"]))
+
+    def _died(self, slot: _Slot, failed: Failed, done: Done) -> None:
+        code = self._stop(slot, kill=True)
+        text = self._stderr_since(slot)
+        if slot.job is None:
+            raise WorkerError(f"a worker {death(code)} while starting: {_tail(text)}")
+        i, case = slot.job
+        slot.job = None
+        done(i, failed(case, f"worker {death(code)}: {_tail(text)}"))
+
+    def _expire(self, slot: _Slot, failed: Failed, done: Done) -> None:
+        self._stop(slot, kill=True)
+        text = self._stderr_since(slot)
+        if slot.job is None:
+            raise WorkerError(f"a worker did not start within {START_TIMEOUT:g} s: {_tail(text)}")
+        i, case = slot.job
+        slot.job = None
+        done(i, failed(case, f"timed out after {self.case_timeout:g} s"))
+
+
+def _case_json(case: Case) -> dict[str, Any]:
+    return {"kernel": case.kernel, "params": dict(case.params), "dtype": case.dtype}
+
+
+# -- the worker side -------------------------------------------------------------------
+def serve() -> None:
+    """Worker entry point: set up once, then measure one case per line until EOF."""
+    import faulthandler
+
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # prints, from Python or C, go to stderr
+    sys.stdout = sys.stderr
+    faulthandler.enable()  # a segfault leaves its stack on stderr for the parent
+    measure: Callable[[dict[str, Any]], CaseResult] | None = None
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "exit" in message:
+            return
+        if "setup" in message:
+            measure = _worker(WorkerSetup(**message["setup"]))
+            proto.write(json.dumps({"ready": True}) + "\n")
+            continue
+        assert measure is not None
+        result = measure(message)
+        proto.write(json.dumps({"result": result.model_dump(mode="json")}) + "\n")
+
+
+def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], CaseResult]:
+    from ci_bench.contract.registry import load_kernels
+    from ci_bench.measure.harness import run_case
+    from ci_bench.measure.roofline import peak_lookup
+    from ci_bench.measure.runner import configure_jax, harness_settings_from
+
+    configure_jax(Path(setup.cache_dir) if setup.cache_dir else None)
+    specs = load_kernels(setup.modules, Path(setup.root) if setup.root else None)
+    settings = harness_settings_from(setup.settings)
+    device = DeviceFingerprint.model_validate(setup.device)
+    peaks = peak_lookup(device.device_kind, device.platform, setup.peak_tflops, setup.peak_gbps)
+
+    def measure(message: dict[str, Any]) -> CaseResult:
+        raw = message["case"]
+        case = Case(raw["kernel"], raw["params"], raw["dtype"])
+        return run_case(specs[case.kernel], case, settings, peaks)
+
+    return measure

@@ -1,0 +1,136 @@
+"""Cases in worker processes: a hang, a segfault and an exit cost one case, not the run;
+a killed run resumes; several workers share one queue."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ci_bench.errors import ExitCode
+from ci_bench.measure.workers import _tail, death, default_workers, pin_env
+from ci_bench.schema import Results
+from ci_bench.store.files import read_model
+from tests.conftest import FIXTURES, REPO, run_cli, write_project
+from tests.factories import CPU, V5E
+
+
+def load(path) -> Results:
+    return read_model(path, Results, what="results", schema_version=2)
+
+
+def test_hang_segfault_and_exit_are_one_error_each_and_the_rest_is_measured(tmp_path):
+    kernels = ["tiny_matmul", "hang_kernel", "segfault_kernel", "exit_kernel"]
+    write_project(tmp_path, kernels)
+    out = tmp_path / "r.json"
+    done = run_cli(
+        "run",
+        "--case-timeout",
+        "20",  # generous for a loaded CI machine; only the hanging case waits it out
+        "--workers",
+        "2",
+        "--repeats",
+        "3",
+        "-o",
+        str(out),
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == ExitCode.FAILED, done.stderr  # errors fail by default policy
+    results = load(out)
+    assert results.meta.complete
+    by_id = {c.id: c for c in results.cases}
+    assert by_id["hang/B1-M128-K128-N128/float32"].error == "timed out after 20 s"
+    segv = by_id["segfault/B1-M128-K128-N128/float32"].error
+    assert segv.startswith("worker killed by signal SIGSEGV: Fatal Python error: Segmentation")
+    assert "string_at" in segv  # the innermost frame from the worker's stderr
+    assert by_id["exit/B1-M128-K128-N128/float32"].error.startswith("worker exited with code 3")
+    ok = [c for c in results.cases if c.status == "ok"]
+    assert [c.id for c in ok] == [
+        "matmul/B1-M128-K128-N128/float32",
+        "matmul/B1-M128-K128-N128/bfloat16",
+    ]
+    # two workers, yet the file lists cases in selection order, as one worker would
+    listed = run_cli("list", cwd=tmp_path)
+    assert [c.id for c in results.cases] == [
+        line for line in listed.stdout.splitlines() if not line.startswith("#")
+    ]
+    # and the table (the report of a run) was written
+    assert "timed out after 20 s" in done.stdout
+
+
+def test_a_killed_run_resumes_measuring_only_the_rest(tmp_path):
+    write_project(tmp_path, ["tiny_matmul", "slow_kernel"])
+    out = tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
+    args = [sys.executable, "-m", "ci_bench.commands.cli", "run", "--repeats", "2", "-q"]
+    proc = subprocess.Popen([*args, "-o", str(out)], cwd=tmp_path, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if out.exists() and len(json.loads(out.read_text())["cases"]) >= 2:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    first = load(out)
+    assert not first.meta.complete
+    kept = {c.id: c for c in first.cases}
+    assert 2 <= len(kept) < 4
+    done = run_cli("run", "--repeats", "2", "--resume", str(out), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(kept)} case(s) already measured" in done.stderr
+    assert f"[{4 - len(kept)}/{4 - len(kept)}]" in done.stderr
+    assert "[4/4]" not in done.stderr
+    final = load(out)
+    assert final.meta.complete
+    assert [c.id for c in final.cases] == [
+        "matmul/B1-M128-K128-N128/float32",
+        "matmul/B1-M128-K128-N128/bfloat16",
+        "slow/B1-M128-K128-N128/float32",
+        "slow/B1-M128-K128-N128/bfloat16",
+    ]
+    for c in final.cases:  # what was measured before is kept as it was, not re-measured
+        if c.id in kept:
+            assert c == kept[c.id]
+    # a file of other settings is refused in one line
+    again = run_cli("run", "--repeats", "3", "--resume", str(out), cwd=tmp_path)
+    assert again.returncode == ExitCode.USAGE
+    assert "cannot resume: measured with other settings: repeats 2 (now 3)" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+
+def test_profiler_timer_end_to_end_records_the_timer_and_dispatch(tmp_path):
+    write_project(tmp_path, ["tiny_matmul"])
+    out = tmp_path / "r.json"
+    done = run_cli("run", "--timer", "profiler", "--repeats", "3", "-o", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    results = load(out)
+    assert results.meta.settings.timer == "profiler"
+    for c in results.cases:
+        assert c.dispatch["pallas"].device_median_ms == pytest.approx(c.pallas.median_ms)
+        assert c.dispatch["native"].device_median_ms == pytest.approx(c.native.median_ms)
+
+
+def test_pinning_gives_each_worker_one_accelerator():
+    assert pin_env("gpu", 3) == {"CUDA_VISIBLE_DEVICES": "3"}
+    tpu = pin_env("tpu", 2)
+    assert tpu["TPU_VISIBLE_CHIPS"] == "2"
+    assert tpu["TPU_CHIPS_PER_PROCESS_BOUNDS"] == tpu["TPU_PROCESS_BOUNDS"] == "1,1,1"
+    assert pin_env("tpu", 1)["TPU_PROCESS_PORT"] != pin_env("tpu", 0)["TPU_PROCESS_PORT"]
+    assert pin_env("cpu", 1) == {}
+    assert default_workers(CPU) == 1
+    assert default_workers(V5E.model_copy(update={"device_count": 8})) == 8
+
+
+def test_how_a_worker_died_is_named():
+    assert death(-signal.SIGKILL) == "killed by signal SIGKILL"
+    assert death(3) == "exited with code 3"
+    assert _tail("a\nb\n\nc\nd\ne\n") == "b | c | d | e"
+    assert _tail("") == "(no stderr)"
