@@ -468,6 +468,29 @@ def test_a_shard_job_writes_files_only(server, workspace):
     assert not (workspace / "output.txt").exists()
     assert "::" not in done.stdout
     assert comments(server, number) == []
+    # the runner restarts mid-shard: the re-run attempt resumes and measures only the rest
+    first = json.loads((out / "results.json").read_text())
+    kept = first["cases"][0]
+    cut = {**first, "meta": {**first["meta"], "complete": False}, "cases": [kept]}
+    (workspace / "cut.json").write_text(json.dumps(cut))
+    again = run_cli(
+        "ci",
+        *SMALL,
+        "--shard",
+        "1/2",
+        "--no-publish",
+        "--out-dir",
+        "shard-1",
+        "--resume",
+        "cut.json",
+        cwd=workspace,
+        env=env,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "resuming cut.json: 1 case(s) already measured" in again.stderr
+    resumed = json.loads((out / "results.json").read_text())
+    assert resumed["cases"][0] == kept
+    assert [c["id"] for c in resumed["cases"]] == [c["id"] for c in first["cases"]]
 
 
 def test_a_pasted_marker_from_someone_else_is_not_our_comment(server, workspace):

@@ -13,7 +13,13 @@ import time
 import pytest
 
 from ci_bench.errors import ExitCode
-from ci_bench.measure.workers import _tail, death, default_workers, pin_env
+from ci_bench.measure.workers import (
+    _tail,
+    accelerator_present,
+    death,
+    default_workers,
+    pin_env,
+)
 from ci_bench.schema import Results
 from ci_bench.store.files import read_model
 from tests.conftest import FIXTURES, REPO, run_cli, write_project
@@ -134,3 +140,13 @@ def test_how_a_worker_died_is_named():
     assert death(3) == "exited with code 3"
     assert _tail("a\nb\n\nc\nd\ne\n") == "b | c | d | e"
     assert _tail("") == "(no stderr)"
+
+
+def test_the_fingerprint_is_read_in_a_child_only_where_an_accelerator_could_be_held(tmp_path):
+    assert not accelerator_present({}, tmp_path)
+    (tmp_path / "accel0").touch()
+    assert accelerator_present({}, tmp_path)
+    assert not accelerator_present({"JAX_PLATFORMS": "cpu"}, tmp_path)
+    (tmp_path / "accel0").unlink()
+    (tmp_path / "nvidia1").touch()
+    assert accelerator_present({}, tmp_path)

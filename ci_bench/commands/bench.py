@@ -88,20 +88,22 @@ def open_bench(
 ) -> Bench:
     """Configure jax, fingerprint the device, read git: once per command.
 
-    Unless the command measures ``in_process`` (A/B), a child process reads the
-    fingerprint: this process must not hold the accelerator its workers need.
+    Unless the command measures ``in_process`` (A/B) or the host has no accelerator, a
+    child process reads the fingerprint: this process must not hold the accelerator its
+    workers need.
     """
     from ci_bench.measure.devices import fingerprint
     from ci_bench.measure.roofline import peak_lookup
     from ci_bench.measure.runner import configure_jax
     from ci_bench.measure.timers import default_timer
-    from ci_bench.measure.workers import WorkerError, probe
+    from ci_bench.measure.workers import WorkerError, accelerator_present, probe
 
     cases = cases_for(request.selection, specs)
     settings = harness or request.harness
     configure_jax(request.compilation_cache)
     try:
-        device = fingerprint() if in_process else probe(env)
+        isolated = not in_process and accelerator_present(env)
+        device = probe(env) if isolated else fingerprint()
     except WorkerError as exc:
         raise InputError(str(exc)) from None
     settings = replace(settings, timer=settings.timer or default_timer(device.platform))

@@ -81,6 +81,18 @@ def default_workers(device: DeviceFingerprint) -> int:
     return max(1, device.device_count) if device.platform in ("tpu", "gpu") else 1
 
 
+# Device nodes of local accelerators: TPU (v4+ accel, older vfio) and NVIDIA GPUs.
+ACCELERATOR_NODES = ("accel*", "vfio/[0-9]*", "nvidia[0-9]*")
+
+
+def accelerator_present(env: Mapping[str, str], dev: Path = Path("/dev")) -> bool:
+    """Could jax in this process take an accelerator a worker needs? Not on a CPU-only
+    host, nor when ``JAX_PLATFORMS=cpu``; then the fingerprint is read in-process."""
+    if env.get("JAX_PLATFORMS", "").strip().lower() == "cpu":
+        return False
+    return any(any(dev.glob(pattern)) for pattern in ACCELERATOR_NODES)
+
+
 def probe(env: Mapping[str, str], timeout: float = START_TIMEOUT) -> DeviceFingerprint:
     """The host's device fingerprint, read in a child so this process never holds a TPU."""
     code = (
@@ -214,9 +226,10 @@ class Pool:
     def close(self) -> None:
         for slot in self.slots:
             if slot.proc is not None:
-                self._send(slot, {"exit": True})
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    slot.proc.wait(timeout=10)
+                if slot.job is None:  # idle: let it exit; busy (an interrupt): kill it now
+                    self._send(slot, {"exit": True})
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        slot.proc.wait(timeout=10)
                 self._stop(slot, kill=True)
                 if slot.stderr is not None:
                     slot.stderr.close()
