@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ci_bench import __version__
 from ci_bench.commands.git import git_info
 from ci_bench.commands.request import Request, Selection
-from ci_bench.contract.matrix import expand, select, shard
+from ci_bench.contract.matrix import expand, profile_notes, select, shard
 from ci_bench.contract.registry import load_kernels
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import InputError
@@ -59,9 +59,14 @@ def matrix_of(selection: Selection, specs: Mapping[str, KernelSpec]) -> list[Cas
     return chosen
 
 
-def _configure_jax(cache_dir: Path | None) -> None:
-    """Persistent compilation cache: later runs load compiled kernels instead of recompiling."""
+def _configure_jax(cache_dir: Path | None, interpret_mode: str = "kernel") -> str | None:
+    """Persistent compilation cache: later runs load compiled kernels instead of recompiling.
+    Also the CPU interpret mode; returns the one in force (None off CPU)."""
     import jax
+
+    from ci_bench.measure.interpret import apply_interpret_mode
+
+    mode = apply_interpret_mode("tpu" if interpret_mode == "tpu" else "kernel")
 
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -69,6 +74,7 @@ def _configure_jax(cache_dir: Path | None) -> None:
         # Interpret-mode kernels compile in well under the 1 s default threshold.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return mode
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ def open_bench(
 
     cases = cases_for(request.selection, specs)
     settings = harness or request.harness
-    _configure_jax(request.compilation_cache)
+    mode = _configure_jax(request.compilation_cache, request.cpu_interpret)
     device = fingerprint()
     selection = request.selection
     cache = request.compilation_cache
@@ -121,6 +127,8 @@ def open_bench(
             adaptive_max_seconds=settings.adaptive.max_seconds if settings.adaptive else None,
             seed=settings.seed,
             interpret=device.platform == "cpu",
+            interpret_mode=mode,
+            lowered_for=request.lower,
             compilation_cache=str(cache) if cache else None,
         ),
         kernels={name: specs[name].version for name in dict.fromkeys(c.kernel for c in cases)},
@@ -128,6 +136,9 @@ def open_bench(
     )
     peaks = peak_lookup(device.device_kind, device.platform, request.peak_tflops, request.peak_gbps)
     progress = Progress(sys.stderr, live=sys.stderr.isatty(), quiet=request.quiet)
+    if selection.profile is not None:
+        for note in profile_notes(specs, selection.profile, selection.kernels):
+            progress.note(f"note: {note}")
     return Bench(request, specs, tuple(cases), settings, meta, peaks, progress)
 
 
@@ -137,6 +148,15 @@ def measure(bench: Bench, save: Callable[[Results], None]) -> Results:
 
     if not bench.cases:
         bench.progress.note("the selection is empty: nothing to measure")
+    precheck = None
+    if bench.request.lower:
+        from ci_bench.measure.lowering import as_case_error, check_platform, lower_case
+
+        platform, seed = check_platform(bench.request.lower), bench.harness.seed
+
+        def precheck(spec: KernelSpec, case: Case) -> CaseResult | None:
+            return as_case_error(lower_case(spec, case, platform, seed))
+
     return run_all(
         bench.specs,
         list(bench.cases),
@@ -146,6 +166,7 @@ def measure(bench: Bench, save: Callable[[Results], None]) -> Results:
         progress=bench.progress,
         save=save,
         now=bench.now,
+        precheck=precheck,
     )
 
 

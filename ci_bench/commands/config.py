@@ -43,6 +43,9 @@ class Config(BaseModel):
     adaptive_target: float | None = Field(None, gt=0, lt=1)
     adaptive_max_seconds: float = Field(30.0, gt=0)
     compilation_cache_dir: Path | None = Path(".cache/jax")
+    # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
+    # pallas_call under jax's TPU interpreter (TPU-only kernels without `interpret`).
+    cpu_interpret: Literal["kernel", "tpu"] = "kernel"
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
     github: ApiSettings = ApiSettings()

@@ -83,6 +83,8 @@ class Request:
     comment: bool = True
     promote_via: str = "commit"
     release: Release | None = None
+    cpu_interpret: str = "kernel"  # CPU: "kernel" or "tpu" (jax's TPU interpreter)
+    lower: str | None = None  # run --lower: check each case lowers for this platform first
 
 
 def parse_fail_on(text: str | None, default: FailPolicy) -> FailPolicy:
@@ -262,4 +264,6 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         comment=not (flags.get("no_comment") or flags.get("no_publish")),
         promote_via=flags.get("promote_via") or config.promote_via,
         release=event if isinstance(event, Release) else None,
+        cpu_interpret=flags.get("cpu_interpret") or config.cpu_interpret,
+        lower=flags.get("lower"),
     )

@@ -26,16 +26,20 @@ def run_all(
     save: Callable[[Results], None],
     clock: Clock = time.perf_counter,
     now: Now,
+    precheck: Callable[[KernelSpec, Case], CaseResult | None] | None = None,
 ) -> Results:
     """Measure every case; ``save`` receives the growing document after each one.
 
     An interrupt (Ctrl-C, a cancelled CI job) stops the loop, but what was measured is
-    already saved with ``complete: false``.
+    already saved with ``complete: false``. ``precheck`` (e.g. the lowering check of
+    ``run --lower``) may answer for a case with an error result instead of measuring it.
     """
     done: list[CaseResult] = []
     for index, case in enumerate(cases, start=1):
         progress.start(index, len(cases), case)
-        result = run_case(specs[case.kernel], case, settings, peaks, clock)
+        spec = specs[case.kernel]
+        result = precheck(spec, case) if precheck else None
+        result = result or run_case(spec, case, settings, peaks, clock)
         done.append(result)
         progress.done(index, len(cases), result)
         save(Results(meta=meta, cases=list(done)))
