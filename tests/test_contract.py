@@ -72,7 +72,8 @@ def test_check_spec_cli_accepts_a_file_path_and_reports_in_one_line_each(tmp_pat
     )
     ok = run_cli("check-spec", "kernels.matmul", str(FIXTURES / "lane_block.py"), cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    assert "kernel matmul v0.1.0 ok" in ok.stdout and "kernel lane_block v0.1.0 ok" in ok.stdout
+    assert "kernel matmul v0.1.0 ok" in ok.stdout
+    assert "kernel lane_block v0.1.0 ok" in ok.stdout
     done = run_cli("check-spec", "bad_kernel.py", cwd=tmp_path)
     assert done.returncode == ExitCode.USAGE
     assert "returned str, expected an int" in done.stdout
@@ -88,7 +89,9 @@ def test_kernel_module_accepts_file_paths_and_states_the_rule_when_missing(tmp_p
     assert "lane_block/R16-C200/float32" in listed.stdout
     missing = run_cli("list", "--kernel-module", "k/nope.py", cwd=tmp_path)
     assert missing.returncode == ExitCode.USAGE
-    assert "no such file" in missing.stderr and "config file's folder" in missing.stderr
+    assert "no such file" in missing.stderr
+    assert "config file's folder" in missing.stderr
     unknown = run_cli("list", "--kernel-module", "nope_module", cwd=tmp_path)
     assert unknown.returncode == ExitCode.USAGE
-    assert "module name" in unknown.stderr and "file path" in unknown.stderr
+    assert "module name" in unknown.stderr
+    assert "file path" in unknown.stderr

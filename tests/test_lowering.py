@@ -21,7 +21,8 @@ def test_a_lane_block_that_interprets_fine_is_a_tpu_lowering_error(tmp_path):
     ran = run_cli("run", "--repeats", "2", "--warmup", "1", "-o", str(run_out), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     (case,) = read_model(run_out, Results, what="results", schema_version=1).cases
-    assert case.status == "ok" and case.correctness.ok
+    assert case.status == "ok"
+    assert case.correctness.ok
 
     low = run_cli("lower", "--platform", "tpu", "-o", str(low_out), cwd=tmp_path)
     assert low.returncode == ExitCode.FAILED, low.stderr
@@ -32,14 +33,16 @@ def test_a_lane_block_that_interprets_fine_is_a_tpu_lowering_error(tmp_path):
     assert "lowering for tpu failed" in lowered.error
     assert "divisible by 8 and 128" in lowered.error  # jax's own message
     assert "Traceback" in lowered.traceback
-    assert "lane_block/R16-C200/float32" in low.stdout and "0/1 cases lower" in low.stdout
+    assert "lane_block/R16-C200/float32" in low.stdout
+    assert "0/1 cases lower" in low.stdout
 
     # the same check inside run: the case becomes an error and is not measured
     both = run_cli("run", "--lower", "tpu", "--repeats", "2", "-o", str(run_out), cwd=tmp_path)
     assert both.returncode == ExitCode.NOTHING_MEASURED, both.stderr
     results = read_model(run_out, Results, what="results", schema_version=1)
     assert results.meta.settings.lowered_for == "tpu"
-    assert results.cases[0].status == "error" and results.cases[0].pallas is None
+    assert results.cases[0].status == "error"
+    assert results.cases[0].pallas is None
     assert "divisible by 8 and 128" in results.cases[0].error
 
 
@@ -49,11 +52,13 @@ def test_project_kernels_lower_to_mosaic_for_every_smoke_case(tmp_path):
     done = run_cli("lower", "--platform", "tpu", "--profile", "smoke", "-o", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
-    assert doc["kind"] == "lowering" and doc["schema_version"] == 1
+    assert doc["kind"] == "lowering"
+    assert doc["schema_version"] == 1
     assert len(doc["cases"]) == 12
     for case in doc["cases"]:
         assert case["status"] == "ok", case
-        assert case["kind"] == "mosaic" and "tpu_custom_call" in case["custom_calls"]
+        assert case["kind"] == "mosaic"
+        assert "tpu_custom_call" in case["custom_calls"]
 
 
 def test_cuda_without_the_plugin_is_a_one_line_usage_error(tmp_path):
@@ -68,7 +73,8 @@ def test_cuda_without_the_plugin_is_a_one_line_usage_error(tmp_path):
     done = run_cli("lower", "--platform", "cuda", cwd=tmp_path)
     assert done.returncode == ExitCode.USAGE
     assert done.stderr.strip().count("\n") == 0
-    assert "CUDA plugin" in done.stderr and "Traceback" not in done.stderr
+    assert "CUDA plugin" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_custom_call_targets_name_the_pallas_backend():

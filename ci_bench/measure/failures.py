@@ -6,7 +6,7 @@ import traceback
 
 from ci_bench.text import one_line
 
-__all__ = ["full_traceback", "one_line"]
+__all__ = ["full_traceback", "one_line", "with_hint"]
 
 
 def full_traceback(exc: BaseException, limit_chars: int = 20_000) -> str:
@@ -14,3 +14,16 @@ def full_traceback(exc: BaseException, limit_chars: int = 20_000) -> str:
     PR comment); the tail is kept when it is huge, since the raising frame is last."""
     text = "".join(traceback.format_exception(exc)).rstrip()
     return text if len(text) <= limit_chars else "…" + text[-limit_chars:]
+
+
+TPU_ONLY = "Only interpret mode is supported on CPU backend"
+
+
+def with_hint(message: str) -> str:
+    """Add what to do to the errors whose fix is known."""
+    if TPU_ONLY in message:
+        return (
+            f"{message} (a TPU-only kernel: run it under jax's TPU interpreter with "
+            '--cpu-interpret tpu or cpu-interpret = "tpu" in [tool.ci-bench])'
+        )
+    return message

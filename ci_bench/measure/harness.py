@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from ci_bench.contract.spec import Case, KernelSpec, Tolerance, as_inputs
 from ci_bench.judge.stats import relative_ci_width, stats_of
-from ci_bench.measure.failures import full_traceback
+from ci_bench.measure.failures import full_traceback, with_hint
 from ci_bench.measure.roofline import PeakLookup, compute_metrics, tflops_of
 from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.schema import (
@@ -372,7 +372,7 @@ def run_contestants(
         )
     except Exception as exc:  # a case failing must never stop the others; recorded
         culprit = current if current < len(specs) else None
-        return failed(one_line(exc), culprit, full_traceback(exc))
+        return failed(with_hint(one_line(exc)), culprit, full_traceback(exc))
     native_stats = stats_of(samples[-1], settings.warmup)
     peak_tflops, peak_gbps = peaks(case.dtype)
     results = []
