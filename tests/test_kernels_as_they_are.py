@@ -15,7 +15,7 @@ from ci_bench.contract.spec import Case, Tolerance
 from ci_bench.measure.harness import HarnessSettings, check_outputs, run_case
 from ci_bench.measure.roofline import compute_metrics
 from ci_bench.report.render import fmt_util
-from ci_bench.schema import Results
+from ci_bench.schema import RESULTS_SCHEMA_VERSION, Results
 from ci_bench.store.files import read_model
 from kernels.matmul import SPEC
 from tests.conftest import REPO, run_cli, write_project
@@ -146,7 +146,7 @@ def test_cpu_interpret_tpu_runs_the_project_matmul_and_is_recorded(tmp_path):
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    results = read_model(out, Results, what="results", schema_version=1)
+    results = read_model(out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
     assert results.meta.settings.interpret_mode == "tpu"
     assert results.cases[0].status == "ok"
 
@@ -157,7 +157,7 @@ def test_a_tpu_only_jax_kernel_runs_through_config_alone(tmp_path):
     args = ("--case", "*N128*", "--repeats", "2", "--warmup", "0", "--no-compilation-cache")
     done = run_cli("run", "--config", str(config), *args, "-o", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    (case,) = read_model(out, Results, what="results", schema_version=1).cases
+    (case,) = read_model(out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION).cases
     assert case.status == "ok"
     assert case.correctness.ok
     # the same kernel without the TPU interpreter: a one-line error with the fix, the

@@ -8,7 +8,7 @@ import pytest
 
 from ci_bench.errors import ExitCode
 from ci_bench.measure.lowering import custom_calls, pallas_kind
-from ci_bench.schema import Results
+from ci_bench.schema import RESULTS_SCHEMA_VERSION, Results
 from ci_bench.schema.lowering import LoweringResults
 from ci_bench.store.files import read_model
 from tests.conftest import run_cli, write_project
@@ -20,7 +20,9 @@ def test_a_lane_block_that_interprets_fine_is_a_tpu_lowering_error(tmp_path):
 
     ran = run_cli("run", "--repeats", "2", "--warmup", "1", "-o", str(run_out), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
-    (case,) = read_model(run_out, Results, what="results", schema_version=1).cases
+    (case,) = read_model(
+        run_out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION
+    ).cases
     assert case.status == "ok"
     assert case.correctness.ok
 
@@ -39,7 +41,7 @@ def test_a_lane_block_that_interprets_fine_is_a_tpu_lowering_error(tmp_path):
     # the same check inside run: the case becomes an error and is not measured
     both = run_cli("run", "--lower", "tpu", "--repeats", "2", "-o", str(run_out), cwd=tmp_path)
     assert both.returncode == ExitCode.NOTHING_MEASURED, both.stderr
-    results = read_model(run_out, Results, what="results", schema_version=1)
+    results = read_model(run_out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
     assert results.meta.settings.lowered_for == "tpu"
     assert results.cases[0].status == "error"
     assert results.cases[0].pallas is None
