@@ -5,23 +5,27 @@ the layout behind it (the contract lives in ``ci_bench.contract.spec``).
 """
 
 from ci_bench.contract.spec import (
+    COMPUTE_UNITS,
     PROFILES,
     Case,
     KernelSpec,
     MatrixProfile,
     SpecError,
     Tolerance,
+    as_inputs,
     grid,
     points,
 )
 
 __all__ = [
+    "COMPUTE_UNITS",
     "PROFILES",
     "Case",
     "KernelSpec",
     "MatrixProfile",
     "SpecError",
     "Tolerance",
+    "as_inputs",
     "grid",
     "points",
 ]

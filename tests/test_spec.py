@@ -29,12 +29,19 @@ def test_points_drops_duplicates_keeping_first_order():
         ({"version": "0.1"}, "not semver"),
         ({"name": "Bad-Name"}, "must match"),
         ({"tolerances": {"float32": Tolerance(1e-3, 1e-3)}}, "no tolerance for dtype bfloat16"),
-        ({"matrix": {"smoke": SPEC.matrix["smoke"]}}, "lacks profile"),
+        ({"matrix": {}}, "matrix wants one or more of smoke, ci, full"),
+        ({"matrix": {"nightly": SPEC.matrix["smoke"]}}, "got 'nightly'"),
+        ({"compute_unit": "tensor"}, "compute_unit must be one of matrix, vector"),
     ],
 )
 def test_spec_rejects_broken_contracts(change, message):
     with pytest.raises(SpecError, match=message):
         dataclasses.replace(SPEC, **change)
+
+
+def test_tolerance_must_be_finite():
+    with pytest.raises(SpecError, match="finite"):
+        Tolerance(float("nan"), 0)
 
 
 def test_matrix_profile_rejects_bad_values():

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ci_bench import __version__
 from ci_bench.commands.git import git_info
 from ci_bench.commands.request import Request, Selection
-from ci_bench.contract.matrix import expand, select, shard
+from ci_bench.contract.matrix import expand, profile_notes, select, shard
 from ci_bench.contract.registry import load_kernels
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import InputError
@@ -100,13 +100,19 @@ def open_bench(
 
     cases = cases_for(request.selection, specs)
     settings = harness or request.harness
-    configure_jax(request.compilation_cache)
     try:
         isolated = not in_process and accelerator_present(env)
         device = probe(env) if isolated else fingerprint()
     except WorkerError as exc:
         raise InputError(str(exc)) from None
-    settings = replace(settings, timer=settings.timer or default_timer(device.platform))
+    # The interpret mode starts jax's backend: not in a parent whose workers need the chip.
+    mode = configure_jax(request.compilation_cache, None if isolated else request.cpu_interpret)
+    settings = replace(
+        settings,
+        timer=settings.timer or default_timer(device.platform),
+        interpret_mode=request.cpu_interpret,
+        lower=request.lower,
+    )
     selection = request.selection
     cache = request.compilation_cache
     meta = RunMeta(
@@ -126,6 +132,8 @@ def open_bench(
             adaptive_max_seconds=settings.adaptive.max_seconds if settings.adaptive else None,
             seed=settings.seed,
             interpret=device.platform == "cpu",
+            interpret_mode=mode,
+            lowered_for=request.lower,
             compilation_cache=str(cache) if cache else None,
             timer=settings.timer,
         ),
@@ -134,6 +142,9 @@ def open_bench(
     )
     peaks = peak_lookup(device.device_kind, device.platform, request.peak_tflops, request.peak_gbps)
     progress = Progress(sys.stderr, live=sys.stderr.isatty(), quiet=request.quiet)
+    if selection.profile is not None:
+        for note in profile_notes(specs, selection.profile, selection.kernels):
+            progress.note(f"note: {note}")
     return Bench(request, specs, tuple(cases), settings, meta, peaks, progress)
 
 

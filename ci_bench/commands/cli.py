@@ -13,6 +13,7 @@ from ci_bench.commands import history
 from ci_bench.commands.ab import cmd_ab
 from ci_bench.commands.ci import cmd_ci, cmd_comment
 from ci_bench.commands.compare import cmd_compare, cmd_merge, cmd_promote
+from ci_bench.commands.lower import cmd_check_spec, cmd_lower
 from ci_bench.commands.profile import cmd_plot, cmd_profile
 from ci_bench.commands.run import cmd_list, cmd_run, cmd_schema
 from ci_bench.contract.matrix import SelectionError
@@ -42,7 +43,8 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="MODULE",
-        help="extra kernel module exposing SPEC (repeatable)",
+        help="extra kernel exposing SPEC: a module name (resolved from the config file's "
+        "folder) or a .py file path (repeatable)",
     )
     group.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
 
@@ -103,6 +105,13 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
         "(the output defaults to this file)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    run.add_argument(
+        "--cpu-interpret",
+        choices=("kernel", "tpu"),
+        help="on CPU: 'kernel' (each kernel's own interpret choice) or 'tpu' (every "
+        "pallas_call under jax's TPU interpreter; TPU-only kernels run unchanged) "
+        "(default: config, kernel)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_measurement(run)
     run.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
     run.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
+    run.add_argument(
+        "--lower",
+        choices=("tpu", "cuda"),
+        help="first lower each case for this platform; a case that cannot is an error",
+    )
     run.add_argument("--output", "-o", type=Path, help="write the results JSON here")
     run.add_argument(
         "--format",
@@ -215,6 +229,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("schema", help="print the results JSON Schema")
 
+    lower = sub.add_parser(
+        "lower", help="lower every selected case's Pallas kernel for TPU or CUDA, on this machine"
+    )
+    _add_selection(lower)
+    lower.add_argument("--platform", required=True, help="tpu, or cuda (needs jax's CUDA plugin)")
+    lower.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
+    lower.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
+    lower.add_argument("--shard", help="lower shard I of N of the matrix, e.g. 2/4")
+    lower.add_argument("--seed", type=int, help="PRNG seed for input shapes (default 42)")
+    lower.add_argument("--output", "-o", type=Path, help="write the lowering JSON here")
+    lower.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+    check = sub.add_parser(
+        "check-spec", help="validate kernel SPECs without running them (default: the config's)"
+    )
+    check.add_argument(
+        "modules", nargs="*", metavar="MODULE", help="module name or .py file exposing SPEC"
+    )
+    check.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+
     compare = sub.add_parser("compare", help="compare results with baselines; exit on verdict")
     compare.add_argument("results", type=Path, help="results JSON from ci-bench run")
     compare.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
@@ -272,6 +306,8 @@ COMMANDS = {
     "ab": cmd_ab,
     "plot": cmd_plot,
     **history.COMMANDS,
+    "lower": cmd_lower,
+    "check-spec": cmd_check_spec,
 }
 
 

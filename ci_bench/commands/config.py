@@ -47,6 +47,9 @@ class Config(BaseModel):
     timer: Literal["wallclock", "profiler"] | None = None
     # A case running longer than this is an error; its worker is killed and replaced.
     case_timeout: float = Field(600.0, gt=0)
+    # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
+    # pallas_call under jax's TPU interpreter (TPU-only kernels without `interpret`).
+    cpu_interpret: Literal["kernel", "tpu"] = "kernel"
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
     github: ApiSettings = ApiSettings()

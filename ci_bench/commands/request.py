@@ -88,6 +88,8 @@ class Request:
     workers: int | None = None
     case_timeout: float = 600.0
     resume: Path | None = None
+    cpu_interpret: str = "kernel"  # CPU: "kernel" or "tpu" (jax's TPU interpreter)
+    lower: str | None = None  # run --lower: check each case lowers for this platform first
 
 
 def parse_fail_on(text: str | None, default: FailPolicy) -> FailPolicy:
@@ -271,6 +273,8 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         workers=_at_least_one("--workers", flags.get("workers")),
         case_timeout=_positive("--case-timeout", flags.get("case_timeout")) or config.case_timeout,
         resume=flags.get("resume"),
+        cpu_interpret=flags.get("cpu_interpret") or config.cpu_interpret,
+        lower=flags.get("lower"),
     )
 
 

@@ -51,6 +51,19 @@ def expand(
     return [case for name in names for case in specs[name].cases(profile)]
 
 
+def profile_notes(
+    specs: Mapping[str, KernelSpec], profile: str, kernels: Sequence[str] = ()
+) -> list[str]:
+    """One note per chosen kernel that does not declare ``profile`` and runs another."""
+    notes = []
+    for name in dict.fromkeys(kernels) or specs:
+        spec = specs.get(name)
+        if spec is not None and profile in PROFILES and profile not in spec.matrix:
+            used = spec.profile_for(profile)
+            notes.append(f"kernel {name} declares no {profile!r} profile: running {used!r}")
+    return notes
+
+
 def select(cases: Iterable[Case], patterns: Sequence[str]) -> list[Case]:
     """Cases whose id matches any glob (``matmul/B4-*``); every pattern must match one."""
     cases = list(cases)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -20,8 +22,48 @@ def kernel_module(modules: Iterable[str], name: str, root: Path | None = None) -
     raise InputError(f"unknown kernel {name!r}")
 
 
+RESOLUTION = (
+    "a module name (my_kernels.rmsnorm) is imported with the config file's folder first on "
+    "sys.path; a file path (ends in .py or contains '/') is read relative to the current "
+    "directory, then the config file's folder"
+)
+
+
+def is_file_path(entry: str) -> bool:
+    return entry.endswith(".py") or "/" in entry or "\\" in entry
+
+
+def _find_file(entry: str, root: Path | None) -> Path:
+    for base in (Path.cwd(), root):
+        if base is not None and (base / entry).is_file():
+            return (base / entry).resolve()
+    raise InputError(f"kernel module {entry}: no such file ({RESOLUTION})")
+
+
+def _import_file(path: Path) -> object:
+    """Import a kernel file under a name unique to its path; its folder goes on sys.path so
+    sibling modules and packages import as they would for a script."""
+    name = f"_ci_bench_kernel_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def load_kernels(modules: Iterable[str], root: Path | None = None) -> Mapping[str, KernelSpec]:
-    """Import each module, take its ``SPEC``; a frozen name -> spec mapping.
+    """Import each module (a dotted name or a .py file, see RESOLUTION), take its ``SPEC``;
+    a frozen name -> spec mapping.
 
     ``root`` (the project folder) goes on ``sys.path`` so a kernel library's own
     packages import without being installed.
@@ -32,11 +74,16 @@ def load_kernels(modules: Iterable[str], root: Path | None = None) -> Mapping[st
     origin: dict[str, str] = {}
     for module_path in modules:
         try:
-            module = importlib.import_module(module_path)
+            if is_file_path(module_path):
+                module = _import_file(_find_file(module_path, root))
+            else:
+                module = importlib.import_module(module_path)
         except SpecError as exc:
             raise InputError(f"kernel module {module_path}: {exc}") from None
         except ImportError as exc:
-            raise InputError(f"kernel module {module_path}: cannot import: {exc}") from None
+            raise InputError(
+                f"kernel module {module_path}: cannot import: {exc} ({RESOLUTION})"
+            ) from None
         except Exception as exc:  # a broken kernel module is bad input, reported in one line
             raise InputError(
                 f"kernel module {module_path}: failed on import: {type(exc).__name__}: {exc}"

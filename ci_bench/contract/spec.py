@@ -8,15 +8,18 @@ parameter matrix) is declared here, so third-party kernels plug in with one conf
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from ci_bench.text import NAME, SEMVER
 
 DTYPES = ("float32", "bfloat16", "float16")
-PROFILES = ("smoke", "ci", "full")
+PROFILES = ("smoke", "ci", "full")  # smallest first: a missing profile falls back down
+COMPUTE_UNITS = ("matrix", "vector")
+ComputeUnit = Literal["matrix", "vector"]
 
 
 class SpecError(ValueError):
@@ -61,6 +64,10 @@ class Tolerance:
     rtol: float
 
     def __post_init__(self) -> None:
+        if not all(isinstance(v, int | float) and math.isfinite(v) for v in (self.atol, self.rtol)):
+            raise SpecError(
+                f"tolerance must be finite numbers, got atol={self.atol} rtol={self.rtol}"
+            )
         if not (self.atol >= 0 and self.rtol >= 0):
             raise SpecError(
                 f"tolerance must be non-negative, got atol={self.atol} rtol={self.rtol}"
@@ -108,6 +115,25 @@ def points(*groups: Sequence[Mapping[str, int]]) -> tuple[dict[str, int], ...]:
 Inputs = tuple[Any, ...]
 
 
+def as_inputs(value: Any, kernel: str = "kernel") -> Inputs:
+    """``make_inputs``'s return value as the argument tuple of ``pallas(*inputs)``.
+
+    A tuple is used as is, a list becomes a tuple and a single array (anything with a
+    ``shape`` and a ``dtype``) is one argument; anything else is a SpecError saying what
+    to return.
+    """
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, list):
+        return tuple(value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return (value,)
+    raise SpecError(
+        f"kernel {kernel}: make_inputs must return a tuple of arrays (the arguments of "
+        f"pallas(*inputs)) or one array, got {type(value).__name__}"
+    )
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """Everything ci-bench needs to benchmark one kernel.
@@ -116,6 +142,7 @@ class KernelSpec:
     and return an array (or a tuple/pytree of arrays). ``reference`` is the trusted
     implementation for the correctness gate (typically float32 and simple); ``native`` is
     what a user would write without Pallas, timed beside the kernel for the speedup.
+    Every field, with its rules: docs/KERNEL_CONTRACT.md.
     """
 
     name: str
@@ -133,15 +160,27 @@ class KernelSpec:
     # Values for keys that ``--shape`` does not give (e.g. {"B": 1}).
     shape_defaults: Mapping[str, int] = field(default_factory=dict)
     description: str = ""
+    # Where the FLOPs run: "matrix" (MXU / tensor cores: matmul-like ops) takes MFU against
+    # the matrix-unit peak; "vector" (norms, softmax, elementwise) has no published peak, so
+    # its MFU stays null rather than measured against a unit it does not use.
+    compute_unit: ComputeUnit = "vector"
 
     def __post_init__(self) -> None:
         if not NAME.match(self.name):
             raise SpecError(f"kernel name {self.name!r} must match {NAME.pattern}")
         if not SEMVER.match(self.version):
             raise SpecError(f"kernel {self.name}: version {self.version!r} is not semver")
-        missing = [p for p in PROFILES if p not in self.matrix]
-        if missing:
-            raise SpecError(f"kernel {self.name}: matrix lacks profile(s) {', '.join(missing)}")
+        unknown = [p for p in self.matrix if p not in PROFILES]
+        if unknown or not self.matrix:
+            raise SpecError(
+                f"kernel {self.name}: matrix wants one or more of {', '.join(PROFILES)}, "
+                f"got {', '.join(map(repr, self.matrix)) or 'none'}"
+            )
+        if self.compute_unit not in COMPUTE_UNITS:
+            raise SpecError(
+                f"kernel {self.name}: compute_unit must be one of {', '.join(COMPUTE_UNITS)}, "
+                f"got {self.compute_unit!r}"
+            )
         for profile in self.matrix.values():
             for dtype in profile.dtypes:
                 if dtype not in self.tolerances:
@@ -150,11 +189,18 @@ class KernelSpec:
         object.__setattr__(self, "matrix", MappingProxyType(dict(self.matrix)))
         object.__setattr__(self, "shape_defaults", MappingProxyType(dict(self.shape_defaults)))
 
-    def cases(self, profile: str) -> list[Case]:
-        """The profile's cases in declaration order (points outer, dtypes inner)."""
-        if profile not in self.matrix:
+    def profile_for(self, profile: str) -> str:
+        """The declared profile that stands in for ``profile``: itself, else the nearest
+        smaller one (full -> ci -> smoke), else the smallest declared."""
+        if profile not in PROFILES:
             raise SpecError(f"kernel {self.name}: unknown profile {profile!r}")
-        prof = self.matrix[profile]
+        order = PROFILES[: PROFILES.index(profile) + 1][::-1] + PROFILES[PROFILES.index(profile) :]
+        return next(p for p in order if p in self.matrix)
+
+    def cases(self, profile: str) -> list[Case]:
+        """The profile's cases in declaration order (points outer, dtypes inner); an
+        undeclared profile uses ``profile_for``'s stand-in."""
+        prof = self.matrix[self.profile_for(profile)]
         return [Case(self.name, p, d) for p in prof.points for d in prof.dtypes]
 
     def case_from_shape(self, shape: Sequence[int], dtype: str) -> Case:

@@ -14,12 +14,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ci_bench.contract.spec import Case, KernelSpec, Tolerance
+from ci_bench.contract.spec import Case, KernelSpec, Tolerance, as_inputs
 from ci_bench.judge.stats import relative_ci_width, stats_of
+from ci_bench.measure.failures import full_traceback, with_hint
 from ci_bench.measure.roofline import PeakLookup, compute_metrics, tflops_of
 from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.measure.timers import Timed, timed_rounds
 from ci_bench.schema import (
+    BytesModelCheck,
     CaseResult,
     CompiledStats,
     CompileTimes,
@@ -102,7 +104,17 @@ def _error_stats(out: jax.Array, ref: jax.Array, atol: float, rtol: float) -> tu
     finite = jnp.all(jnp.isfinite(out))
     significant = jnp.abs(ref) > atol
     rel = jnp.where(significant, diff / jnp.where(significant, jnp.abs(ref), 1.0), 0.0)
-    return mismatched, jnp.max(diff, initial=0.0), jnp.max(rel, initial=0.0), finite
+    nan, inf = jnp.sum(jnp.isnan(out)), jnp.sum(jnp.isinf(out))
+    ref_bad = jnp.sum(~jnp.isfinite(ref))
+    return (
+        mismatched,
+        jnp.max(diff, initial=0.0),
+        jnp.max(rel, initial=0.0),
+        finite,
+        nan,
+        inf,
+        ref_bad,
+    )
 
 
 def check_outputs(out: Any, ref: Any, tol: Tolerance) -> Correctness:
@@ -111,13 +123,14 @@ def check_outputs(out: Any, ref: Any, tol: Tolerance) -> Correctness:
     ref_leaves, ref_tree = jax.tree.flatten(ref)
     if out_tree != ref_tree:
         raise ValueError(f"output structure {out_tree} differs from reference {ref_tree}")
-    mismatched = elements = 0
+    mismatched = elements = nans = infs = ref_bad = 0
     max_abs = max_rel = 0.0
     all_finite = True
     for o, r in zip(out_leaves, ref_leaves, strict=True):
         if o.shape != r.shape:
             raise ValueError(f"output shape {o.shape} differs from reference {r.shape}")
-        bad, abs_err, rel_err, finite = _error_stats(o, r, tol.atol, tol.rtol)
+        bad, abs_err, rel_err, finite, nan, inf, rbad = _error_stats(o, r, tol.atol, tol.rtol)
+        nans, infs, ref_bad = nans + int(nan), infs + int(inf), ref_bad + int(rbad)
         mismatched += int(bad)
         elements += int(o.size)
         max_abs = max(max_abs, float(abs_err))
@@ -131,6 +144,9 @@ def check_outputs(out: Any, ref: Any, tol: Tolerance) -> Correctness:
         rtol=tol.rtol,
         mismatched=mismatched,
         elements=elements,
+        nan=nans,
+        inf=infs,
+        reference_nonfinite=ref_bad,
     )
 
 
@@ -204,6 +220,36 @@ def cost_model_check(model_flops: int, native: CompiledStats, factor: float) -> 
     )
 
 
+def bytes_model_check(model_bytes: int, native: CompiledStats, factor: float) -> BytesModelCheck:
+    """The kernel's bytes model against XLA's bytes-accessed for the native implementation.
+
+    Unverifiable when XLA gives no figure or the native code loops (a body counted once);
+    a mismatch is a warning only: XLA's figure moves with fusion decisions.
+    """
+    cost = native.cost
+    if cost is None or not cost.bytes_accessed:
+        status, reason, ratio = "unverifiable", "XLA reported no bytes for the native code", None
+    else:
+        ratio = model_bytes / cost.bytes_accessed
+        if cost.has_loops:
+            status, reason = (
+                "unverifiable",
+                "the native implementation loops: XLA counts a body once",
+            )
+        elif max(ratio, 1 / ratio if ratio else float("inf")) > factor:
+            status = "mismatch"
+            reason = f"bytes model is {ratio:.3g}× XLA's bytes accessed for the native code"
+        else:
+            status, reason = "ok", f"bytes model within {factor:g}× of XLA's bytes accessed"
+    return BytesModelCheck(
+        model_bytes=model_bytes,
+        xla_bytes=cost.bytes_accessed if cost else None,
+        ratio=ratio,
+        status=status,
+        reason=reason,
+    )
+
+
 def _identity(spec: KernelSpec, case: Case) -> dict[str, Any]:
     return {
         "id": case.id,
@@ -221,9 +267,25 @@ def error_result(spec: KernelSpec, case: Case, message: str) -> CaseResult:
 
 
 def _incorrect(c: Correctness) -> str:
-    return (
-        f"incorrect: {c.mismatched} of {c.elements} elements outside atol={c.atol} "
-        f"rtol={c.rtol} (max abs err {c.max_abs_err}, max rel err {c.max_rel_err})"
+    """ "incorrect: 12 of 1024 outputs are NaN; ..." — non-finite values named first."""
+    named = [
+        f"{n} of {c.elements} outputs are {what}"
+        for n, what in ((c.nan, "NaN"), (c.inf, "Inf"))
+        if n
+    ]
+    if c.reference_nonfinite:
+        named.append(f"the reference has {c.reference_nonfinite} NaN/Inf values")
+    errors = (
+        f"max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g}"
+        if c.max_abs_err is not None and c.max_rel_err is not None
+        else "errors not finite"
+    )
+    return "incorrect: " + "; ".join(
+        [
+            *named,
+            f"{c.mismatched} of {c.elements} elements outside "
+            f"atol={c.atol} rtol={c.rtol} ({errors})",
+        ]
     )
 
 
@@ -259,8 +321,11 @@ def run_contestants(
     compile_ms: list[float] = []
     analyses: list[dict[str, CompiledStats]] = [{} for _ in specs]
     checks: list[Correctness | None] = [None for _ in specs]
+    inputs_ms: float | None = None
 
-    def failed(message: str, culprit: int | None = None) -> list[CaseResult]:
+    def failed(
+        message: str, culprit: int | None = None, trace: str | None = None
+    ) -> list[CaseResult]:
         results = []
         for i, spec in enumerate(specs):
             if culprit not in (None, i):
@@ -277,6 +342,8 @@ def run_contestants(
                     compile=times,
                     analysis=analyses[i],
                     correctness=checks[i],
+                    inputs_ms=inputs_ms,
+                    traceback=trace if culprit in (None, i) else None,
                 )
             )
         return results
@@ -284,7 +351,10 @@ def run_contestants(
     current = 0
     try:
         flops, nbytes = int(first.flops(case)), int(first.bytes_accessed(case))
-        inputs = first.make_inputs(case, jax.random.PRNGKey(settings.seed))
+        began = clock()
+        inputs = as_inputs(first.make_inputs(case, jax.random.PRNGKey(settings.seed)), first.name)
+        jax.block_until_ready(inputs)
+        inputs_ms = (clock() - began) * 1000
         ref = jax.block_until_ready(jax.jit(first.reference)(*inputs))
         for current, spec in enumerate(specs):
             exe, ms, analyses[current]["pallas"] = _compile(spec.pallas, inputs, clock)
@@ -311,7 +381,8 @@ def run_contestants(
             rng=rng,
         )
     except Exception as exc:  # a case failing must never stop the others; recorded
-        return failed(one_line(exc), current if current < len(specs) else None)
+        culprit = current if current < len(specs) else None
+        return failed(with_hint(one_line(exc)), culprit, full_traceback(exc))
     samples = timed.samples
     native_stats = stats_of(samples[-1], settings.warmup)
     peak_tflops, peak_gbps = peaks(case.dtype)
@@ -335,12 +406,15 @@ def run_contestants(
                     mean_ms=pallas_stats.mean_ms,
                     peak_tflops=peak_tflops,
                     peak_gbps=peak_gbps,
+                    compute_unit=first.compute_unit,
                 ),
                 compile=CompileTimes(pallas_ms=compile_ms[i], native_ms=native_ms),
                 analysis=analyses[i],
                 cost_check=cost_model_check(flops, native_stats_c, settings.cost_model_factor),
+                bytes_check=bytes_model_check(nbytes, native_stats_c, settings.cost_model_factor),
                 correctness=checks[i],
                 dispatch=dispatch_of(timed, {"pallas": i, "native": len(specs)}),
+                inputs_ms=inputs_ms,
             )
         )
     return results

@@ -35,9 +35,13 @@ class Progress:
 
     def done(self, index: int, total: int, result: CaseResult) -> None:
         if self.quiet:
+            if result.traceback:
+                self.stream.write(f"{result.id}: {result.traceback}\n")
             return
         prefix = "\r\x1b[2K" if self.live else ""
         self.stream.write(f"{prefix}[{index}/{total}] {result.id} {describe(result)}\n")
+        if result.traceback:  # the log gets the whole story; tables and comments one line
+            self.stream.write(result.traceback + "\n")
         self.stream.flush()
 
     def note(self, message: str) -> None:

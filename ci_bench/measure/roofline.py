@@ -102,11 +102,15 @@ def compute_metrics(
     mean_ms: float,
     peak_tflops: float | None,
     peak_gbps: float | None,
+    compute_unit: str | None = None,
 ) -> Metrics:
     """MFU, HBM utilisation, arithmetic intensity and the roofline bound of one timing.
 
     Bound is compute when AI exceeds the ridge point peak_flops / peak_bandwidth; without
     both peaks the bound (and the peak-relative figures) stay null rather than guessed.
+    The peak table holds matrix-unit (MXU / tensor core) figures, so MFU is taken only
+    for ``compute_unit="matrix"`` kernels (or when the unit is not given); a vector-unit
+    kernel's MFU stays null and its headline is HBM utilisation.
     """
     seconds = mean_ms / 1e3
     tflops = tflops_of(flops, mean_ms)
@@ -121,11 +125,12 @@ def compute_metrics(
         bytes_accessed=bytes_accessed,
         arithmetic_intensity=intensity,
         achieved_gbps=gbps,
-        mfu=tflops / peak_tflops if peak_tflops else None,
+        mfu=tflops / peak_tflops if peak_tflops and compute_unit != "vector" else None,
         hbm_utilization=gbps / peak_gbps if peak_gbps else None,
         bound=bound,
         peak_tflops=peak_tflops,
         peak_gbps=peak_gbps,
+        compute_unit=compute_unit if compute_unit in ("matrix", "vector") else None,
     )
 
 

@@ -38,9 +38,28 @@ def in_process(
     ) -> None:
         for i, case in enumerate(cases):
             started(i)
-            done(i, run_case(specs[case.kernel], case, settings, peaks, clock))
+            done(i, measure_case(specs[case.kernel], case, settings, peaks, clock))
 
     return execute
+
+
+def measure_case(
+    spec: KernelSpec,
+    case: Case,
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    clock: Clock = time.perf_counter,
+) -> CaseResult:
+    """One case, where it is measured: the lowering check first when asked (run --lower),
+    whose failure is the case's error; then the harness."""
+    if settings.lower:
+        from ci_bench.measure.lowering import as_case_error, check_platform, lower_case
+
+        platform = check_platform(settings.lower)
+        failed = as_case_error(lower_case(spec, case, platform, settings.seed))
+        if failed is not None:
+            return failed
+    return run_case(spec, case, settings, peaks, clock)
 
 
 def in_workers(specs: Mapping[str, KernelSpec], pool: Pool) -> Execute:
@@ -77,7 +96,8 @@ def run_all(
     document (cases in selection order, whatever order they finish in) after each one.
 
     An interrupt (Ctrl-C, a cancelled CI job) stops the loop, but what was measured is
-    already saved with ``complete: false``.
+    already saved with ``complete: false``. ``precheck`` (e.g. the lowering check of
+    ``run --lower``) may answer for a case with an error result instead of measuring it.
     """
     execute = execute or in_process(specs, settings, peaks, clock)
     kept = {c.id: c for c in previous}
@@ -135,10 +155,18 @@ def kept_cases(previous: Results, specs: Mapping[str, KernelSpec]) -> list[CaseR
     ]
 
 
-def configure_jax(cache_dir: Path | None) -> None:
+def configure_jax(cache_dir: Path | None, interpret_mode: str | None = "kernel") -> str | None:
     """Persistent compilation cache: later runs (and restarted workers) load compiled
-    kernels instead of recompiling."""
+    kernels instead of recompiling. Also the CPU interpret mode (which starts jax's
+    backend: ``None`` skips it in a parent that must not hold the accelerator); returns
+    the mode in force (None off CPU or when skipped)."""
     import jax
+
+    from ci_bench.measure.interpret import apply_interpret_mode
+
+    mode = None
+    if interpret_mode is not None:
+        mode = apply_interpret_mode("tpu" if interpret_mode == "tpu" else "kernel")
 
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -146,6 +174,7 @@ def configure_jax(cache_dir: Path | None) -> None:
         # Interpret-mode kernels compile in well under the 1 s default threshold.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return mode
 
 
 def harness_settings_from(raw: Mapping[str, Any]) -> HarnessSettings:

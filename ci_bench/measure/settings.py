@@ -30,3 +30,8 @@ class HarnessSettings:
     # How a call is timed (ci_bench.measure.timers); None: the platform's default, which the
     # command layer resolves once the device is known.
     timer: TimerName | None = None
+    # CPU only: "kernel" lets each kernel choose; "tpu" runs every pallas_call under jax's
+    # TPU interpreter. Applied in every process that measures (workers included).
+    interpret_mode: str = "kernel"
+    # run --lower: each case must lower for this platform before it is measured.
+    lower: str | None = None

@@ -333,19 +333,18 @@ def serve() -> None:
 
 def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], CaseResult]:
     from ci_bench.contract.registry import load_kernels
-    from ci_bench.measure.harness import run_case
     from ci_bench.measure.roofline import peak_lookup
-    from ci_bench.measure.runner import configure_jax, harness_settings_from
+    from ci_bench.measure.runner import configure_jax, harness_settings_from, measure_case
 
-    configure_jax(Path(setup.cache_dir) if setup.cache_dir else None)
-    specs = load_kernels(setup.modules, Path(setup.root) if setup.root else None)
     settings = harness_settings_from(setup.settings)
+    configure_jax(Path(setup.cache_dir) if setup.cache_dir else None, settings.interpret_mode)
+    specs = load_kernels(setup.modules, Path(setup.root) if setup.root else None)
     device = DeviceFingerprint.model_validate(setup.device)
     peaks = peak_lookup(device.device_kind, device.platform, setup.peak_tflops, setup.peak_gbps)
 
     def measure(message: dict[str, Any]) -> CaseResult:
         raw = message["case"]
         case = Case(raw["kernel"], raw["params"], raw["dtype"])
-        return run_case(specs[case.kernel], case, settings, peaks)
+        return measure_case(specs[case.kernel], case, settings, peaks)
 
     return measure

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from ci_bench.report.render import VERDICT_ICONS, delta_chart, fmt_ms, fmt_pct, ordered
+from ci_bench.report.render import VERDICT_ICONS, delta_chart, fmt_ms, fmt_util, ordered
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
 from ci_bench.text import one_line
 
@@ -78,10 +78,7 @@ def _full_table(cases: list[CaseVerdict], mode: str) -> str:
     rows = []
     for v in cases:
         cur = v.current
-        metrics = cur.metrics if cur else None
-        util = "–"
-        if metrics is not None:
-            util = fmt_pct(metrics.hbm_utilization if metrics.bound == "memory" else metrics.mfu)
+        util = fmt_util(cur.metrics if cur else None)
         row = [
             _case_cell(v),
             fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),

@@ -13,6 +13,7 @@ from ci_bench.schema import (
     CaseResult,
     CaseVerdict,
     KernelSummary,
+    Metrics,
     Report,
     Results,
 )
@@ -44,6 +45,24 @@ def fmt_pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f}%"
 
 
+def fmt_gbps(metrics: Metrics | None) -> str:
+    return "–" if metrics is None else f"{metrics.achieved_gbps:.4g}"
+
+
+def fmt_util(metrics: Metrics | None) -> str:
+    """The headline utilisation: HBM % for memory-bound (or vector-unit) kernels, else MFU.
+
+    Memory-bound means the roofline says so; with unknown peaks (CPU) the SPEC's compute
+    unit decides. The other figure stays in the JSON.
+    """
+    if metrics is None:
+        return "–"
+    if metrics.headline == "hbm":
+        value = metrics.hbm_utilization
+        return "–" if value is None else f"{fmt_pct(value)} HBM"
+    return "–" if metrics.mfu is None else f"{fmt_pct(metrics.mfu)} MFU"
+
+
 RUN_HEADERS = (
     "case",
     "status",
@@ -52,7 +71,8 @@ RUN_HEADERS = (
     "native ms",
     "speedup",
     "TFLOPS",
-    "MFU",
+    "GB/s",
+    "MFU / HBM",
     "AI",
     "bound",
     "compile ms",
@@ -70,7 +90,8 @@ def run_row(case: CaseResult) -> list[str]:
         fmt_ms(case.native.mean_ms if case.native else None),
         fmt_ratio(case.speedup),
         fmt_float(case.tflops, 4),
-        fmt_pct(metrics.mfu if metrics else None),
+        fmt_gbps(metrics),
+        fmt_util(metrics),
         fmt_float(metrics.arithmetic_intensity if metrics else None, 1),
         (metrics.bound or "–") if metrics else "–",
         fmt_ms(case.compile.pallas_ms),
@@ -105,7 +126,8 @@ REPORT_HEADERS = (
     "native ms",
     "speedup",
     "TFLOPS",
-    "MFU",
+    "GB/s",
+    "MFU / HBM",
     "bound",
     "baseline ms",
     "Δ",
@@ -144,7 +166,8 @@ def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
         fmt_ms(cur.native.mean_ms if cur and cur.native else None),
         fmt_ratio(cur.speedup if cur else None),
         fmt_float(cur.tflops if cur else None, 4),
-        fmt_pct(metrics.mfu if metrics else None),
+        fmt_gbps(metrics),
+        fmt_util(metrics),
         (metrics.bound or "–") if metrics else "–",
         fmt_ms(base_ms),
         _delta_cell(v),

@@ -96,6 +96,9 @@ class Correctness(Model):
     rtol: float
     mismatched: int = Field(ge=0, description="elements outside atol + rtol*|ref|")
     elements: int = Field(ge=0)
+    nan: int = Field(0, ge=0, description="NaN elements in the Pallas output")
+    inf: int = Field(0, ge=0, description="±Inf elements in the Pallas output")
+    reference_nonfinite: int = Field(0, ge=0, description="NaN/Inf elements in the reference")
 
 
 class Metrics(Model):
@@ -110,6 +113,16 @@ class Metrics(Model):
     bound: Bound | None
     peak_tflops: float | None
     peak_gbps: float | None
+    compute_unit: Literal["matrix", "vector"] | None = Field(
+        None, description="the SPEC's compute unit: MFU is against the matrix peak only"
+    )
+
+    @property
+    def headline(self) -> Literal["mfu", "hbm"]:
+        """Which utilisation matters: HBM % for memory-bound (or vector-unit) kernels."""
+        if self.bound == "memory" or (self.bound is None and self.compute_unit == "vector"):
+            return "hbm"
+        return "mfu"
 
 
 class CompileTimes(Model):
@@ -173,6 +186,17 @@ class DispatchOverhead(Model):
     overhead_median_ms: float
 
 
+class BytesModelCheck(Model):
+    """The kernel's bytes model against XLA's bytes-accessed figure for the native
+    implementation: a warning only, since XLA's figure depends on how it fused the ops."""
+
+    model_bytes: int
+    xla_bytes: float | None
+    ratio: float | None = Field(description="model / XLA")
+    status: CostCheckStatus
+    reason: str
+
+
 class CaseResult(Model):
     """One case. The specification's keys sit at the top level."""
 
@@ -197,9 +221,14 @@ class CaseResult(Model):
         default_factory=dict, description="'pallas' and 'native': memory and XLA cost"
     )
     cost_check: CostModelCheck | None = None
+    bytes_check: BytesModelCheck | None = None
     correctness: Correctness | None = None
     dispatch: dict[str, DispatchOverhead] = Field(
         default_factory=dict, description="'pallas' and 'native'; empty under wallclock"
+    )
+    inputs_ms: float | None = Field(None, ge=0, description="time make_inputs took")
+    traceback: str | None = Field(
+        None, description="full traceback of a failed case (logs and files, never comments)"
     )
 
     @property
@@ -229,6 +258,12 @@ class RunSettings(Model):
     adaptive_max_seconds: float | None = None
     seed: int
     interpret: bool = Field(description="Pallas ran in interpret mode (CPU)")
+    interpret_mode: Literal["kernel", "tpu"] | None = Field(
+        None,
+        description="CPU: 'kernel' (each kernel's own interpret choice) or 'tpu' "
+        "(every pallas_call under jax's TPU interpreter)",
+    )
+    lowered_for: str | None = Field(None, description="run --lower: the platform checked")
     compilation_cache: str | None = None
     timer: Literal["wallclock", "profiler"] = Field(
         "wallclock", description="how per-call times were taken; different timers never compare"

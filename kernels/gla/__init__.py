@@ -125,5 +125,6 @@ SPEC = KernelSpec(
         "full": MatrixProfile(FULL, DTYPES),
     },
     shape_keys=("B", "T", "H", "K", "V"),
+    compute_unit="matrix",
     description="Gated linear attention forward (chunked, secondary chunking), Yang et al. 2023",
 )

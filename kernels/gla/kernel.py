@@ -191,6 +191,16 @@ def default_backend() -> Backend:
     return "tpu" if jax.default_backend() == "tpu" else "gpu"
 
 
+def tpu_interpreter_forced() -> bool:
+    """True under jax's TPU interpreter (``pltpu.force_tpu_interpret_mode``, ci-bench's
+    ``cpu-interpret = "tpu"``): then the CPU branch runs the TPU variant, as a TPU would.
+    Reads jax's trace-context setting; False if this jax does not have it."""
+    from jax._src import config as jax_config
+
+    setting = getattr(jax_config, "pallas_tpu_interpret_mode_context_manager", None)
+    return setting is not None and setting.value is not None
+
+
 @functools.partial(
     jax.jit,
     static_argnames=("scale", "output_final_state", "chunk_size", "interpret", "backend"),
@@ -224,6 +234,28 @@ def chunk_gla(
     if chunk_size <= 0 or chunk_size % SUB_CHUNK:
         raise ValueError(f"chunk_size must be a positive multiple of {SUB_CHUNK}")
     scale = K**-0.5 if scale is None else float(scale)
+    if interpret is None and backend is None:
+        # The variant is chosen where jax lowers, not where it traces: interpreted on CPU,
+        # Mosaic for TPU, Triton for GPU. So `jax.export(..., platforms=["tpu"])` on a CPU
+        # machine (ci-bench lower) checks the real TPU lowering.
+        def variant(backend: Backend, interpret: bool) -> Callable[..., Any]:
+            return lambda *xs: chunk_gla(
+                *xs[:4],
+                scale=scale,
+                initial_state=xs[4] if len(xs) > 4 else None,
+                output_final_state=output_final_state,
+                chunk_size=chunk_size,
+                interpret=interpret,
+                backend=backend,
+            )
+
+        xs = (q, k, v, gk) if initial_state is None else (q, k, v, gk, initial_state)
+        return lax.platform_dependent(
+            *xs,
+            cpu=variant("tpu" if tpu_interpreter_forced() else "gpu", True),
+            tpu=variant("tpu", False),
+            default=variant("gpu", False),
+        )
     interpret = jax.default_backend() == "cpu" if interpret is None else interpret
     backend = default_backend() if backend is None else backend
     if backend not in ("tpu", "gpu"):

@@ -91,5 +91,6 @@ SPEC = KernelSpec(
     },
     shape_keys=("M", "K", "N"),
     shape_defaults={"B": 1},
+    compute_unit="matrix",
     description="Pallas tiled matmul, float32 accumulation",
 )

@@ -154,6 +154,22 @@ def matmul_tiled(
     if a.dtype != b.dtype:
         raise ValueError(f"operand dtypes differ: {a.dtype} vs {b.dtype}")
     blocks = block_sizes or BlockSizes()
+    if backend is None and interpret is None:
+        # Chosen where jax lowers, not where it traces: interpreted on CPU, Mosaic for TPU,
+        # Triton for GPU, so `jax.export(..., platforms=["tpu"])` on a CPU machine
+        # (ci-bench lower) checks the real TPU lowering.
+        def variant(backend: Backend, interpret: bool):
+            return functools.partial(
+                matmul_tiled, block_sizes=blocks, backend=backend, interpret=interpret
+            )
+
+        gpu_ok = all(
+            _is_power_of_two(getattr(blocks, f)) for f in ("block_m", "block_k", "block_n")
+        )
+        branches = {"cpu": variant("tpu", True), "tpu": variant("tpu", False)}
+        if gpu_ok:
+            branches["default"] = variant("gpu", False)
+        return jax.lax.platform_dependent(a, b, **branches)
     backend = backend or default_backend()
     blocks.check_backend(backend)
     if interpret is None:

@@ -1,0 +1,134 @@
+"""Lower each case's Pallas callable for a platform this machine lacks (TPU, CUDA).
+
+Interpret mode on CPU runs a kernel whose block shapes or ops cannot compile for TPU (a
+lane dimension not a multiple of 128, a cumsum inside the kernel). ``jax.export`` for
+``platforms=["tpu"]`` runs the real Pallas -> Mosaic lowering in Python on a CPU-only
+machine and raises exactly those errors, so a pull request learns of them before the TPU
+runner does. Nothing is executed: the inputs are shapes (``jax.eval_shape``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+from ci_bench.contract.spec import Case, KernelSpec, as_inputs
+from ci_bench.errors import InputError
+from ci_bench.measure.failures import full_traceback, one_line
+from ci_bench.schema import CaseResult
+from ci_bench.schema.lowering import LoweredCase, LoweringPlatform
+
+Clock = Callable[[], float]
+
+# custom-call target -> the Pallas backend it means.
+PALLAS_TARGETS = {
+    "tpu_custom_call": "mosaic",
+    "__gpu$xla.gpu.triton": "triton",
+    "triton_kernel_call": "triton",
+    "mosaic_gpu": "mosaic_gpu",
+    "mosaic_gpu_v2": "mosaic_gpu",
+}
+_CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]+)\"")
+CUDA_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin")
+NO_PALLAS_CALL = (
+    "no Pallas custom call in the exported module: the callable ran Pallas in interpret "
+    "mode (or has no pallas_call); see docs/KERNEL_CONTRACT.md, 'Lowering'"
+)
+
+
+def check_platform(platform: str) -> LoweringPlatform:
+    """The platform if this jax can lower Pallas for it; else a one-line InputError."""
+    if platform == "tpu":
+        return "tpu"  # Mosaic's lowering ships in every jaxlib
+    if platform == "cuda":
+        if not any(importlib.util.find_spec(name) for name in CUDA_PLUGINS):
+            raise InputError(
+                "--platform cuda needs jax's CUDA plugin (pip install 'jax[cuda12]'), "
+                "which is not installed here"
+            )
+        return "cuda"
+    raise InputError(f"--platform wants tpu or cuda, got {platform!r}")
+
+
+def custom_calls(mlir_text: str) -> list[str]:
+    """Custom-call targets in an exported StableHLO module, each once, in order."""
+    found = (a or b for a, b in _CUSTOM_CALL.findall(mlir_text))
+    return list(dict.fromkeys(found))
+
+
+def pallas_kind(targets: Sequence[str]) -> str | None:
+    """The Pallas backend the targets show (mosaic, triton, mosaic_gpu), or None."""
+    kinds = [PALLAS_TARGETS[t] for t in targets if t in PALLAS_TARGETS]
+    return kinds[0] if kinds else None
+
+
+def input_shapes(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, ...]:
+    """ShapeDtypeStructs of the case's inputs, traced rather than built when possible."""
+    key = jax.random.PRNGKey(seed)
+    try:
+        shapes = jax.eval_shape(lambda k: as_inputs(spec.make_inputs(case, k), spec.name), key)
+    except Exception:  # make_inputs not traceable (numpy, Python control flow): build them
+        shapes = as_inputs(spec.make_inputs(case, key), spec.name)
+    return tuple(
+        jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), arg) for arg in shapes
+    )
+
+
+def lower_case(
+    spec: KernelSpec,
+    case: Case,
+    platform: LoweringPlatform,
+    seed: int = 42,
+    clock: Clock = time.perf_counter,
+) -> LoweredCase:
+    """Export ``spec.pallas`` for ``platform`` on this case's shapes; failures become errors."""
+    identity = {
+        "id": case.id,
+        "kernel": spec.name,
+        "version": spec.version,
+        "params": dict(case.params),
+        "dtype": case.dtype,
+        "platform": platform,
+    }
+    start = clock()
+    try:
+        args = input_shapes(spec, case, seed)
+        exported = jax.export.export(jax.jit(spec.pallas), platforms=[platform])(*args)
+        targets = custom_calls(exported.mlir_module())
+    except Exception as exc:  # jax's lowering error is the finding: recorded, never raised
+        return LoweredCase(
+            **identity,
+            status="error",
+            error=f"lowering for {platform} failed: {one_line(exc)}",
+            traceback=full_traceback(exc),
+            lower_ms=(clock() - start) * 1000,
+        )
+    elapsed = (clock() - start) * 1000
+    kind = pallas_kind(targets)
+    if kind is None:
+        return LoweredCase(
+            **identity, status="error", error=NO_PALLAS_CALL, custom_calls=targets, lower_ms=elapsed
+        )
+    return LoweredCase(**identity, status="ok", kind=kind, custom_calls=targets, lower_ms=elapsed)
+
+
+def as_case_error(lowered: LoweredCase) -> CaseResult | None:
+    """``run --lower``: a failed lowering as the case's error result (not measured)."""
+    if lowered.status == "ok":
+        return None
+    return CaseResult(
+        id=lowered.id,
+        kernel=lowered.kernel,
+        version=lowered.version,
+        params=lowered.params,
+        shape=list(lowered.params.values()),
+        dtype=lowered.dtype,
+        status="error",
+        error=lowered.error,
+        traceback=lowered.traceback,
+    )

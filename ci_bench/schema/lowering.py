@@ -1,0 +1,62 @@
+"""The lowering check's file (``ci-bench lower --output``): a small versioned format.
+
+Lowering proves a kernel compiles for a platform this machine does not have (Pallas to
+Mosaic for TPU, to Triton for CUDA) without timing anything, so it is its own document
+rather than a results file with fake timings. Format history: docs/FORMATS.md.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ci_bench.schema.base import Model
+
+LOWERING_SCHEMA_VERSION = 1
+LoweringPlatform = Literal["tpu", "cuda"]
+
+
+class LoweredCase(Model):
+    """One case exported for ``platform``: the Pallas custom calls found, or jax's error."""
+
+    id: str
+    kernel: str
+    version: str
+    params: dict[str, int]
+    dtype: str
+    platform: LoweringPlatform
+    status: Literal["ok", "error"]
+    kind: str | None = Field(None, description="Pallas backend found: mosaic, triton, mosaic_gpu")
+    custom_calls: list[str] = Field(default_factory=list, description="custom-call targets")
+    error: str | None = None
+    traceback: str | None = Field(None, description="full traceback of a failure (logs only)")
+    lower_ms: float | None = Field(None, ge=0, description="trace + lower + serialise time")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LoweredCase:
+        if self.status == "ok" and (self.error or not self.kind):
+            raise ValueError("an ok lowering names its kind and has no error")
+        if self.status == "error" and not self.error:
+            raise ValueError("a failed lowering needs an error message")
+        return self
+
+
+class LoweringMeta(Model):
+    tool_version: str
+    started_at: datetime
+    platform: LoweringPlatform
+    profile: str | None
+    jax: str
+    jaxlib: str
+    kernels: dict[str, str] = Field(description="kernel name -> version")
+
+
+class LoweringResults(Model):
+    """``ci-bench lower --output``: every selected case exported for one platform."""
+
+    schema_version: Literal[1] = LOWERING_SCHEMA_VERSION
+    kind: Literal["lowering"] = "lowering"
+    meta: LoweringMeta
+    cases: list[LoweredCase]

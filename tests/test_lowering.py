@@ -1,0 +1,92 @@
+"""``ci-bench lower``: Pallas lowered for TPU on this CPU machine, failures as error cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ci_bench.errors import ExitCode
+from ci_bench.measure.lowering import custom_calls, pallas_kind
+from ci_bench.schema import RESULTS_SCHEMA_VERSION, Results
+from ci_bench.schema.lowering import LoweringResults
+from ci_bench.store.files import read_model
+from tests.conftest import run_cli, write_project
+
+
+def test_a_lane_block_that_interprets_fine_is_a_tpu_lowering_error(tmp_path):
+    write_project(tmp_path, ["lane_block"])
+    run_out, low_out = tmp_path / "run.json", tmp_path / "lower.json"
+
+    ran = run_cli("run", "--repeats", "2", "--warmup", "1", "-o", str(run_out), cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    (case,) = read_model(
+        run_out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION
+    ).cases
+    assert case.status == "ok"
+    assert case.correctness.ok
+
+    low = run_cli("lower", "--platform", "tpu", "-o", str(low_out), cwd=tmp_path)
+    assert low.returncode == ExitCode.FAILED, low.stderr
+    doc = LoweringResults.model_validate_json(low_out.read_text())
+    (lowered,) = doc.cases
+    assert lowered.status == "error"
+    assert lowered.id == "lane_block/R16-C200/float32"
+    assert "lowering for tpu failed" in lowered.error
+    assert "divisible by 8 and 128" in lowered.error  # jax's own message
+    assert "Traceback" in lowered.traceback
+    assert "lane_block/R16-C200/float32" in low.stdout
+    assert "0/1 cases lower" in low.stdout
+
+    # the same check inside run: the case becomes an error and is not measured
+    both = run_cli("run", "--lower", "tpu", "--repeats", "2", "-o", str(run_out), cwd=tmp_path)
+    assert both.returncode == ExitCode.NOTHING_MEASURED, both.stderr
+    results = read_model(run_out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
+    assert results.meta.settings.lowered_for == "tpu"
+    assert results.cases[0].status == "error"
+    assert results.cases[0].pallas is None
+    assert "divisible by 8 and 128" in results.cases[0].error
+
+
+def test_project_kernels_lower_to_mosaic_for_every_smoke_case(tmp_path):
+    write_project(tmp_path, ["kernels.matmul", "kernels.gla"])
+    out = tmp_path / "lower.json"
+    done = run_cli("lower", "--platform", "tpu", "--profile", "smoke", "-o", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "lowering"
+    assert doc["schema_version"] == 1
+    assert len(doc["cases"]) == 12
+    for case in doc["cases"]:
+        assert case["status"] == "ok", case
+        assert case["kind"] == "mosaic"
+        assert "tpu_custom_call" in case["custom_calls"]
+
+
+def test_cuda_without_the_plugin_is_a_one_line_usage_error(tmp_path):
+    pytest.importorskip("jax")
+    import importlib.util
+
+    if importlib.util.find_spec("jax_cuda12_plugin") or importlib.util.find_spec(
+        "jax_cuda13_plugin"
+    ):
+        pytest.skip("the CUDA plugin is installed here")
+    write_project(tmp_path, ["kernels.matmul"])
+    done = run_cli("lower", "--platform", "cuda", cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE
+    assert done.stderr.strip().count("\n") == 0
+    assert "CUDA plugin" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_custom_call_targets_name_the_pallas_backend():
+    text = (
+        '%0 = stablehlo.custom_call @tpu_custom_call(%arg0) {backend_config = "x"}\n'
+        '%1 = "stablehlo.custom_call"(%0) {call_target_name = "__gpu$xla.gpu.triton"}\n'
+        "%2 = stablehlo.custom_call @Sharding(%1)\n"
+    )
+    targets = custom_calls(text)
+    assert targets == ["tpu_custom_call", "__gpu$xla.gpu.triton", "Sharding"]
+    assert pallas_kind(targets) == "mosaic"
+    assert pallas_kind(targets[1:]) == "triton"
+    assert pallas_kind(["Sharding"]) is None
