@@ -101,8 +101,9 @@ def entry_from_results(
     results: Results, kernel: str, promoted_at: datetime, tag: str | None
 ) -> BaselineEntry:
     meta = results.meta
+    # A committed baseline names no runner: no hostname, no runner-local cache path.
     return BaselineEntry(
-        device=meta.device,
+        device=meta.device.model_copy(update={"hostname": ""}),
         provenance=Provenance(
             tag=tag,
             commit=meta.git.commit,
@@ -112,7 +113,7 @@ def entry_from_results(
             tool_version=meta.tool_version,
             profile=meta.profile,
         ),
-        settings=meta.settings,
+        settings=meta.settings.model_copy(update={"compilation_cache": None}),
         cases=[c for c in results.cases if c.kernel == kernel],
     )
 
