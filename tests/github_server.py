@@ -66,6 +66,7 @@ class _Fault:
     times: int
     headers: dict[str, str]
     body: Any
+    after: bool  # serve the request (state changes), then answer with the fault
 
 
 class FakeGitHub:
@@ -146,19 +147,24 @@ class FakeGitHub:
         times: int = 1,
         headers: dict[str, str] | None = None,
         body: Any = None,
+        after: bool = False,
+        message: str | None = None,
     ) -> None:
         """Answer the next ``times`` matching requests with ``status`` instead of serving them.
 
         ``path_regex`` is searched in the path (without query). ``body`` defaults to GitHub's
-        error shape; a 403 with ``x-ratelimit-remaining: 0`` gets GitHub's rate-limit message,
-        which is what PyGithub raises ``RateLimitExceededException`` on.
+        error shape with ``message`` (default: the status phrase); a 403 with
+        ``x-ratelimit-remaining: 0`` gets GitHub's rate-limit message, which is what PyGithub
+        raises ``RateLimitExceededException`` on. ``after=True`` serves the request first (a
+        comment is created, a file written) and then answers with the fault, as GitHub does
+        when a proxy times out after the work was done.
         """
         headers = dict(headers or {})
         if body is None:
             limited = status in (403, 429) and headers.get("x-ratelimit-remaining") == "0"
-            message = "API rate limit exceeded for user ID 1." if limited else None
+            message = "API rate limit exceeded for user ID 1." if limited else message
             body = api.error_body(status, message or HTTPStatus(status).phrase)
-        fault = _Fault(method.upper(), re.compile(path_regex), status, times, headers, body)
+        fault = _Fault(method.upper(), re.compile(path_regex), status, times, headers, body, after)
         with self._lock:
             self._faults.append(fault)
 
@@ -214,7 +220,12 @@ class FakeGitHub:
                 fault.times -= 1
                 if fault.times <= 0:
                     self._faults.remove(fault)
+                if fault.after:
+                    self._route(method, path, query, body)
                 return fault.status, fault.body, fault.headers
+        return self._route(method, path, query, body)
+
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Answer:
         for verb, pattern, route in _ROUTES:
             match = pattern.match(path)
             if verb == method and match:
@@ -288,6 +299,22 @@ class FakeGitHub:
 
     def _get_pull(self, c: _Call) -> Answer:
         return 200, self._pull_json(c.repo, c.issue(pull=True)), {}
+
+    def _list_pulls(self, c: _Call) -> Answer:
+        """Open pull requests (all the fake has), filtered by ``head`` (owner:branch), ``base``."""
+        head, base = c.param("head", ""), c.param("base", "")
+        owner = c.name.split("/")[0]
+        numbers = [
+            n
+            for n, i in sorted(c.repo.issues.items())
+            if i["pull"]
+            and (not head or head == f"{owner}:{i['pull']['head']}")
+            and (not base or base == i["pull"]["base"])
+            and c.param("state", "open") in ("open", "all")
+        ]
+        here = f"{self.url}/repos/{c.name}/pulls"
+        numbers, links = self._shapes.paginate(numbers, c.query, here)
+        return 200, [self._pull_json(c.repo, n) for n in numbers], links
 
     def _create_pull(self, c: _Call) -> Answer:
         head, base = c.body.get("head", "").split(":")[-1], c.body.get("base", "")
@@ -430,6 +457,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("PATCH", _REPO + _COMMENT, "_edit_comment"),
         ("DELETE", _REPO + _COMMENT, "_delete_comment"),
         ("GET", _REPO + r"/pulls/(?P<number>\d+)", "_get_pull"),
+        ("GET", _REPO + "/pulls", "_list_pulls"),
         ("POST", _REPO + "/pulls", "_create_pull"),
         ("GET", _REPO + "/contents/(?P<path>.+)", "_get_contents"),
         ("PUT", _REPO + "/contents/(?P<path>.+)", "_put_contents"),

@@ -1,18 +1,25 @@
 """The GitHub edge, through PyGithub: the sticky comment and baseline commits.
 
 Retries (5xx, primary and secondary rate limits) are PyGithub's ``GithubRetry``, a
-maintained urllib3 policy, rather than a loop of our own. Errors surface as ``GitHubError``
-with a one-line message that never contains the token.
+maintained urllib3 policy, with two changes (``_Retry``): a POST is retried only when GitHub
+refused it (a rate limit), never after a 5xx or a timeout, since GitHub may have acted and
+still answered 502; and ``Retry-After`` is held to ``max_rate_limit_wait``. Creating the
+sticky comment again after such a failure first looks for the marker. Errors surface as
+``GitHubError`` with a one-line message that quotes GitHub and never contains the token.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any, Literal
 
 from github import Auth, Github, GithubException, GithubRetry, UnknownObjectException
+from github.GithubException import RateLimitExceededExceedsMaxWait
 from pydantic import BaseModel, ConfigDict, Field
+from requests.exceptions import ConnectionError as RequestsConnectionError
+from requests.exceptions import Timeout
 from urllib3.util.retry import Retry
 
 from ci_bench.errors import CiBenchError, ExitCode
@@ -54,9 +61,52 @@ class ApiSettings(BaseModel):
     comment_author: str | None = "github-actions[bot]"
 
 
-def _describe(exc: GithubException, what: str) -> str:
+def github_message(exc: GithubException) -> str | None:
+    """GitHub's own error text, on one line (rule violations come as several)."""
     message = exc.data.get("message") if isinstance(exc.data, dict) else None
+    return " ".join(str(message).split()) if message else None
+
+
+def _describe(exc: GithubException, what: str) -> str:
+    if isinstance(exc, RateLimitExceededExceedsMaxWait):
+        return (
+            f"GitHub API: {what} failed: HTTP {exc.status}: GitHub asked to wait "
+            f"{exc.wait:.0f} s, more than max-rate-limit-wait allows"
+        )
+    message = github_message(exc)
     return f"GitHub API: {what} failed: HTTP {exc.status}{f' ({message})' if message else ''}"
+
+
+class _Retry(GithubRetry):
+    """``GithubRetry`` that never repeats a POST GitHub may have performed, and caps waits.
+
+    A POST answered 403/429 with a rate limit was refused, so it is retried like a GET; a
+    POST answered 5xx (or timing out) may have been performed and is left to the caller.
+    A ``Retry-After`` longer than ``max_rate_limit_wait`` fails at once instead of sleeping.
+    """
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if method == "POST" and status_code in (403, 429):
+            method = "GET"  # refused, not performed: as safe to repeat as a read
+        return super().is_retry(method, status_code, has_retry_after)
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Retry:
+        if response is not None and self.max_rate_limit_wait is not None:
+            wait = self.get_retry_after(response)
+            if wait is not None and wait > self.max_rate_limit_wait:
+                body = self.get_content(response, url or "")
+                raise RateLimitExceededExceedsMaxWait(
+                    response.status, body, response.headers, wait=wait
+                )
+        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
 @contextmanager
@@ -77,11 +127,12 @@ class GitHubClient:
         self, token: str, api_url: str, repository: str, settings: ApiSettings | None = None
     ) -> None:
         s = settings or ApiSettings()
-        retry = GithubRetry(
+        retry = _Retry(
             total=s.retries,
             backoff_factor=s.backoff,
             max_rate_limit_wait=s.max_rate_limit_wait,
-            allowed_methods=Retry.DEFAULT_ALLOWED_METHODS | {"GET", "POST", "PATCH"},
+            # No POST: see _Retry. PATCH sends the whole comment body, so repeating is safe.
+            allowed_methods=Retry.DEFAULT_ALLOWED_METHODS | {"GET", "PATCH"},
         )
         self._gh = Github(
             auth=Auth.Token(token),
@@ -94,10 +145,16 @@ class GitHubClient:
         )
         self.repository = repository
         self.comment_author = s.comment_author
+        self._create_attempts = s.retries + 1
+        self._backoff = s.backoff
         self._repo = self._gh.get_repo(repository, lazy=True)
 
     def upsert_comment(self, number: int, tag: str, body: str) -> tuple[str, str]:
-        """Edit the comment that starts with ``tag`` in place, or create it; one per tag."""
+        """Edit the comment that starts with ``tag`` in place, or create it; one per tag.
+
+        A create that fails with a 5xx or a timeout may still have created the comment, so
+        before creating again the comments are listed anew and the marker looked for.
+        """
         text = f"{tag}\n{body}"
         if len(text) > COMMENT_LIMIT:
             raise GitHubError(
@@ -105,15 +162,33 @@ class GitHubClient:
             )
         with api_step(f"updating the comment on #{number}"):
             issue = self._repo.get_issue(number)
-            for comment in issue.get_comments():
-                mine = self.comment_author is None or comment.user.login == self.comment_author
-                if mine and comment.body and comment.body.startswith(tag):
-                    if comment.body != text:
-                        comment.edit(text)
-                        return "updated", comment.html_url
-                    return "unchanged", comment.html_url
-            created = issue.create_comment(text)
-            return "created", created.html_url
+            for attempt in range(self._create_attempts):
+                found = next(
+                    (
+                        c
+                        for c in issue.get_comments()
+                        if (self.comment_author is None or c.user.login == self.comment_author)
+                        and c.body
+                        and c.body.startswith(tag)
+                    ),
+                    None,
+                )
+                if found is not None and found.body == text:
+                    # After a failed create, our own comment is there: that create worked.
+                    return ("created" if attempt else "unchanged"), found.html_url
+                if found is not None:
+                    found.edit(text)
+                    return "updated", found.html_url
+                try:
+                    return "created", issue.create_comment(text).html_url
+                except GithubException as exc:
+                    if exc.status < 500 or attempt + 1 == self._create_attempts:
+                        raise
+                except (Timeout, RequestsConnectionError):
+                    if attempt + 1 == self._create_attempts:
+                        raise
+                time.sleep(self._backoff * 2**attempt)
+            raise AssertionError("unreachable")
 
     def pull_head_sha(self, number: int) -> str:
         with api_step(f"reading pull request #{number}"):
@@ -136,9 +211,13 @@ class GitHubClient:
 
     def write_file(
         self, path: str, text: str, message: str, branch: str, sha: str | None
-    ) -> Literal["written", "conflict"]:
-        """Create (sha None) or update a file; a stale sha reports a conflict, not an error."""
-        with api_step(f"writing {path}"):
+    ) -> tuple[Literal["written", "conflict"], str]:
+        """Create (sha None) or update a file; a 409 (or a 422 on create) is a conflict.
+
+        Returns the outcome and, for a conflict, GitHub's message: a stale sha and a
+        protected branch both answer 409, and only the message tells them apart.
+        """
+        with api_step(f"writing {path} on {branch}"):
             try:
                 if sha is None:
                     self._repo.create_file(path, message, text, branch=branch)
@@ -146,9 +225,9 @@ class GitHubClient:
                     self._repo.update_file(path, message, text, sha, branch=branch)
             except GithubException as exc:
                 if exc.status == 409 or (exc.status == 422 and sha is None):
-                    return "conflict"
+                    return "conflict", github_message(exc) or f"HTTP {exc.status}"
                 raise
-        return "written"
+        return "written", ""
 
     def ensure_branch(self, branch: str, from_branch: str) -> None:
         """Create ``branch`` at the head of ``from_branch`` unless it exists."""
@@ -162,15 +241,27 @@ class GitHubClient:
             head = self._repo.get_git_ref(f"heads/{from_branch}").object.sha
             self._repo.create_git_ref(f"refs/heads/{branch}", head)
 
+    def find_pull_request(self, branch: str, base: str) -> str | None:
+        """The open pull request from ``branch`` into ``base``, if there is one."""
+        owner = self.repository.split("/")[0]
+        with api_step(f"looking for a pull request from {branch}"):
+            for pull in self._repo.get_pulls(state="open", head=f"{owner}:{branch}", base=base):
+                return pull.html_url
+        return None
+
     def open_pull_request(self, branch: str, base: str, title: str, body: str) -> str | None:
-        """Open a PR; an identical one already open (HTTP 422) is fine: returns None."""
-        with api_step(f"opening a pull request from {branch}"):
+        """Open a PR; an identical one already open (HTTP 422) is fine: returns None.
+
+        A refusal (403, e.g. Actions may not create pull requests) raises ``GitHubError``
+        quoting GitHub's message.
+        """
+        with api_step(f"opening a pull request from {branch} into {base}"):
             try:
                 return self._repo.create_pull(
                     base=base, head=branch, title=title, body=body
                 ).html_url
             except GithubException as exc:
-                if exc.status == 422:
+                if exc.status == 422 and "already exists" in str(exc.data):
                     return None
                 raise
 
@@ -192,8 +283,13 @@ def commit_with_retry(
         new_text = merge(text)
         if new_text is None:
             return "unchanged"
-        if client.write_file(path, new_text, message, branch, sha) == "written":
+        outcome, why = client.write_file(path, new_text, message, branch, sha)
+        if outcome == "written":
             return "written"
         if attempt == 2:
-            raise GitHubError(f"GitHub API: {path} changed concurrently twice; not written")
+            raise GitHubError(
+                f"GitHub API: writing {path} on {branch} refused twice, re-read in between "
+                f"(GitHub: {why}); not written. A protected branch refuses direct writes: "
+                'set promote-via = "pull-request"'
+            )
     raise AssertionError("unreachable")

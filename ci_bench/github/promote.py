@@ -3,6 +3,11 @@
 Each file is read from the target branch, merged with this run's entry (other devices'
 entries are kept) and written with the blob sha it was read at; a concurrent change makes
 the write fail with a conflict, and the read-merge-write is retried once.
+
+``pull-request`` mode (for protected default branches) decides what is pending against the
+default branch, not the promotion branch, so a rerun finishes a half-done promotion: the
+branch written but no pull request (GitHub refused to open it) opens it, an open one is
+named. A refusal quotes GitHub and says what the maintainer can do.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from ci_bench.errors import InputError
-from ci_bench.github.api import GitHubClient, commit_with_retry
+from ci_bench.github.api import GitHubClient, GitHubError, commit_with_retry
 from ci_bench.schema import Results
 from ci_bench.store.baselines import (
     BaselineEntry,
@@ -55,7 +60,7 @@ def promote_through_api(
     branch = base if via == "commit" else f"ci-bench/baselines-{tag}"
     promoted_at = datetime.now(UTC)
     lines: list[str] = []
-    changed = False
+    pending = False  # pull-request mode: the default branch lacks something this run has
     for kernel, version in results.meta.kernels.items():
         path = f"{folder}/{kernel}_v{version}.json" if folder else f"{kernel}_v{version}.json"
         entry = entry_from_results(results, kernel, promoted_at, tag)
@@ -65,22 +70,38 @@ def promote_through_api(
         merge = functools.partial(_merged, path=path, kernel=kernel, version=version, entry=entry)
 
         message = f"ci-bench: {kernel} v{version} baseline from {tag} on {device}"
-        if via == "pull-request" and not changed:
-            # Idempotent: nothing to write means no branch and no pull request.
+        if via == "pull-request":
+            # Idempotent: nothing to change on the default branch means no branch, no PR.
             current = client.read_file(path, base)
             if merge(current[0] if current else None) is None:
-                lines.append(f"unchanged: {path} ({device}, {tag})")
+                lines.append(f"unchanged: {path} on {base} ({device}, {tag})")
                 continue
-            client.ensure_branch(branch, base)
+            if not pending:
+                client.ensure_branch(branch, base)
+            pending = True
         outcome = commit_with_retry(client, path, branch, message, merge)
-        changed = changed or outcome == "written"
         lines.append(f"{outcome}: {path} on {branch} ({device}, {tag})")
-    if via == "pull-request" and changed:
+    if pending:
+        lines.append(_pull_request(client, branch, base, tag, device))
+    return lines
+
+
+def _pull_request(client: GitHubClient, branch: str, base: str, tag: str, device: str) -> str:
+    """Open the promotion PR, or name the one already open (a rerun after a refusal)."""
+    existing = client.find_pull_request(branch, base)
+    if existing:
+        return f"pull request already open: {existing}"
+    try:
         url = client.open_pull_request(
             branch,
             base,
             title=f"ci-bench: baselines from {tag}",
             body=f"Baselines measured on {device} for {tag}, promoted by ci-bench.",
         )
-        lines.append(f"pull request: {url or 'already open for ' + branch}")
-    return lines
+    except GitHubError as exc:
+        raise GitHubError(
+            f"{exc}. The baselines are on branch {branch}: open a pull request from it into "
+            f"{base} by hand, or allow GitHub Actions to create pull requests (Settings > "
+            "Actions > General > Workflow permissions) and rerun this job, which then opens it"
+        ) from None
+    return f"pull request: {url or 'already open for ' + branch}"
