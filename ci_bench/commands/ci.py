@@ -88,12 +88,27 @@ def _where(report: Report, context: ActionsContext) -> str:
     return f"the job summary and the `{ARTIFACT}` artifact{run}"
 
 
+def _footer(report: Report, context: ActionsContext, head_sha: str | None) -> str:
+    """Which run measured which pull-request commit (not the merge commit)."""
+    url, head = report.run_url or context.run_url, report.head_sha or head_sha
+    parts = [f"[benchmark run]({url})"] if url else []
+    if head:
+        parts.append(f"pull request head `{head[:12]}`")
+    return f"\n\n<sub>{' · '.join(parts)}</sub>\n" if parts else ""
+
+
 def _comment(
-    client: GitHubClient, number: int, workflow: str, report: Report, context: ActionsContext
+    client: GitHubClient,
+    number: int,
+    workflow: str,
+    report: Report,
+    context: ActionsContext,
+    head_sha: str | None = None,
 ) -> str:
     tag = marker(workflow, report.meta.device.identity, report.mode)
-    body = fit_markdown(report, COMMENT_LIMIT - len(tag) - 1, _where(report, context))
-    action, url = client.upsert_comment(number, tag, body)
+    footer = _footer(report, context, head_sha)
+    body = fit_markdown(report, COMMENT_LIMIT - len(tag) - len(footer) - 1, _where(report, context))
+    action, url = client.upsert_comment(number, tag, body.rstrip("\n") + footer)
     return f"{report.mode} comment {action}: {url}"
 
 
@@ -158,7 +173,7 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     out_dir.mkdir(parents=True, exist_ok=True)
     event = context.event
     if isinstance(event, PullRequest):
-        pr = {"number": event.number, "head_sha": event.head_sha}
+        pr = {"number": event.number, "head_sha": event.head_sha, "run_url": context.run_url}
         atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
     results = bench = None
     if request.results_path:
@@ -188,7 +203,7 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
             client = api_client(context, request.config)
             workflow = context.workflow or "ci-bench"
             for report in reports:
-                message = _comment(client, event.number, workflow, report, context)
+                message = _comment(client, event.number, workflow, report, context, event.head_sha)
                 sys.stderr.write(f"ci-bench: {message}\n")
         except GitHubError as exc:
             sys.stderr.write(f"ci-bench: error: {exc} (the report is in {out_dir})\n")
@@ -225,8 +240,13 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     """workflow_run job: post the benchmark job's report, checking which PR it belongs to."""
     context = load_actions_context(env)
     event = context.event
+    if isinstance(event, PullRequest):
+        return _comment_in_run(args, context, event, cwd, out)
     if not isinstance(event, WorkflowRun):
-        raise InputError(f"comment needs a workflow_run event, got {context.event_name or 'none'}")
+        raise InputError(
+            "comment needs a pull_request_target or workflow_run event, "
+            f"got {context.event_name or 'none'}"
+        )
     paths = [args.report_dir / f"{stem}.json" for stem in dict.fromkeys(REPORT_FILES.values())]
     present = [p for p in paths if p.is_file()]
     if not present:
@@ -241,6 +261,27 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     number = _pull_number(args.report_dir, event, client)
     for report in reports:
         out.write(f"ci-bench: {_comment(client, number, event.name, report, context)}\n")
+    return 0
+
+
+def _comment_in_run(
+    args: argparse.Namespace, context: ActionsContext, event: PullRequest, cwd: Path, out: TextIO
+) -> int:
+    """The benchmark workflow's own comment job: the number comes from GitHub's event."""
+    from ci_bench.commands.config import load_config
+
+    paths = [args.report_dir / f"{stem}.json" for stem in REPORT_FILES.values()]
+    present = [p for p in paths if p.is_file()]
+    if not present:
+        raise InputError(f"{args.report_dir}: no report.json or ab-report.json in the artifact")
+    reports = [
+        read_model(p, Report, what="report", schema_version=REPORT_SCHEMA_VERSION) for p in present
+    ]
+    client = api_client(context, load_config(None, cwd))
+    workflow = context.workflow or "ci-bench"
+    for report in reports:
+        message = _comment(client, event.number, workflow, report, context, event.head_sha)
+        out.write(f"ci-bench: {message}\n")
     return 0
 
 

@@ -36,11 +36,16 @@ def _maybe(cwd: Path, *args: str) -> str | None:
 
 
 def git_info(cwd: Path, commit: str | None = None, ref: str | None = None) -> GitInfo:
-    """Commit, ref and dirtiness; ``commit``/``ref`` (from the CI environment) take precedence."""
+    """Commit, ref and dirtiness; the checkout's HEAD is the commit measured.
+
+    ``commit``/``ref`` come from the CI environment: GITHUB_SHA is only a fallback, since
+    under ``pull_request_target`` it names the base branch while the job measures the
+    pull request's head.
+    """
     head = _maybe(cwd, "rev-parse", "HEAD")
     status = _maybe(cwd, "status", "--porcelain", "--untracked-files=no")
     return GitInfo(
-        commit=commit or head,
+        commit=head or commit,
         ref=ref or _maybe(cwd, "symbolic-ref", "-q", "HEAD"),
         dirty=None if status is None else bool(status),
     )
