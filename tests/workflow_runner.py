@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -388,16 +389,31 @@ class Runner:
                 done[job_name] = "skipped"
                 continue
             legs = _matrix(job.get("strategy", {}).get("matrix"))
-            for matrix in legs:
-                leg_ctx = {**job_ctx, "matrix": matrix}
-                key = (job_name, json.dumps(matrix, sort_keys=True))
-                if key in self.lose:
-                    jobs.append(JobResult(job_name, matrix, "failure"))
-                    continue
-                workspace = folder / f"{job_name}-{len(jobs)}"
-                jobs.append(
-                    self._job(job_name, job, matrix, leg_ctx, base_env, workspace, artifacts)
-                )
+            # Matrix legs run side by side, as on GitHub (the shards' runners).
+            with ThreadPoolExecutor(max_workers=len(legs)) as pool:
+                futures = []
+                for matrix in legs:
+                    key = (job_name, json.dumps(matrix, sort_keys=True))
+                    if key in self.lose:  # the runner went away: no steps, no artifact
+                        futures.append(None)
+                        continue
+                    workspace = folder / f"{job_name}-{len(jobs) + len(futures)}"
+                    leg_ctx = {**job_ctx, "matrix": matrix}
+                    futures.append(
+                        pool.submit(
+                            self._job,
+                            job_name,
+                            job,
+                            matrix,
+                            leg_ctx,
+                            base_env,
+                            workspace,
+                            artifacts,
+                        )
+                    )
+                for matrix, future in zip(legs, futures, strict=True):
+                    lost = JobResult(job_name, matrix, "failure")
+                    jobs.append(lost if future is None else future.result())
             done[job_name] = WorkflowRun(name, run_id, group, jobs, artifacts).result(job_name)
         return WorkflowRun(name, run_id, group, jobs, artifacts)
 
