@@ -237,7 +237,9 @@ def _release(request: Request, context: ActionsContext, results: Results, out: T
 
 
 def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    """workflow_run job: post the benchmark job's report, checking which PR it belongs to."""
+    """Post the report artifact as the sticky comment: from the benchmark workflow's own
+    ``comment`` job (pull_request_target), or from a workflow_run job, checking which PR
+    the run belongs to."""
     context = load_actions_context(env)
     event = context.event
     if isinstance(event, PullRequest):
@@ -247,13 +249,7 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
             "comment needs a pull_request_target or workflow_run event, "
             f"got {context.event_name or 'none'}"
         )
-    paths = [args.report_dir / f"{stem}.json" for stem in dict.fromkeys(REPORT_FILES.values())]
-    present = [p for p in paths if p.is_file()]
-    if not present:
-        raise InputError(f"{args.report_dir}: no report.json or ab-report.json in the artifact")
-    reports = [load_report(p) for p in present]
-    if any(r.mode == "pr" for r in reports):  # the PR verdict already holds the A/B
-        reports = [r for r in reports if r.mode == "pr"]
+    reports = _artifact_reports(args.report_dir)
     if event.event != "pull_request":
         out.write(f"ci-bench: the run was a {event.event} event: no pull request to comment on\n")
         return 0
@@ -264,19 +260,23 @@ def cmd_comment(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     return 0
 
 
+def _artifact_reports(report_dir: Path) -> list[Report]:
+    """The artifact's reports; the PR verdict alone when present (it already holds the A/B)."""
+    paths = [report_dir / f"{stem}.json" for stem in dict.fromkeys(REPORT_FILES.values())]
+    present = [p for p in paths if p.is_file()]
+    if not present:
+        raise InputError(f"{report_dir}: no report.json or ab-report.json in the artifact")
+    reports = [load_report(p) for p in present]
+    if any(r.mode == "pr" for r in reports):
+        reports = [r for r in reports if r.mode == "pr"]
+    return reports
+
+
 def _comment_in_run(
     args: argparse.Namespace, context: ActionsContext, event: PullRequest, cwd: Path, out: TextIO
 ) -> int:
     """The benchmark workflow's own comment job: the number comes from GitHub's event."""
-    from ci_bench.commands.config import load_config
-
-    paths = [args.report_dir / f"{stem}.json" for stem in REPORT_FILES.values()]
-    present = [p for p in paths if p.is_file()]
-    if not present:
-        raise InputError(f"{args.report_dir}: no report.json or ab-report.json in the artifact")
-    reports = [
-        read_model(p, Report, what="report", schema_version=REPORT_SCHEMA_VERSION) for p in present
-    ]
+    reports = _artifact_reports(args.report_dir)
     client = api_client(context, load_config(None, cwd))
     workflow = context.workflow or "ci-bench"
     for report in reports:
