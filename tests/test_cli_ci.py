@@ -200,7 +200,9 @@ def test_a_fork_leaves_the_comment_to_the_workflow_run_job(server, workspace):
     assert "comment left to the workflow_run job" in done.stderr
     assert comments(server, number) == []
     out = workspace / "ci-bench-out"
-    assert json.loads((out / "pr.json").read_text()) == {"number": number, "head_sha": head}
+    run_url = f"https://github.com/{REPO}/actions/runs/4242"
+    pr = {"number": number, "head_sha": head, "run_url": run_url}
+    assert json.loads((out / "pr.json").read_text()) == pr
     # comment.yml: workflow_run completed; GitHub lists no pull requests for a fork's run
     run_event = event_file(
         workspace,

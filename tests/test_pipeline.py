@@ -204,6 +204,7 @@ def test_a_pull_request_is_measured_in_shards_reported_and_commented_once(
     assert pr_json["run_url"].endswith(f"/actions/runs/{run.run_id}")
 
     [body] = comments(server)
+    (runner.root / "comment.md").write_text(body)  # kept with the run, for a reader
     assert body.startswith("<!-- ci-bench sticky: benchmark|")
     assert f"https://github.com/{REPO}/actions/runs/{run.run_id}" in body
     assert f"`{first[:12]}`" in body
