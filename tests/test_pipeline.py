@@ -33,13 +33,12 @@ REPO = "Codertocat/Hello-World"  # the repository the webhook examples come from
 FORK = "someone-else/Hello-World"
 TOKEN = "ghs_pipeline_token"
 NUMBER = 2  # the examples' pull request number
-# Flipped by the change that makes the report know the expected matrix (issue 11 item 2).
-MISSING_IS_REPORTED = False
 PYPROJECT = """\
 [tool.ci-bench]
 kernels = ["tiny_matmul"]
 warmup = 1
 repeats = 3
+ab-repeats = 4
 
 [tool.ci-bench.github]
 retries = 2
@@ -218,7 +217,7 @@ def test_a_pull_request_is_measured_in_shards_reported_and_commented_once(
     assert f"/actions/runs/{rerun.run_id}" in edited
 
 
-def test_a_lost_shard_is_reported_missing_and_the_comment_still_posts(runner, origin, server):
+def test_a_lost_shard_is_reported_unmeasured_and_the_comment_still_posts(runner, origin, server):
     runner.lose.add(("measure", json.dumps({"shard": 2})))
     run = on_pr(
         runner, origin, pull_request(origin, "pull_request_opened.json", origin["heads"][0])
@@ -231,15 +230,25 @@ def test_a_lost_shard_is_reported_missing_and_the_comment_still_posts(runner, or
     report = report_of(run)
     verdicts = {c["id"]: c["verdict"] for c in report["cases"]}
     assert "matmul/B1-M128-K128-N128/float32" in verdicts
-    # Strict expected failure of just these assertions (issue 11 item 2, the lead's side):
-    # the report does not know the expected matrix yet. When it does, the first assertion
-    # fails: flip MISSING_IS_REPORTED to True.
-    if not MISSING_IS_REPORTED:
-        assert "matmul/B1-M128-K128-N128/bfloat16" not in verdicts, "flip MISSING_IS_REPORTED"
-        pytest.xfail("a lost shard's cases are not reported `missing` yet (issue 11 item 2)")
-    assert verdicts["matmul/B1-M128-K128-N128/bfloat16"] == "missing"
+    # A lost shard's cases are `unmeasured` (in the run's matrix, never measured), which
+    # fails the run by default: a lost shard never passes.
+    assert verdicts["matmul/B1-M128-K128-N128/bfloat16"] == "unmeasured"
     assert report["exit_code"] != 0
     assert run.result("report") == "failure"
+
+
+def test_with_the_ab_job_the_report_is_one_pr_verdict(runner, origin, server):
+    runner.variables["CI_BENCH_PR_MODE"] = "both"
+    run = on_pr(
+        runner, origin, pull_request(origin, "pull_request_opened.json", origin["heads"][0])
+    )
+
+    assert sorted(run.ran) == ["ab", "comment", "measure", "measure", "report"], failures(run)
+    assert run.result("report") == "success", failures(run)
+    report = report_of(run)
+    assert report["mode"] == "pr"  # the A/B decides, the baseline diff shows drift
+    [body] = comments(server)  # one comment: the PR verdict, not a second A/B one
+    assert "|pr -->" in body.splitlines()[0]
 
 
 def test_another_label_neither_starts_nor_cancels_a_run(runner, origin, server):
