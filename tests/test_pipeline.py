@@ -311,7 +311,9 @@ def test_a_dispatch_runs_the_chosen_inputs_and_comments_nowhere(runner, origin, 
     inputs = {"kernels": "matmul", "profile": "smoke", "repeats": "2", "fail_on": "none"}
     payload = event("workflow_dispatch.json", inputs=inputs)
     payload["repository"]["full_name"] = REPO
-    runs = runner.dispatch("workflow_dispatch", payload, "refs/heads/master", origin["base"])
+    runs = runner.dispatch(
+        "workflow_dispatch", payload, "refs/heads/master", origin["base"], "benchmark.yml"
+    )
     assert [r.workflow for r in runs] == ["benchmark.yml"]
     [run] = runs
     assert run.ran == ["measure", "measure", "report"], failures(run)

@@ -315,11 +315,18 @@ class Runner:
     run_ids: itertools.count = field(default_factory=lambda: itertools.count(9001))
 
     def dispatch(
-        self, event: str, payload: dict[str, Any], ref: str, sha: str
+        self, event: str, payload: dict[str, Any], ref: str, sha: str, target: str | None = None
     ) -> list[WorkflowRun]:
-        """Every workflow this event triggers, run to completion."""
+        """Every workflow this event triggers, run to completion.
+
+        A ``workflow_dispatch`` starts only the workflow it names (``target``), as on GitHub.
+        """
+        if event == "workflow_dispatch" and target is None:
+            raise ExpressionError("a workflow_dispatch names its workflow")
         runs = []
         for path in sorted(WORKFLOWS.glob("*.yml")):
+            if target is not None and path.name != target:
+                continue
             workflow = load(path.name)
             if triggers(workflow, event, payload):
                 runs.append(self.run(path.name, workflow, event, payload, ref, sha))
