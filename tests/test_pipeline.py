@@ -109,6 +109,9 @@ def runner(origin, server, jax_cache, tmp_path) -> Runner:
         token=TOKEN,
         # What scripts/ci_venv.sh would write to GITHUB_ENV: this test's own environment.
         installed={"CI_BENCH_VENV": sys.prefix, "CI_BENCH_JAX_CACHE": str(jax_cache)},
+        # The A/B job runs on pull requests by default; scenarios about the rest of the
+        # pipeline opt out the way a repository can (test_with_the_ab_job... opts back in).
+        variables={"CI_BENCH_PR_MODE": "baseline"},
     )
 
 

@@ -28,7 +28,7 @@ class Config(BaseModel):
     release_profile: Profile = "full"
     promote_via: Literal["commit", "pull-request"] = "commit"
     # Pull requests: compare with the stored baseline, A/B against the PR's base, or both.
-    pr_mode: Literal["baseline", "ab", "both"] = "baseline"
+    pr_mode: Literal["baseline", "ab", "both"] = "both"
     # Re-measure cases flagged as regressions once before the verdict is final.
     confirm: bool = True
     warmup: int = Field(5, ge=0)
