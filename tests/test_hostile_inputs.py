@@ -236,6 +236,7 @@ def with_number(number):
         ("workflow_dispatch", b'{"inputs": {"repeats": 1e400}}'),
         ("workflow_dispatch", b'{"inputs": {"repeats": "0"}}'),
         ("workflow_dispatch", b'{"inputs": {"kernels": 5}}'),
+        ("workflow_dispatch", b'{"inputs": {"base": "--upload-pack=evil"}}'),
         (
             "pull_request",
             json.dumps({**PR, "pull_request": {**PR["pull_request"], "head": "x"}}).encode(),

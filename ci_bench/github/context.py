@@ -192,8 +192,15 @@ def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
         fail_on=_input(inputs, "fail_on"),
         cases=_split(_input(inputs, "cases")),
         mode=_input(inputs, "mode"),
-        base=_input(inputs, "base"),
+        base=_ref(_input(inputs, "base")),
     )
+
+
+def _ref(value: str | None) -> str | None:
+    """A git ref from a form: never something git would read as an option."""
+    if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
+        raise InputError(f"workflow_dispatch event payload: inputs.base: not a git ref: {value!r}")
+    return value
 
 
 def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
