@@ -16,8 +16,8 @@ import pytest
 from ci_bench.errors import ExitCode
 from ci_bench.github.outputs import annotations
 from ci_bench.judge.compare import compare
+from ci_bench.report.comment import markdown_report
 from ci_bench.report.escape import md_inline
-from ci_bench.report.render import markdown_report
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import Lookup
 from ci_bench.store.files import dump_model
