@@ -11,6 +11,9 @@ class ExitCode(IntEnum):
     USAGE = 2  # invalid usage or input: flags, config, files, schema
     NOTHING_MEASURED = 3  # no case ran, or every case errored
     GITHUB = 4  # the GitHub API step failed (report already written)
+    INTERNAL = 5  # a bug in ci-bench: one line, the traceback in a log file
+    INTERRUPTED = 130  # SIGINT (Ctrl-C): results measured so far are saved
+    TERMINATED = 143  # SIGTERM (a cancelled job): results measured so far are saved
 
 
 class CiBenchError(Exception):

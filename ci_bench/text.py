@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import re
 
-SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# Names end up in file names, case ids and PR comments: a conservative character set and a
+# length limit, by contract; the schema's readers check the same patterns. Match with
+# ``fullmatch`` (``$`` alone would let a trailing newline through).
+SEMVER_PATTERN = r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$"
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+PARAM_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
+NAME_MAX = 64  # also the longest version
+SEMVER = re.compile(SEMVER_PATTERN)
+NAME = re.compile(NAME_PATTERN)
+PARAM = re.compile(PARAM_PATTERN)
 
 
 def one_line(text: str | BaseException, limit: int | None = None) -> str:

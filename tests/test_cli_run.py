@@ -122,7 +122,7 @@ def test_every_case_erroring_means_nothing_measured(tmp_path):
         (["--shard", "5/4"], "--shard 5/4"),
         (["--kernel", "matmul", "--shape", "1,x,3"], "comma-separated integers"),
         (["--kernel", "matmul", "--shape", "1,2"], "--shape wants M,K,N"),
-        (["--repeats", "0"], "--repeats must be >= 1"),
+        (["--repeats", "0"], "--repeats: must be between 1 and"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(project, args, message):

@@ -119,7 +119,7 @@ def test_context_reads_the_environment_and_defaults_to_the_public_api(tmp_path):
     assert ghes.api_url == "https://ghe.example/api/v3"
     assert load_context({}).event is None
     path.write_text("{")
-    with pytest.raises(InputError, match="invalid JSON in the event payload"):
+    with pytest.raises(InputError, match=r"event\.json: invalid JSON"):
         load_context(env)
 
 

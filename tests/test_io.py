@@ -66,7 +66,7 @@ def test_bad_files_fail_in_one_line_naming_the_file(tmp_path, valid, mutate, exp
 def test_nan_and_negative_timings_name_the_field(tmp_path, valid):
     path = tmp_path / "nan.json"
     path.write_text(json.dumps(valid).replace('"mean_ms": ', '"mean_ms": NaN, "x": ', 1))
-    with pytest.raises(InputError, match="NaN is not a finite number"):
+    with pytest.raises(InputError, match=r"cases\.0\.pallas\.mean_ms: not a finite number"):
         read(path)
     valid["cases"][0]["pallas"]["mean_ms"] = -1.0
     path.write_text(json.dumps(valid))

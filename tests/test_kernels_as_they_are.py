@@ -171,6 +171,7 @@ def test_a_tpu_only_jax_kernel_runs_through_config_alone(tmp_path):
         "kernel",
         "-o",
         str(out),
+        "--force",
         cwd=tmp_path,
     )
     assert plain.returncode == 3

@@ -39,7 +39,9 @@ def test_a_lane_block_that_interprets_fine_is_a_tpu_lowering_error(tmp_path):
     assert "0/1 cases lower" in low.stdout
 
     # the same check inside run: the case becomes an error and is not measured
-    both = run_cli("run", "--lower", "tpu", "--repeats", "2", "-o", str(run_out), cwd=tmp_path)
+    both = run_cli(
+        "run", "--lower", "tpu", "--repeats", "2", "-o", str(run_out), "--force", cwd=tmp_path
+    )
     assert both.returncode == ExitCode.NOTHING_MEASURED, both.stderr
     results = read_model(run_out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
     assert results.meta.settings.lowered_for == "tpu"

@@ -28,7 +28,7 @@ from ci_bench.github.promote import promote_through_api
 from ci_bench.report.comment import fit_markdown, markdown_report
 from ci_bench.schema import REPORT_SCHEMA_VERSION, Report, Results
 from ci_bench.store.baselines import check_pins, check_promotable
-from ci_bench.store.files import atomic_write_text, dump_model, read_model
+from ci_bench.store.files import atomic_write_text, dump_model, read_json, read_model
 
 ARTIFACT = "ci-bench-report"
 
@@ -294,10 +294,10 @@ def _pull_number(report_dir: Path, event: WorkflowRun, client: GitHubClient) -> 
     if event.pull_numbers:
         return event.pull_numbers[0]
     path = report_dir / "pr.json"
-    try:
-        number = int(json.loads(path.read_text(encoding="utf-8"))["number"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: no pull request number: {exc}") from None
+    data = read_json(path, "pull request")
+    number = data.get("number") if isinstance(data, dict) else None
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 2**31:
+        raise InputError(f"{path}: number: not a pull request number: {str(number)[:40]!r}")
     head = client.pull_head_sha(number)
     if head != event.head_sha:
         raise InputError(

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import tempfile
+import threading
+import traceback
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 from ci_bench import __version__
 from ci_bench.commands import history
@@ -16,9 +23,35 @@ from ci_bench.commands.compare import cmd_compare, cmd_merge, cmd_promote
 from ci_bench.commands.lower import cmd_check_spec, cmd_lower
 from ci_bench.commands.profile import cmd_plot, cmd_profile
 from ci_bench.commands.run import cmd_list, cmd_run, cmd_schema
+from ci_bench.commands.validate import (
+    MAX_SECONDS,
+    PEAK_MAX,
+    REPEATS_MAX,
+    RUNS_MAX,
+    SEED_MAX,
+    check_output_dir,
+    check_output_file,
+    int_range,
+    open_fraction,
+    path_arg,
+    positive_float,
+    shape,
+)
 from ci_bench.contract.matrix import SelectionError
 from ci_bench.contract.spec import PROFILES, SpecError
 from ci_bench.errors import CiBenchError, ExitCode
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line (the promise for every bad input), exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: object) -> str:
+    """Any message as one line: a newline from hostile input cannot forge a second one."""
+    return " ".join(str(text).replace("\r", "\n").split("\n")).strip()
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -46,34 +79,48 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
         help="extra kernel exposing SPEC: a module name (resolved from the config file's "
         "folder) or a .py file path (repeatable)",
     )
-    group.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+    group.add_argument("--config", type=path_arg, help="pyproject.toml with [tool.ci-bench]")
 
 
 def _add_measurement(run: argparse.ArgumentParser) -> None:
     """Options shared by ``run`` and ``ci``: how cases are measured."""
-    run.add_argument("--warmup", type=int, help="warmup calls per implementation (default 5)")
-    run.add_argument("--repeats", type=int, help="timed calls per implementation (default 20)")
-    run.add_argument("--seed", type=int, help="PRNG seed for inputs (default 42)")
+    run.add_argument(
+        "--warmup",
+        type=int_range(0, REPEATS_MAX),
+        help="warmup calls per implementation (default 5)",
+    )
+    run.add_argument(
+        "--repeats",
+        type=int_range(1, REPEATS_MAX),
+        help="timed calls per implementation (default 20)",
+    )
+    run.add_argument(
+        "--seed", type=int_range(0, SEED_MAX), help="PRNG seed for inputs (default 42)"
+    )
     run.add_argument(
         "--adaptive",
-        type=float,
+        type=open_fraction,
         metavar="WIDTH",
         help="sample until the median's 95%% CI is this wide relative to it (e.g. 0.01); "
         "--repeats becomes the minimum",
     )
     run.add_argument(
         "--max-time",
-        type=float,
+        type=positive_float(MAX_SECONDS),
         metavar="SECONDS",
         help="per-case time cap for --adaptive (default: config, 30)",
     )
     run.add_argument("--shard", help="run shard I of N of the matrix, e.g. 2/4")
-    run.add_argument("--peak-tflops", type=float, help="override the device's peak TFLOPS")
-    run.add_argument("--peak-gbps", type=float, help="override the device's peak HBM GB/s")
+    run.add_argument(
+        "--peak-tflops", type=positive_float(PEAK_MAX), help="override the device's peak TFLOPS"
+    )
+    run.add_argument(
+        "--peak-gbps", type=positive_float(PEAK_MAX), help="override the device's peak HBM GB/s"
+    )
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
         "--compilation-cache",
-        type=Path,
+        type=path_arg,
         metavar="DIR",
         help="JAX persistent compilation cache folder (default: config)",
     )
@@ -99,7 +146,7 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--resume",
-        type=Path,
+        type=path_arg,
         metavar="RESULTS",
         help="skip the cases this results file already measured with the same settings "
         "(the output defaults to this file)",
@@ -115,23 +162,26 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ci-bench", description="Continuous benchmarking for JAX Pallas kernels."
-    )
+    parser = Parser(prog="ci-bench", description="Continuous benchmarking for JAX Pallas kernels.")
     parser.add_argument("--version", action="version", version=f"ci-bench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the benchmark matrix and print a table")
     _add_selection(run)
     _add_measurement(run)
-    run.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
+    run.add_argument("--shape", type=shape, help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
     run.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
     run.add_argument(
         "--lower",
         choices=("tpu", "cuda"),
         help="first lower each case for this platform; a case that cannot is an error",
     )
-    run.add_argument("--output", "-o", type=Path, help="write the results JSON here")
+    run.add_argument("--output", "-o", type=path_arg, help="write the results JSON here")
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --output file (otherwise refused: results are never lost)",
+    )
     run.add_argument(
         "--format",
         choices=("table", "json", "markdown"),
@@ -144,14 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_measurement(ci)
     ci.add_argument(
         "--out-dir",
-        type=Path,
+        type=path_arg,
         default=Path("ci-bench-out"),
         help="results, report and comment context go here (the artifact)",
     )
-    ci.add_argument("--results", type=Path, help="use these (merged) results instead of running")
+    ci.add_argument(
+        "--results", type=path_arg, help="use these (merged) results instead of running"
+    )
     ci.add_argument(
         "--ab-report",
-        type=Path,
+        type=path_arg,
         metavar="FILE",
         help="mode both: the A/B report another job measured (instead of running the A/B here)",
     )
@@ -161,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare with this version's baselines: VERSION or KERNEL=VERSION,... "
         "(default: each kernel's own; a dispatch input)",
     )
-    ci.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    ci.add_argument("--baselines-dir", type=path_arg, help="baseline folder (default: config)")
     ci.add_argument(
         "--baselines-ref",
         metavar="REF",
@@ -193,8 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_measurement(ab)
     ab.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
     ab.add_argument("--format", choices=("table", "markdown", "json"), default="table")
-    ab.add_argument("--output", "-o", type=Path, help="write the report JSON here")
-    ab.add_argument("--markdown", type=Path, metavar="FILE", help="write the markdown here")
+    ab.add_argument("--output", "-o", type=path_arg, help="write the report JSON here")
+    ab.add_argument("--markdown", type=path_arg, metavar="FILE", help="write the markdown here")
     ab.add_argument("--fail-on", metavar="STATES", help="as for compare (default: config)")
     ab.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged cases")
 
@@ -202,24 +254,28 @@ def build_parser() -> argparse.ArgumentParser:
         "profile", help="jax.profiler trace of one case under a top-level jit; HLO dump"
     )
     _add_selection(profile)
-    profile.add_argument("--out", type=Path, required=True, help="folder for trace and dumps")
-    profile.add_argument("--runs", type=int, default=3, help="traced runs (default 3)")
+    profile.add_argument("--out", type=path_arg, required=True, help="folder for trace and dumps")
+    profile.add_argument(
+        "--runs", type=int_range(1, RUNS_MAX), default=3, help="traced runs (default 3)"
+    )
     profile.add_argument(
         "--dump-hlo", action="store_true", help="dump HLO and buffer assignment via XLA_FLAGS"
     )
-    profile.add_argument("--top", type=int, default=10, help="largest buffers to list")
+    profile.add_argument(
+        "--top", type=int_range(0, RUNS_MAX), default=10, help="largest buffers to list"
+    )
 
     plot = sub.add_parser("plot", help="roofline chart (PNG) of a results file")
-    plot.add_argument("results", type=Path)
-    plot.add_argument("--out", "-o", type=Path, default=Path("roofline.png"))
-    plot.add_argument("--baseline", type=Path, help="results file drawn beside the current one")
-    plot.add_argument("--peak-tflops", type=float, help="compute roof (TFLOPS)")
-    plot.add_argument("--peak-gbps", type=float, help="memory roof (GB/s)")
+    plot.add_argument("results", type=path_arg)
+    plot.add_argument("--out", "-o", type=path_arg, default=Path("roofline.png"))
+    plot.add_argument("--baseline", type=path_arg, help="results file drawn beside the current one")
+    plot.add_argument("--peak-tflops", type=positive_float(PEAK_MAX), help="compute roof (TFLOPS)")
+    plot.add_argument("--peak-gbps", type=positive_float(PEAK_MAX), help="memory roof (GB/s)")
 
     comment = sub.add_parser("comment", help="post the sticky PR comment from a report artifact")
     comment.add_argument(
         "--report-dir",
-        type=Path,
+        type=path_arg,
         required=True,
         help="downloaded artifact with report.json and pr.json",
     )
@@ -238,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     lower.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
     lower.add_argument("--shard", help="lower shard I of N of the matrix, e.g. 2/4")
     lower.add_argument("--seed", type=int, help="PRNG seed for input shapes (default 42)")
-    lower.add_argument("--output", "-o", type=Path, help="write the lowering JSON here")
+    lower.add_argument("--output", "-o", type=path_arg, help="write the lowering JSON here")
     lower.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
     check = sub.add_parser(
@@ -247,14 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "modules", nargs="*", metavar="MODULE", help="module name or .py file exposing SPEC"
     )
-    check.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+    check.add_argument("--config", type=path_arg, help="pyproject.toml with [tool.ci-bench]")
 
     compare = sub.add_parser("compare", help="compare results with baselines; exit on verdict")
-    compare.add_argument("results", type=Path, help="results JSON from ci-bench run")
-    compare.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    compare.add_argument("results", type=path_arg, help="results JSON from ci-bench run")
+    compare.add_argument("--baselines-dir", type=path_arg, help="baseline folder (default: config)")
     compare.add_argument(
         "--baseline",
-        type=Path,
+        type=path_arg,
         action="append",
         default=[],
         metavar="FILE",
@@ -267,28 +323,30 @@ def build_parser() -> argparse.ArgumentParser:
         "or KERNEL=VERSION,...",
     )
     compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
-    compare.add_argument("--output", "-o", type=Path, help="write the report JSON here")
-    compare.add_argument("--markdown", type=Path, metavar="FILE", help="write the markdown here")
+    compare.add_argument("--output", "-o", type=path_arg, help="write the report JSON here")
+    compare.add_argument(
+        "--markdown", type=path_arg, metavar="FILE", help="write the markdown here"
+    )
     compare.add_argument(
         "--fail-on",
         metavar="STATES",
         help="states that fail besides regression, e.g. error,missing,noisy "
         "('none' for regressions only; default: config)",
     )
-    compare.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+    compare.add_argument("--config", type=path_arg, help="pyproject.toml with [tool.ci-bench]")
 
     promote = sub.add_parser("promote", help="write results as baselines/<kernel>_v<version>.json")
-    promote.add_argument("results", type=Path)
-    promote.add_argument("--baselines-dir", type=Path, help="baseline folder (default: config)")
+    promote.add_argument("results", type=path_arg)
+    promote.add_argument("--baselines-dir", type=path_arg, help="baseline folder (default: config)")
     promote.add_argument("--tag", help="release tag recorded in the provenance")
     promote.add_argument(
         "--force", action="store_true", help="replace an existing entry for this device"
     )
-    promote.add_argument("--config", type=Path, help="pyproject.toml with [tool.ci-bench]")
+    promote.add_argument("--config", type=path_arg, help="pyproject.toml with [tool.ci-bench]")
 
     merge = sub.add_parser("merge", help="join shard results into one results file")
-    merge.add_argument("parts", type=Path, nargs="+")
-    merge.add_argument("--output", "-o", type=Path, required=True)
+    merge.add_argument("parts", type=path_arg, nargs="+")
+    merge.add_argument("--output", "-o", type=path_arg, required=True)
     history.register(sub)
     return parser
 
@@ -311,18 +369,92 @@ COMMANDS = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cancelled CI job) unwinds like Ctrl-C: what was measured stays saved."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Every output path of the command, checked before anything is read or measured."""
+    command = args.command
+    if command in ("run", "ab") and args.output is not None:
+        check_output_file(args.output, "--output", replace=command == "ab" or args.force)
+    if command in ("compare", "merge") and args.output is not None:
+        check_output_file(args.output, "--output")
+    if command in ("compare", "ab") and args.markdown is not None:
+        check_output_file(args.markdown, "--markdown")
+    if command in ("run", "ci", "ab") and args.compilation_cache is not None:
+        check_output_dir(args.compilation_cache, "--compilation-cache")
+    if command == "plot":
+        check_output_file(args.out, "--out")
+    if command == "profile":
+        check_output_dir(args.out, "--out")
+    if command == "ci":
+        check_output_dir(args.out_dir, "--out-dir")
+    # An explicit baselines folder that does not exist is a typo, not "no baseline yet"
+    # (unless ci reads it at another commit with --baselines-ref).
+    if command in ("ci", "compare") and args.baselines_dir is not None:
+        at_ref = command == "ci" and args.baselines_ref
+        if not at_ref:
+            check_output_dir(args.baselines_dir, "--baselines-dir", must_exist=True)
+    if command == "promote" and args.baselines_dir is not None:
+        check_output_dir(args.baselines_dir, "--baselines-dir")
+
+
+def crash_log(exc: BaseException) -> Path | None:
+    """The full traceback of an unexpected error, in a file the one-line message points to."""
+    folder = os.environ.get("RUNNER_TEMP") or tempfile.gettempdir()
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"ci-bench-crash-{stamp}-", suffix=".log", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"ci-bench {__version__}, argv {sys.argv!r}\n")
+            handle.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return None
+    return Path(name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the documented exit code (README, "Exit codes")."""
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args, os.environ, Path.cwd(), sys.stdout)
+        with _sigterm_as_interrupt():
+            check_paths(args)
+            return COMMANDS[args.command](args, os.environ, Path.cwd(), sys.stdout)
     except (CiBenchError, SelectionError, SpecError) as exc:
         code = exc.exit_code if isinstance(exc, CiBenchError) else ExitCode.USAGE
-        sys.stderr.write(f"ci-bench: error: {exc}\n")
+        sys.stderr.write(f"ci-bench: error: {one_line(exc)}\n")
         return int(code)
+    except Terminated:
+        sys.stderr.write("ci-bench: terminated (SIGTERM); results measured so far were saved\n")
+        return int(ExitCode.TERMINATED)
     except KeyboardInterrupt:
         sys.stderr.write("ci-bench: interrupted; results measured so far were saved\n")
-        return 130
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
+        log = crash_log(exc)
+        where = f"the traceback is in {log}" if log else "no log could be written"
+        sys.stderr.write(
+            f"ci-bench: internal error: {type(exc).__name__}: {one_line(exc)[:300]} "
+            f"(a bug in ci-bench, please report it; {where})\n"
+        )
+        return int(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,11 @@ from ci_bench.report.render import terminal_report
 from ci_bench.schema import RESULTS_READABLE, Report, Results
 from ci_bench.store.baselines import (
     baseline_path,
-    load_baseline,
     lookups_for,
-    plan_promotions,
-    write_promotions,
 )
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
 from ci_bench.store.merge import merge_results
+from ci_bench.store.transaction import promote_into
 
 
 def load_results(path: Path) -> Results:
@@ -87,19 +85,14 @@ def cmd_promote(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     assert request.results_path is not None
     results = load_results(request.results_path)
     folder = request.baselines.folder
-    existing = {}
-    for kernel, version in results.meta.kernels.items():
-        path = baseline_path(folder, kernel, version)
-        existing[kernel] = load_baseline(path, kernel) if path.is_file() else None
-    promotions = plan_promotions(
+    promotions = promote_into(
+        folder,
         results,
-        existing,
         promoted_at=datetime.now(UTC),
         tag=args.tag,
         force=args.force,
         source=str(request.results_path),
     )
-    write_promotions(folder, promotions)
     for p in promotions:
         path = baseline_path(folder, p.kernel, p.version)
         out.write(f"{p.action}: {path} ({p.device})\n")

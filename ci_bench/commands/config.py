@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ci_bench.commands.validate import MAX_SECONDS, REPEATS_MAX, SEED_MAX
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
-from ci_bench.store.files import validation_message
+from ci_bench.store.files import too_deep, validation_message
 
 Profile = Literal["smoke", "ci", "full"]
 
 
 class Config(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=lambda s: s.replace("_", "-"),
+        allow_inf_nan=False,
     )
 
     kernels: list[str] = Field(default_factory=list, description="modules exposing SPEC")
@@ -31,17 +35,17 @@ class Config(BaseModel):
     pr_mode: Literal["baseline", "ab", "both"] = "both"
     # Re-measure cases flagged as regressions once before the verdict is final.
     confirm: bool = True
-    warmup: int = Field(5, ge=0)
-    repeats: int = Field(20, ge=1)
+    warmup: int = Field(5, ge=0, le=REPEATS_MAX)
+    repeats: int = Field(20, ge=1, le=REPEATS_MAX)
     # A/B rounds: paired ratios need more rounds than the specification's 20 to see a 10 %
     # change on a noisy machine (benchmarks/detection_quality.py; README "Verdicts").
-    ab_repeats: int = Field(200, ge=1)
-    seed: int = 42
+    ab_repeats: int = Field(200, ge=1, le=REPEATS_MAX)
+    seed: int = Field(42, ge=0, le=SEED_MAX)
     # A FLOPs model further than this factor from XLA's count is flagged (MFU would lie).
-    cost_model_factor: float = Field(2.0, gt=1)
+    cost_model_factor: float = Field(2.0, gt=1, allow_inf_nan=False)
     # Adaptive sampling (off unless a target is set here or with --adaptive).
     adaptive_target: float | None = Field(None, gt=0, lt=1)
-    adaptive_max_seconds: float = Field(30.0, gt=0)
+    adaptive_max_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS)
     compilation_cache_dir: Path | None = Path(".cache/jax")
     # How per-call times are taken; unset: the platform's default (wallclock everywhere).
     timer: Literal["wallclock", "profiler"] | None = None
@@ -56,18 +60,67 @@ class Config(BaseModel):
     # Where the config was read from; relative paths above resolve against it.
     root: Path = Field(Path(), exclude=True)
 
+    @field_validator("baselines_dir", "compilation_cache_dir", mode="before")
+    @classmethod
+    def _usable_path(cls, value: object) -> object:
+        if isinstance(value, str) and (not value or "\x00" in value or len(value) > 4096):
+            raise ValueError("not a usable path")
+        return value
+
+
+MAX_CONFIG_BYTES = 1024 * 1024
+# [tool.ci-bench] nests three levels (thresholds, fail-on, github); deeper is hostile.
+MAX_CONFIG_DEPTH = 16
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a table: UTF-8, bounded, every failure one line naming the file."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InputError(f"{path}: config is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: config is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: invalid TOML: nested too deeply") from None
+
+
+def _section(data: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """``[tool.ci-bench]`` or None; a ``tool`` or section of the wrong type is an error."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise InputError(f"{path}: tool: must be a table, got {type(tool).__name__}")
+    table = tool.get("ci-bench")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise InputError(f"{path}: tool.ci-bench: must be a table, got {type(table).__name__}")
+    if too_deep(table, MAX_CONFIG_DEPTH):
+        raise InputError(f"{path}: [tool.ci-bench] is nested deeper than {MAX_CONFIG_DEPTH} levels")
+    return table
+
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml with a ``[tool.ci-bench]`` table, walking up."""
+    """The nearest pyproject.toml with a ``[tool.ci-bench]`` table, walking up.
+
+    A pyproject.toml that cannot be read or parsed is an error, never skipped: skipping it
+    would run with defaults the user did not choose.
+    """
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text())
-            except (tomllib.TOMLDecodeError, OSError):
-                continue
-            if "ci-bench" in data.get("tool", {}):
-                return candidate
+        if candidate.is_file() and _section(_read_toml(candidate), candidate) is not None:
+            return candidate
     return None
 
 
@@ -76,13 +129,7 @@ def load_config(path: Path | None, cwd: Path) -> Config:
     path = path or find_pyproject(cwd)
     if path is None:
         return Config(root=cwd)
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read config: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: invalid TOML: {exc}") from None
-    table = data.get("tool", {}).get("ci-bench", {})
+    table = _section(_read_toml(path), path) or {}
     try:
         config = Config.model_validate({**table, "root": path.parent.resolve()})
     except ValidationError as exc:

@@ -138,7 +138,7 @@ def _pr_from_event(env: Mapping[str, str]) -> int | None:
     try:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
         message = str((payload.get("head_commit") or {}).get("message") or "")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     match = _PR_IN_MESSAGE.search(message.splitlines()[0] if message else "")
     return int(match[1] or match[2]) if match else None

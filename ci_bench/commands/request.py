@@ -113,7 +113,7 @@ def parse_pins(text: str | None) -> dict[str, str]:
         kernel, sep, version = item.rpartition("=")
         name = kernel.strip() if sep else ANY_KERNEL
         version = version.strip()
-        if not SEMVER.match(version) or (sep and not NAME.match(name)):
+        if not SEMVER.fullmatch(version) or (sep and not NAME.fullmatch(name)):
             raise InputError(
                 f"baseline version: {item!r} is neither VERSION nor KERNEL=VERSION "
                 "(e.g. 0.1.0 or matmul=0.1.0,gla=0.2.0)"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ci_bench.text import NAME, SEMVER
+from ci_bench.text import NAME, NAME_MAX, PARAM, SEMVER
 
 DTYPES = ("float32", "bfloat16", "float16")
 PROFILES = ("smoke", "ci", "full")  # smallest first: a missing profile falls back down
@@ -91,6 +91,8 @@ class MatrixProfile:
                 raise SpecError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
         for point in self.points:
             for key, value in point.items():
+                if not isinstance(key, str) or not PARAM.fullmatch(key):
+                    raise SpecError(f"parameter name {key!r} must match {PARAM.pattern}")
                 if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                     raise SpecError(f"parameter {key}={value!r} must be a positive integer")
 
@@ -166,9 +168,9 @@ class KernelSpec:
     compute_unit: ComputeUnit = "vector"
 
     def __post_init__(self) -> None:
-        if not NAME.match(self.name):
+        if not NAME.fullmatch(self.name):
             raise SpecError(f"kernel name {self.name!r} must match {NAME.pattern}")
-        if not SEMVER.match(self.version):
+        if not SEMVER.fullmatch(self.version) or len(self.version) > NAME_MAX:
             raise SpecError(f"kernel {self.name}: version {self.version!r} is not semver")
         unknown = [p for p in self.matrix if p not in PROFILES]
         if unknown or not self.matrix:

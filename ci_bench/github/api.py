@@ -48,15 +48,17 @@ class ApiSettings(BaseModel):
         frozen=True,
         populate_by_name=True,
         alias_generator=lambda s: s.replace("_", "-"),
+        allow_inf_nan=False,
     )
 
+    # Bounded: a config value of 1e9 would make a step wait for decades.
     per_page: int = Field(100, ge=1, le=100)
-    timeout: int = Field(30, ge=1)
-    retries: int = Field(4, ge=0)
-    backoff: float = Field(2.0, ge=0, description="seconds, doubled per retry")
-    max_rate_limit_wait: float = Field(300.0, ge=0)
-    seconds_between_requests: float | None = Field(0.25, ge=0)
-    seconds_between_writes: float | None = Field(1.0, ge=0)
+    timeout: int = Field(30, ge=1, le=3600)
+    retries: int = Field(4, ge=0, le=100)
+    backoff: float = Field(2.0, ge=0, le=3600, description="seconds, doubled per retry")
+    max_rate_limit_wait: float = Field(300.0, ge=0, le=24 * 3600)
+    seconds_between_requests: float | None = Field(0.25, ge=0, le=3600)
+    seconds_between_writes: float | None = Field(1.0, ge=0, le=3600)
     # Only this account's comments count as ours: anyone can paste the hidden marker.
     comment_author: str | None = "github-actions[bot]"
 

@@ -5,7 +5,6 @@ Only ``cli_ci`` reads ``os.environ`` and the event file; everything here takes t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench.errors import InputError
-from ci_bench.text import split_list
 
 PUBLIC_API = "https://api.github.com"
 # Pull-request actions that mean new code to measure; "labeled" is the maintainer's go-ahead
@@ -100,80 +98,194 @@ def parse_tag(tag: str) -> Release:
     raise InputError(f"tag {tag!r} is neither v<semver> nor <kernel>-v<semver>; nothing to promote")
 
 
+# The event payload is untrusted data (a dispatch form, a PR from a fork): every field is
+# type- and range-checked here, into the typed events above.
+MAX_REPEATS = 1_000_000
+MAX_TEXT = 1024
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+# GitHub's payloads nest about 8 deep; deeper is hostile.
+MAX_EVENT_DEPTH = 64
+SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
+# Workflow and database ids are positive and fit 64 bits; PR numbers fit 32.
+INT_MAX = 2**63 - 1
+NUMBER_MAX = 2**31 - 1
+
+
+def _obj(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def _text(mapping: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
+    value = mapping.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"{where}.{key}: must be a string, got {type(value).__name__}")
+    if len(value) > MAX_TEXT or any(ord(c) < 32 for c in value):
+        raise InputError(f"{where}.{key}: not a plausible value (control characters or too long)")
+    return value
+
+
+def _sha(mapping: Mapping[str, Any], key: str, where: str) -> str:
+    value = _text(mapping, key, where)
+    if not SHA.match(value):
+        raise InputError(f"{where}.{key}: not a commit sha: {value[:80]!r}")
+    return value
+
+
+def _int(value: Any, where: str, high: int = INT_MAX) -> int:
+    """A positive JSON integer (not a bool, not a float, not a string)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where}: must be a positive integer, got {type(value).__name__}")
+    if not 1 <= value <= high:
+        raise InputError(f"{where}: must be between 1 and {high}, got {value}")
+    return value
+
+
+def _input(inputs: Mapping[str, Any], key: str) -> str | None:
+    """A dispatch input: GitHub sends strings (booleans and numbers for typed inputs)."""
+    value = inputs.get(key)
+    if value is None or value == "":
+        return None
+    where = f"workflow_dispatch event payload: inputs.{key}"
+    numeric = key == "repeats" and isinstance(value, int) and not isinstance(value, bool)
+    if not (isinstance(value, str) or numeric):
+        raise InputError(f"{where}: must be a string, got {type(value).__name__}")
+    text = str(value)
+    if len(text) > MAX_TEXT or any(ord(c) < 32 and c not in "\n\r\t" for c in text):
+        raise InputError(f"{where}: control characters or too long")
+    return text
+
+
+def _split(value: str | None) -> list[str]:
+    if value is None:
+        return []
+    return [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
+
+
+def _repeats(inputs: Mapping[str, Any]) -> int | None:
+    text = _input(inputs, "repeats")
+    if text is None:
+        return None
+    if not text.strip().isdigit():
+        raise InputError(
+            f"workflow_dispatch event payload: inputs.repeats: not an integer: {text[:40]!r}"
+        )
+    value = int(text.strip()[:20])
+    if not 1 <= value <= MAX_REPEATS or len(text.strip()) > 20:
+        raise InputError(
+            "workflow_dispatch event payload: inputs.repeats: must be between 1 and "
+            f"{MAX_REPEATS}, got {text.strip()[:40]}"
+        )
+    return value
+
+
 def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
-    repeats = inputs.get("repeats")
-    try:
-        repeat_count = int(repeats) if repeats not in (None, "") else None
-    except (TypeError, ValueError):
-        raise InputError(f"workflow_dispatch input repeats: not an integer: {repeats!r}") from None
+    inputs = _obj(inputs, "workflow_dispatch event payload: inputs")
     return Dispatch(
-        kernels=split_list(inputs.get("kernels")),
-        profile=str(inputs["profile"]) if inputs.get("profile") else None,
-        repeats=repeat_count,
-        baseline_version=str(inputs["baseline_version"])
-        if inputs.get("baseline_version")
-        else None,
-        fail_on=str(inputs["fail_on"]) if inputs.get("fail_on") else None,
-        cases=split_list(inputs.get("cases")),
-        mode=str(inputs["mode"]) if inputs.get("mode") else None,
-        base=str(inputs["base"]) if inputs.get("base") else None,
+        kernels=_split(_input(inputs, "kernels")),
+        profile=_input(inputs, "profile"),
+        repeats=_repeats(inputs),
+        baseline_version=_input(inputs, "baseline_version"),
+        fail_on=_input(inputs, "fail_on"),
+        cases=_split(_input(inputs, "cases")),
+        mode=_input(inputs, "mode"),
+        base=_ref(_input(inputs, "base")),
     )
 
 
-def parse_event(name: str, payload: Mapping[str, Any], ref: str | None) -> Event | None:
-    """The event ci-bench acts on; None for an event it has nothing to do with."""
-    try:
-        if name in ("pull_request", "pull_request_target"):
-            if payload.get("action") not in PR_ACTIONS:
-                return None
-            pr = payload["pull_request"]
-            head_repo = (pr["head"].get("repo") or {}).get("full_name")
-            return PullRequest(
-                number=int(pr["number"]),
-                head_sha=pr["head"]["sha"],
-                base_ref=pr["base"]["ref"],
-                base_sha=pr["base"]["sha"],
-                from_fork=head_repo != pr["base"]["repo"]["full_name"],
-                action=str(payload.get("action", "")),
-            )
-        if name == "workflow_dispatch":
-            return _dispatch(payload.get("inputs") or {})
-        if name == "push":
-            push_ref = payload.get("ref") or ref or ""
-            if not push_ref.startswith("refs/tags/"):
-                return None
-            return parse_tag(push_ref.removeprefix("refs/tags/"))
-        if name == "release":
-            return parse_tag(payload["release"]["tag_name"])
-        if name == "workflow_run":
-            run = payload["workflow_run"]
-            return WorkflowRun(
-                run_id=int(run["id"]),
-                name=str(run.get("name") or ""),
-                event=str(run.get("event") or ""),
-                conclusion=run.get("conclusion"),
-                head_sha=run["head_sha"],
-                pull_numbers=[int(p["number"]) for p in run.get("pull_requests") or []],
-            )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{name} event payload: missing or invalid field {exc}") from None
+def _ref(value: str | None) -> str | None:
+    """A git ref from a form: never something git would read as an option."""
+    if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
+        raise InputError(f"workflow_dispatch event payload: inputs.base: not a git ref: {value!r}")
+    return value
+
+
+def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
+    pr = _obj(payload.get("pull_request"), f"{where}.pull_request")
+    head = _obj(pr.get("head"), f"{where}.pull_request.head")
+    base = _obj(pr.get("base"), f"{where}.pull_request.base")
+    head_repo = head.get("repo")
+    head_name = (
+        _text(_obj(head_repo, f"{where}.pull_request.head.repo"), "full_name", where)
+        if head_repo is not None
+        else None
+    )
+    base_repo = _obj(base.get("repo"), f"{where}.pull_request.base.repo")
+    return PullRequest(
+        number=_int(pr.get("number"), f"{where}.pull_request.number", NUMBER_MAX),
+        head_sha=_sha(head, "sha", f"{where}.pull_request.head"),
+        base_ref=_text(base, "ref", f"{where}.pull_request.base"),
+        base_sha=_sha(base, "sha", f"{where}.pull_request.base"),
+        from_fork=head_name != _text(base_repo, "full_name", f"{where}.pull_request.base.repo"),
+        action=_text(payload, "action", where),
+    )
+
+
+def _workflow_run(payload: Mapping[str, Any], where: str) -> WorkflowRun:
+    run = _obj(payload.get("workflow_run"), f"{where}.workflow_run")
+    at = f"{where}.workflow_run"
+    pulls = run.get("pull_requests") or []
+    if not isinstance(pulls, list):
+        raise InputError(f"{at}.pull_requests: must be a list, got {type(pulls).__name__}")
+    conclusion = run.get("conclusion")
+    return WorkflowRun(
+        run_id=_int(run.get("id"), f"{at}.id"),
+        name=_text(run, "name", at, required=False),
+        event=_text(run, "event", at, required=False),
+        conclusion=_text(run, "conclusion", at) if conclusion is not None else None,
+        head_sha=_sha(run, "head_sha", at),
+        pull_numbers=[
+            _int(_obj(p, f"{at}.pull_requests").get("number"), f"{at}.pull_requests.number")
+            for p in pulls
+        ],
+    )
+
+
+def parse_event(name: str, payload: Any, ref: str | None) -> Event | None:
+    """The event ci-bench acts on; None for an event it has nothing to do with.
+
+    Every field read is type- and range-checked: a wrong one is an InputError naming it.
+    """
+    where = f"{name} event payload"
+    payload = _obj(payload, where)
+    if name in ("pull_request", "pull_request_target"):
+        if payload.get("action") not in PR_ACTIONS:
+            return None
+        return _pull_request(payload, where)
+    if name == "workflow_dispatch":
+        inputs = payload.get("inputs")
+        return _dispatch({} if inputs is None else inputs)
+    if name == "push":
+        push_ref = _text(payload, "ref", where, required=False) or ref or ""
+        if not push_ref.startswith("refs/tags/"):
+            return None
+        return parse_tag(push_ref.removeprefix("refs/tags/"))
+    if name == "release":
+        release = _obj(payload.get("release"), f"{where}.release")
+        return parse_tag(_text(release, "tag_name", f"{where}.release"))
+    if name == "workflow_run":
+        return _workflow_run(payload, where)
     return None
+
+
+def read_event(path: Path) -> Any:
+    """The event file's JSON: bounded, UTF-8, finite numbers, limited nesting."""
+    from ci_bench.store.files import parse_json, read_bytes
+
+    data = read_bytes(path, "event payload", limit=MAX_EVENT_BYTES)
+    return parse_json(data, str(path), "event payload", max_depth=MAX_EVENT_DEPTH)
 
 
 def load_context(env: Mapping[str, str]) -> ActionsContext:
     """Read the Actions environment; outside Actions, a context with no event."""
     name = env.get("GITHUB_EVENT_NAME", "")
-    payload: Mapping[str, Any] = {}
+    payload: Any = {}
     event_path = env.get("GITHUB_EVENT_PATH")
     if name and event_path:
-        try:
-            payload = json.loads(Path(event_path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError(
-                f"{event_path}: cannot read the event payload: {exc.strerror}"
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{event_path}: invalid JSON in the event payload: {exc}") from None
+        payload = read_event(Path(event_path))
     ref = env.get("GITHUB_REF")
     return ActionsContext(
         event_name=name,

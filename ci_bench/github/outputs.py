@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from ci_bench.report.escape import workflow_data, workflow_property
 from ci_bench.schema import STATE, Report
 
 
@@ -23,26 +24,18 @@ def write_outputs(path: Path, values: Mapping[str, str]) -> None:
             handle.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def annotations(report: Report) -> list[str]:
     """One annotation per case whose state has an annotation level in the verdict table."""
     lines = []
     for case in report.cases:
         level = STATE[case.verdict].annotation
         if level:
-            title = _escape_property(f"ci-bench {case.verdict}: {case.id}")
-            lines.append(f"::{level} title={title}::{_escape_data(case.id + ': ' + case.reason)}")
+            title = workflow_property(f"ci-bench {case.verdict}: {case.id}")
+            lines.append(f"::{level} title={title}::{workflow_data(case.id + ': ' + case.reason)}")
         if case.memory_verdict == "regression" and case.memory_change is not None:
-            title = _escape_property(f"ci-bench memory regression: {case.id}")
+            title = workflow_property(f"ci-bench memory regression: {case.id}")
             text = f"{case.id}: peak memory {case.memory_change:+.1%}"
-            lines.append(f"::error title={title}::{_escape_data(text)}")
+            lines.append(f"::error title={title}::{workflow_data(text)}")
     return lines
 
 

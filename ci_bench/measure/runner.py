@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench.contract.spec import Case, KernelSpec
-from ci_bench.errors import ExitCode
+from ci_bench.errors import ExitCode, InputError
 from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, error_result, run_case
 from ci_bench.measure.progress import Progress
 from ci_bench.measure.settings import Adaptive
@@ -169,7 +169,12 @@ def configure_jax(cache_dir: Path | None, interpret_mode: str | None = "kernel")
         mode = apply_interpret_mode("tpu" if interpret_mode == "tpu" else "kernel")
 
     if cache_dir is not None:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(
+                f"compilation cache {cache_dir}: cannot create the folder: {exc.strerror}"
+            ) from None
         jax.config.update("jax_compilation_cache_dir", str(cache_dir))
         # Interpret-mode kernels compile in well under the 1 s default threshold.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from ci_bench.report.escape import md_id, md_inline, safe_url
 from ci_bench.report.render import VERDICT_ICONS, delta_chart, fmt_ms, fmt_util, ordered
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
-from ci_bench.text import one_line
 
 # States a reviewer should see above the fold, besides drift (which has its own section).
 CHANGED = ("regression", "improved", "noisy", "toolchain")
@@ -50,7 +50,7 @@ def _verdict_cell(v: CaseVerdict) -> str:
 
 
 def _case_cell(v: CaseVerdict) -> str:
-    return f"`{v.id}`"
+    return md_id(v.id)
 
 
 def _table(headers: Sequence[str], rows: list[list[str]]) -> str:
@@ -141,8 +141,8 @@ def _actions(report: Report) -> list[str]:
 
 
 def _notes(kernels: Sequence[KernelSummary]) -> list[str]:
-    notes = [f"> {one_line(k.kernel)}: {one_line(k.note, 300)}" for k in kernels if k.note]
-    notes += [f"> ⚠️ {one_line(w, 300)}" for k in kernels for w in k.warnings]
+    notes = [f"> {md_inline(k.kernel)}: {md_inline(k.note)}" for k in kernels if k.note]
+    notes += [f"> ⚠️ {md_inline(w)}" for k in kernels for w in k.warnings]
     return notes
 
 
@@ -154,13 +154,20 @@ def _footer(report: Report) -> list[str]:
         where += f" · {device.cpu_model}"
     commit = (report.head_sha or meta.git.commit or "-")[:12]
     head = "PR head" if report.head_sha else "commit"
-    run = f" · [benchmark run]({report.run_url})" if report.run_url else ""
+    url = safe_url(report.run_url)
+    run = f" · [benchmark run]({url})" if url else ""
+    # Every field below comes from the report file (an artifact): escaped, one line each.
     lines = [
-        f"{where} · {device.software} · {head} {commit} · profile {meta.profile or 'ad-hoc'}{run}"
+        md_inline(
+            f"{where} · {device.software} · {head} {commit} · profile {meta.profile or 'ad-hoc'}"
+        )
+        + run
     ]
     if report.mode in ("ab", "pr") and report.base_ref:
-        lines.append(f"A/B base: {one_line(report.base_ref)}")
-    lines += [f"Baseline: {_provenance(k)}" for k in report.kernels if report.mode != "ab"]
+        lines.append(f"A/B base: {md_inline(report.base_ref)}")
+    lines += [
+        f"Baseline: {md_inline(_provenance(k))}" for k in report.kernels if report.mode != "ab"
+    ]
     return [f"<sub>{line}</sub><br>" for line in lines]
 
 
@@ -210,7 +217,7 @@ def markdown_report(
     if errors:
         shown = errors if max_rows is None else errors[:max_rows]
         parts += ["", "#### Errors", ""]
-        parts += [f"- {_case_cell(v)}: {one_line(v.reason, 300)}" for v in shown]
+        parts += [f"- {_case_cell(v)}: {md_inline(v.reason)}" for v in shown]
     if full_matrix:
         everything = ordered(report.cases)
         parts += [
@@ -256,8 +263,9 @@ def _method(report: Report) -> str:
 
 def _readme_link(report: Report) -> str:
     """The README's method section in the repository that ran the benchmark."""
-    if report.run_url and "/actions/runs/" in report.run_url:
-        repo = report.run_url.split("/actions/runs/")[0]
+    url = safe_url(report.run_url)
+    if url and "/actions/runs/" in url:
+        repo = url.split("/actions/runs/")[0]
         return f"[How ci-bench decides]({repo}/blob/HEAD/README.md#verdicts-you-can-trust-method)."
     return 'How ci-bench decides: README, "Verdicts you can trust".'
 

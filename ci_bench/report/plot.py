@@ -14,6 +14,7 @@ from typing import Any
 from ci_bench.errors import InputError
 from ci_bench.measure.roofline import peak_lookup
 from ci_bench.report.chart import short_labels
+from ci_bench.report.escape import plot_text
 from ci_bench.schema import CaseResult, Results
 
 _DTYPE_COLOUR = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
@@ -171,7 +172,7 @@ def roofline_figure(
     heading = title or f"Roofline: {', '.join(sorted(results.meta.kernels))} on {device}"
     if not ceilings.known:
         heading += f" (no peak known for {device})"
-    ax.set_title(heading, fontsize=10)
+    ax.set_title(plot_text(heading), fontsize=10)
     _plain_log_ticks(ax)
     fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig

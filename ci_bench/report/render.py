@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from tabulate import tabulate
 
 from ci_bench.report.chart import mermaid_delta_chart
+from ci_bench.report.escape import md_inline
 from ci_bench.schema import (
     VERDICT_PRECEDENCE,
     VERDICTS,
@@ -98,10 +99,17 @@ def run_row(case: CaseResult) -> list[str]:
     ]
 
 
+def _cells(rows: list[list[str]], tablefmt: str) -> list[list[str]]:
+    """Markdown tables carry untrusted text (ids, errors): every cell escaped, one line."""
+    if tablefmt != "github":
+        return rows
+    return [[md_inline(cell) for cell in row] for row in rows]
+
+
 def results_table(cases: Sequence[CaseResult], tablefmt: str = "simple") -> str:
     """One row per case, errors included with their message."""
     return tabulate(
-        [run_row(c) for c in cases],
+        _cells([run_row(c) for c in cases], tablefmt),
         headers=RUN_HEADERS,
         tablefmt=tablefmt,
         disable_numparse=True,
@@ -194,7 +202,7 @@ def _memory_cell(v: CaseVerdict) -> str:
 
 
 def _table(verdicts: Sequence[CaseVerdict], tablefmt: str, icons: bool) -> str:
-    rows = [report_row(v, icons=icons) for v in verdicts]
+    rows = _cells([report_row(v, icons=icons) for v in verdicts], tablefmt)
     return tabulate(rows, headers=REPORT_HEADERS, tablefmt=tablefmt, disable_numparse=True)
 
 

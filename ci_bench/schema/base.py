@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ci_bench.text import NAME_MAX, NAME_PATTERN, PARAM_PATTERN, SEMVER_PATTERN
 
 
 class Model(BaseModel):
@@ -15,5 +19,16 @@ KEBAB = ConfigDict(
     extra="forbid",
     frozen=True,
     populate_by_name=True,
+    allow_inf_nan=False,
     alias_generator=lambda s: s.replace("_", "-"),
 )
+
+
+# The kernel contract's name rules (ci_bench.text): names become file names and markdown, so
+# a file that breaks them is refused on reading.
+KernelName = Annotated[str, Field(pattern=NAME_PATTERN)]
+Version = Annotated[str, Field(pattern=SEMVER_PATTERN, max_length=NAME_MAX)]
+ParamName = Annotated[str, Field(pattern=PARAM_PATTERN)]
+# A case id (<kernel>/<params>/<dtype> where the case is at hand): printable, bounded.
+CaseId = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,512}$")]
+Dtype = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]

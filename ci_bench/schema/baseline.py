@@ -7,9 +7,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from ci_bench.schema.base import Model
+from ci_bench.schema.base import KernelName, Model, Version
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunSettings
 from ci_bench.text import SEMVER
 
@@ -49,8 +49,8 @@ class BaselineEntry(Model):
 
 class BaselineFile(Model):
     schema_version: Literal[1, 2] = BASELINE_SCHEMA_VERSION
-    kernel: str
-    version: str = Field(pattern=SEMVER.pattern)
+    kernel: KernelName
+    version: Version
     entries: list[BaselineEntry]
 
     @model_validator(mode="after")
@@ -73,7 +73,7 @@ class BaselineFile(Model):
 
 def version_key(version: str) -> tuple[int, int, int, int, str]:
     """Semver order: a pre-release sorts before its release."""
-    match = SEMVER.match(version)
+    match = SEMVER.fullmatch(version)
     if not match:
         raise ValueError(f"not a semver version: {version!r}")
     pre = version.partition("-")[2]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ci_bench.schema.base import KEBAB, Model
+from ci_bench.schema.base import KEBAB, CaseId, KernelName, Model, Version
 from ci_bench.schema.baseline import Provenance
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunMeta
 from ci_bench.schema.verdicts import FailPolicy, Verdict
@@ -31,8 +31,8 @@ MemoryVerdict = Literal["pass", "regression", "improved"]
 class CaseVerdict(Model):
     """One case compared with its baseline."""
 
-    id: str
-    kernel: str
+    id: CaseId
+    kernel: KernelName
     verdict: Verdict
     reason: str
     current: CaseResult | None = None
@@ -61,8 +61,8 @@ class CaseVerdict(Model):
 class KernelSummary(Model):
     """Which baseline a kernel was compared with, and anything a reader must know."""
 
-    kernel: str
-    version: str
+    kernel: KernelName
+    version: Version
     baseline_version: str | None = None
     baseline_path: str | None = None
     note: str | None = None

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ci_bench.schema.base import Model
+from ci_bench.schema.base import CaseId, Dtype, KernelName, Model, ParamName, Version
 
 RESULTS_SCHEMA_VERSION = 2
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown).
@@ -200,12 +200,12 @@ class BytesModelCheck(Model):
 class CaseResult(Model):
     """One case. The specification's keys sit at the top level."""
 
-    id: str
-    kernel: str
-    version: str
-    params: dict[str, int]
+    id: CaseId
+    kernel: KernelName
+    version: Version
+    params: dict[ParamName, int]
     shape: list[int]
-    dtype: str
+    dtype: Dtype
     status: CaseStatus
     error: str | None = None
     pallas: TimingStats | None = None
@@ -239,6 +239,11 @@ class CaseResult(Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseResult:
+        params = "-".join(f"{k}{v}" for k, v in self.params.items())
+        if self.id != f"{self.kernel}/{params}/{self.dtype}":
+            raise ValueError(
+                f"case id {self.id[:80]!r} is not <kernel>/<params>/<dtype> of this case"
+            )
         if self.status == "ok":
             if self.pallas is None or self.native is None or self.tflops is None:
                 raise ValueError("an ok case needs pallas, native and tflops")
@@ -293,8 +298,8 @@ class RunMeta(Model):
     git: GitInfo = GitInfo()
     device: DeviceFingerprint
     settings: RunSettings
-    kernels: dict[str, str] = Field(description="kernel name -> version")
-    matrix: list[str] | None = Field(
+    kernels: dict[KernelName, Version] = Field(description="kernel name -> version")
+    matrix: list[CaseId] | None = Field(
         None,
         description="every case id the selection expands to before sharding: what a complete "
         "run measures (null in version 1 files)",

@@ -23,12 +23,47 @@ from ci_bench.schema import (
     Results,
     version_key,
 )
-from ci_bench.store.files import atomic_write_text, dump_model, read_model
-from ci_bench.text import SEMVER
+from ci_bench.store.files import atomic_write_text, dump_model, non_finite, parse_json, read_model
+from ci_bench.text import NAME, NAME_MAX, SEMVER
 
 
 def baseline_path(folder: Path, kernel: str, version: str) -> Path:
-    return folder / f"{kernel}_v{version}.json"
+    """The one file for a kernel version, derived only from validated names.
+
+    A name outside the contract (``../../x``, an absolute path, a NUL byte) is refused, so
+    nothing can be read or written outside ``folder``.
+    """
+    if not NAME.fullmatch(kernel):
+        raise InputError(f"kernel name {kernel[:80]!r} is not a valid kernel name")
+    if not SEMVER.fullmatch(version) or len(version) > NAME_MAX:
+        raise InputError(f"kernel {kernel}: version {version[:80]!r} is not semver")
+    path = folder / f"{kernel}_v{version}.json"
+    assert path.parent == folder  # the patterns above admit no separator
+    return path
+
+
+def present(path: Path) -> bool:
+    """Something is at ``path``: a file, a folder or a link (dangling or looping ones too).
+
+    Only a path with nothing at all means "no baseline yet"; anything else is read and
+    fails loudly if it is not a readable baseline file.
+    """
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise InputError(f"{path}: cannot inspect the baseline: {exc.strerror}") from None
+    return True
+
+
+def check_store(folder: Path) -> bool:
+    """Whether the baselines folder exists; something else at its path is an error."""
+    if not present(folder):
+        return False
+    if not folder.is_dir():
+        raise InputError(f"{folder}: the baselines folder is not a directory")
+    return True
 
 
 def load_baseline(path: Path, kernel: str | None = None) -> BaselineFile:
@@ -50,12 +85,16 @@ _FILE = re.compile(r"^(?P<kernel>[a-z][a-z0-9_]*)_v(?P<version>.+)\.json$")
 
 def available_versions(folder: Path, kernel: str) -> list[str]:
     """Versions with a baseline file for ``kernel``, oldest first."""
-    if not folder.is_dir():
+    if not check_store(folder):
         return []
     found = []
-    for path in folder.iterdir():
-        match = _FILE.match(path.name)
-        if match and match["kernel"] == kernel and SEMVER.match(match["version"]):
+    try:
+        names = [p.name for p in folder.iterdir()]
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot list the baselines folder: {exc.strerror}") from None
+    for name in names:
+        match = _FILE.fullmatch(name)
+        if match and match["kernel"] == kernel and SEMVER.fullmatch(match["version"]):
             found.append(match["version"])
     return sorted(found, key=version_key)
 
@@ -67,11 +106,11 @@ def find_baseline(folder: Path, kernel: str, version: str, pinned: str | None = 
     """
     if pinned is not None:
         path = baseline_path(folder, kernel, pinned)
-        if not path.is_file():
+        if not present(path):
             raise InputError(f"{path}: baseline file not found (pinned version {pinned})")
         return Lookup(kernel, version, path, load_baseline(path, kernel), None)
     exact = baseline_path(folder, kernel, version)
-    if exact.is_file():
+    if check_store(folder) and present(exact):
         return Lookup(kernel, version, exact, load_baseline(exact, kernel), None)
     lower = [v for v in available_versions(folder, kernel) if version_key(v) < version_key(version)]
     if not lower:
@@ -211,14 +250,34 @@ def render_baseline(document: BaselineFile) -> str:
     return dump_model(document)
 
 
+def readable_back(promotion: Promotion) -> str:
+    """The file's text, refused unless reading it back gives the same document.
+
+    A non-finite number would be written as ``null`` and poison the store: it is refused
+    here, before anything is written.
+    """
+    document = promotion.document
+    where = f"{promotion.kernel}_v{promotion.version}.json"
+    bad = non_finite(document.model_dump(mode="python"))
+    if bad:
+        raise InputError(f"{where}: {bad}: not a finite number; not written")
+    text = render_baseline(document)
+    try:
+        again = BaselineFile.model_validate(parse_json(text.encode(), where, "baseline"))
+    except (InputError, ValueError) as exc:
+        raise InputError(f"{where}: would not read back ({exc}); not written") from None
+    if again != document:
+        raise InputError(f"{where}: would not read back identically; not written")
+    return text
+
+
 def write_promotions(folder: Path, promotions: Sequence[Promotion]) -> list[Path]:
     """Write changed files atomically; unchanged ones are not touched (byte-identical)."""
+    texts = [(p, readable_back(p)) for p in promotions if p.action != "unchanged"]
     written = []
-    for promotion in promotions:
-        if promotion.action == "unchanged":
-            continue
+    for promotion, text in texts:
         path = baseline_path(folder, promotion.kernel, promotion.version)
-        atomic_write_text(path, render_baseline(promotion.document))
+        atomic_write_text(path, text)
         written.append(path)
     return written
 
@@ -237,7 +296,7 @@ def pinned_version(pins: Mapping[str, str], kernel: str) -> tuple[str | None, bo
 def check_pins(folder: Path, pins: Mapping[str, str]) -> None:
     """Pins that name a kernel must have their file: checked before anything is measured."""
     for kernel, version in pins.items():
-        if kernel != ANY_KERNEL and not baseline_path(folder, kernel, version).is_file():
+        if kernel != ANY_KERNEL and not present(baseline_path(folder, kernel, version)):
             path = baseline_path(folder, kernel, version)
             raise InputError(f"{path}: baseline file not found (pinned {kernel}={version})")
 
@@ -260,7 +319,7 @@ def lookups_for(
             lookups[kernel] = Lookup(kernel, version, given.path, given.baseline, note)
         else:
             pin, strict = pinned_version(pins, kernel)
-            if pin is not None and not strict and not baseline_path(folder, kernel, pin).is_file():
+            if pin is not None and not strict and not present(baseline_path(folder, kernel, pin)):
                 found = find_baseline(folder, kernel, version)
                 note = f"no v{pin} baseline for {kernel}: compared by its own version"
                 lookups[kernel] = Lookup(

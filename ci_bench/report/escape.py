@@ -1,0 +1,80 @@
+"""Untrusted text made inert: one place that escapes for GitHub markdown and workflow commands.
+
+Case ids come from a pull request's kernel parameters, error texts from its code, device
+names and refs from an artifact the commenter renders: none of it may add a table cell, a
+heading, HTML, a link, a code block or a notification. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ci_bench.text import one_line
+
+# Zero-width joiner: ``@user`` and ``#123`` stay readable but no longer notify or link.
+ZWJ = "\u200d"
+# Only what can change structure: code spans, cell splits, links and images, escapes.
+_MARKDOWN = re.compile(r"([\\`|\[\]])")
+_MENTION = re.compile(r"([@#])(?=[\w-])")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def md_inline(text: str, limit: int = 300) -> str:
+    """Text for a markdown table cell, list item or paragraph: literal, on one line.
+
+    HTML is entity-escaped; backslashes, backticks, ``|`` (a cell cannot split) and
+    brackets (no links or images) are backslash-escaped; ``@``/``#`` followed by a name get
+    a zero-width joiner; newlines become spaces, so no heading or list can start.
+    """
+    line = one_line(text, limit)
+    line = "".join(_HTML.get(c, c) for c in line)
+    line = _MARKDOWN.sub(r"\\\1", line)
+    return _MENTION.sub(lambda m: m[1] + ZWJ, line)
+
+
+def md_code(text: str, limit: int = 300) -> str:
+    """A code span around untrusted text: a fence longer than any backtick run inside it.
+
+    Inside a code span nothing is markup (no HTML, links or mentions). Not for table
+    cells: GitHub splits cells at ``|`` before it parses code spans (use ``md_inline``).
+    """
+    line = one_line(text, limit)
+    longest = max((len(run) for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") or not line else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
+_PLAIN_ID = re.compile(r"[\w./=+-]{1,512}")
+_SAFE_URL = re.compile(r"https://[\w.-]+(?::\d+)?(?:/[\w.~%+=-]*)*")
+
+
+def md_id(text: str) -> str:
+    """A case id for a table cell or list item: a code span when it is plain (every id the
+    kernel contract produces), else escaped text, so a hostile id cannot break out."""
+    return f"`{text}`" if _PLAIN_ID.fullmatch(text) else md_inline(text)
+
+
+def safe_url(url: str | None) -> str | None:
+    """``url`` if it is a plain https URL fit for a markdown link target, else None."""
+    return url if url and _SAFE_URL.fullmatch(url) else None
+
+
+def workflow_data(text: str) -> str:
+    """The message of a ``::error::`` workflow command (the runner's own escaping).
+
+    ``%``, CR and LF are percent-encoded, as the runner unescapes them; a ``::`` gets a
+    zero-width space so it can never read as the start of another command.
+    """
+    escaped = str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return escaped.replace("::", ":\u200b:")
+
+
+def workflow_property(text: str) -> str:
+    """A property value (``title=``) of a workflow command: also ``:`` and ``,`` encoded."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def plot_text(text: str, limit: int = 200) -> str:
+    """Text for a matplotlib title or label: ``$`` would start mathtext and can fail to parse."""
+    return one_line(text, limit).replace("$", r"\$")

@@ -1,0 +1,206 @@
+"""Issue 15's reproductions, faults: partial runs, signals, internal errors, injection."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ci_bench.errors import ExitCode
+from ci_bench.github.outputs import annotations
+from ci_bench.judge.compare import compare
+from ci_bench.report.comment import markdown_report
+from ci_bench.report.escape import md_inline
+from ci_bench.schema import FailPolicy, Thresholds
+from ci_bench.store.baselines import Lookup
+from ci_bench.store.files import dump_model
+from tests.conftest import FIXTURES, REPO, write_project
+from tests.factories import case, results
+from tests.inproc import call
+
+ID = "matmul/B1-M128-K128-N128/float32"
+
+
+def cli_process(*args: str, cwd: Path, extra_env: dict[str, str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)]), **extra_env}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ci_bench.commands.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+# --- an unfinished run never passes -----------------------------------------------------------
+
+
+def test_an_unfinished_run_fails_the_gate(tmp_path):
+    """Its never-measured cases are ``unmeasured``, which fails by default (exit 1)."""
+    write_project(tmp_path, ["kernels.matmul"])
+    other = "matmul/B4-M128-K256-N128/float32"
+    res = results([case(ID)], matrix=[ID, other], complete=False)
+    path = tmp_path / "r.json"
+    path.write_text(dump_model(res))
+    report = tmp_path / "report.json"
+    outcome = call("compare", str(path), "-o", str(report), cwd=tmp_path)
+    assert outcome.code == ExitCode.FAILED, outcome.err
+    verdicts = {c["id"]: c["verdict"] for c in json.loads(report.read_text())["cases"]}
+    assert verdicts[other] == "unmeasured"
+    outcome = call("ci", "--results", str(path), "--out-dir", str(tmp_path / "o"), cwd=tmp_path)
+    assert outcome.code == ExitCode.FAILED, outcome.err
+
+
+def test_a_kernel_that_kills_the_process_never_gets_a_green_check(tmp_path):
+    write_project(tmp_path, ["crashing_matmul"])
+    out = tmp_path / "r.json"
+    proc = cli_process(
+        "run",
+        "-q",
+        "--repeats",
+        "2",
+        "--warmup",
+        "0",
+        "-o",
+        str(out),
+        cwd=tmp_path,
+        extra_env={"CRASH_MODE": "exit"},
+    )
+    proc.communicate(timeout=300)
+    saved = json.loads(out.read_text())
+    outcome = call("compare", str(out), cwd=tmp_path)
+    # killed mid-matrix: its second case is unmeasured; run isolated: it is an error
+    assert outcome.code == ExitCode.FAILED, outcome.out + outcome.err
+    if saved["meta"]["complete"]:
+        assert [c["status"] for c in saved["cases"]] == ["ok", "error"]
+    else:
+        assert len(saved["cases"]) == 1
+        assert "unmeasured" in outcome.out
+    # the merged shards of such a run are incomplete too
+    merged = tmp_path / "merged.json"
+    assert call("merge", str(out), "-o", str(merged), cwd=tmp_path).code == 0
+    assert call("compare", str(merged), cwd=tmp_path).code == ExitCode.FAILED
+
+
+def test_the_workflow_measure_step_fails_without_complete_results():
+    text = (REPO / ".github" / "workflows" / "benchmark.yml").read_text()
+    step = text.split("- name: Measure shard", 1)[1].split("- uses:", 1)[0]
+    assert '["meta"]["complete"]' in step
+    checked = step.index('["meta"]["complete"]')
+    assert "exit 1" in step[checked:]
+
+
+# --- SIGTERM -------------------------------------------------------------------------------
+
+
+def test_sigterm_is_handled_like_sigint(tmp_path):
+    write_project(tmp_path, ["crashing_matmul"])
+    out = tmp_path / "r.json"
+    proc = cli_process(
+        "run",
+        "-q",
+        "--repeats",
+        "2",
+        "--warmup",
+        "0",
+        "-o",
+        str(out),
+        cwd=tmp_path,
+        extra_env={"CRASH_MODE": "sleep"},
+    )
+    deadline = time.monotonic() + 240
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert out.exists(), "the first case was never saved"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "terminated" in err
+    assert "saved" in err
+    assert "Traceback" not in err
+    saved = json.loads(out.read_text())
+    assert len(saved["cases"]) == 1
+    assert saved["meta"]["complete"] is False
+
+
+# --- internal errors ------------------------------------------------------------------------
+
+
+def test_an_internal_error_has_its_own_exit_code_and_a_log(tmp_path, monkeypatch):
+    from ci_bench.commands import cli
+
+    def broken(*_args):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setitem(cli.COMMANDS, "schema", broken)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    outcome = call("schema", cwd=tmp_path)
+    assert outcome.code == ExitCode.INTERNAL == 5
+    assert len(outcome.lines) == 1
+    assert "Traceback" not in outcome.err
+    log = Path(outcome.err.rsplit(" ", 1)[1].strip().rstrip(")"))
+    assert log.is_file()
+    assert "ZeroDivisionError: a bug" in log.read_text()
+
+
+# --- untrusted text in markdown and annotations --------------------------------------------
+
+PAYLOADS = [
+    "a|b",
+    "<img src=x onerror=alert(1)>",
+    "</details><h1>hi</h1>",
+    "x\n### injected heading",
+    "`code` ``",
+    "@octocat please merge",
+    "[link](https://evil.example)",
+    "::set-output name=x::y",
+]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_untrusted_text_is_inert_in_the_pr_comment(payload):
+    bad = case(ID, status="error").model_copy(update={"error": payload})
+    res = results([case(ID)]).model_copy(update={"cases": [bad]})
+    lookup = {"matmul": Lookup("matmul", "0.1.0", None, None, f"note {payload}")}
+    report = compare(res, lookup, Thresholds(), FailPolicy())
+    report = report.model_copy(
+        update={"cases": [c.model_copy(update={"id": f"matmul/{payload}"}) for c in report.cases]}
+    )
+    body = markdown_report(report)
+    # a code span shows its text literally: what is inside one is inert
+    outside = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", body)
+    for dangerous in ("<img", "</details><h1>", "\n### injected", "@octocat"):
+        if dangerous in payload:
+            assert dangerous not in outside, body
+    assert not re.search(r"(?<!\\)\]\(", outside), body  # no link survives
+    assert "\n### injected" not in body
+    # every table row still has the header's number of cells
+    table = [line for line in body.splitlines() if line.startswith("|")]
+    cells = {len(md_split(line)) for line in table}
+    assert len(cells) == 1, table
+    for line in annotations(report):
+        assert "\n" not in line
+        assert "\r" not in line
+        assert line.count("::") == 2, line
+
+
+def md_split(row: str) -> list[str]:
+    """Cells of a GitHub table row: an escaped ``\\|`` is not a separator."""
+    return row.replace("\\|", "").strip("|").split("|")
+
+
+def test_md_inline_neutralises_every_payload():
+    for payload in PAYLOADS:
+        text = md_inline(payload)
+        assert "\n" not in text
+        assert "<" not in text
+        assert "|" not in text.replace("\\|", "")
+        assert "@octocat" not in text
