@@ -144,3 +144,19 @@ def test_pinned_kernel_versions_and_a_bare_version_fall_back_per_kernel(tmp_path
 
     with pytest.raises(InputError, match=r"pinned matmul=9\.9\.9"):
         check_pins(tmp_path, {"matmul": "9.9.9"})
+
+
+def test_an_unfinished_version_1_file_is_refused_by_the_gate(tmp_path):
+    from tests.conftest import run_cli
+
+    old = results([case(A)], complete=False).model_dump(mode="json")
+    old["schema_version"] = 1
+    del old["meta"]["matrix"]
+    path = tmp_path / "old.json"
+    import json
+
+    path.write_text(json.dumps(old))
+    done = run_cli("compare", str(path), "--baselines-dir", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE
+    assert "the run did not finish" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

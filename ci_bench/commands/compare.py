@@ -11,6 +11,7 @@ from typing import TextIO
 
 from ci_bench.commands.request import Request
 from ci_bench.commands.run import request_from
+from ci_bench.errors import InputError
 from ci_bench.judge.compare import compare
 from ci_bench.report.comment import markdown_report
 from ci_bench.report.render import terminal_report
@@ -31,7 +32,17 @@ def load_results(path: Path) -> Results:
 def baseline_report(
     request: Request, results: Results, *, require_confirmation: bool = False
 ) -> Report:
-    """Judge results against the baselines the request names."""
+    """Judge results against the baselines the request names.
+
+    An unfinished run fails through its ``unmeasured`` cases; a version-1 file does not
+    know its matrix, so an unfinished one is refused: the gate never passes what it did not
+    measure.
+    """
+    if not results.meta.complete and results.meta.matrix is None:
+        raise InputError(
+            f"{request.results_path or 'results'}: meta.complete: the run did not finish and "
+            "the file (format 1) does not say which cases are missing; re-run it"
+        )
     source = request.baselines
     lookups = lookups_for(results, baselines_folder(request), list(source.files), source.pins)
     return compare(
