@@ -116,6 +116,13 @@ def test_event_and_flags_resolve_into_one_request(flags, source, changes, expect
     assert {k: seen[k] for k in expected} == expected
 
 
+def test_judging_given_results_on_a_pr_compares_with_baselines_unless_given_an_ab_report():
+    ev = event(*PR)
+    assert build_request({"results": Path("r.json")}, CONFIG, ev).mode == "baseline"
+    given = {"results": Path("r.json"), "ab_report": Path("ab.json")}
+    assert build_request(given, CONFIG, ev).mode == "both"
+
+
 def test_a_request_is_frozen():
     request = build_request({}, CONFIG)
     with pytest.raises(AttributeError):
@@ -134,6 +141,7 @@ def test_a_request_is_frozen():
         ({"shape": "128,128"}, "--shape needs exactly one --kernel"),
         ({"mode": "ab"}, "A/B mode needs a base"),
         ({"fail_on": "error,bogus"}, "--fail-on: unknown state(s) bogus"),
+        ({"results": Path("r.json"), "mode": "both"}, "--results with --mode both needs"),
     ],
 )
 def test_bad_flags_are_one_line_input_errors(flags, message):

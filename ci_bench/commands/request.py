@@ -233,6 +233,12 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
     if repeats is None and dispatch is not None:
         repeats = dispatch.repeats
     mode = _mode(flags, config, event)
+    if flags.get("results") and mode != "baseline" and not flags.get("ab_report"):
+        # Judging measured results (a report job): an A/B is measured elsewhere and handed
+        # in with --ab-report; without one, only the baseline comparison can be made here.
+        if flags.get("mode"):
+            raise InputError(f"--results with --mode {mode} needs --ab-report FILE")
+        mode = "baseline"
     fail_on = flags.get("fail_on") or (dispatch.fail_on if dispatch else None)
     pinned = flags.get("baseline_version") or (dispatch.baseline_version if dispatch else None)
     folder = flags.get("baselines_dir") or resolve(config, config.baselines_dir)
