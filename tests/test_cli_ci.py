@@ -21,7 +21,10 @@ from tests.github_server import FakeGitHub
 TOKEN = "ghs_S3CRET_token_never_printed"
 REPO = "octo-org/ci-bench"
 EVENTS = Path(__file__).parent / "fixtures" / "events"
+# Baseline mode: these tests are about the comment and the files around it; the pull-request
+# default (both: the A/B decides) is tested on its own below.
 SMALL = ["--case", "matmul/B1-M128-K128-N128/*", "--repeats", "2", "--warmup", "0"]
+SMALL += ["--mode", "baseline"]
 FAST_API = """
 [tool.ci-bench.github]
 retries = 2
@@ -527,6 +530,7 @@ def test_a_pull_request_is_compared_with_its_base_commits_baselines(server, work
     number, head = open_pull(server)
     env = pr_env(server, workspace, number, head)  # base = the commit without baselines
     six = ["--case", "matmul/B1-M128-K128-N128/*", "--repeats", "6", "--warmup", "0"]
+    six += ["--mode", "baseline"]
     first = run_cli("ci", *six, "--no-comment", cwd=workspace, env=env)
     assert first.returncode == 0, first.stderr
     out = workspace / "ci-bench-out"
