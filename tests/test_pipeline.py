@@ -253,7 +253,9 @@ def test_with_the_ab_job_the_report_is_one_pr_verdict(runner, origin, server):
     report = report_of(run)
     assert report["mode"] == "pr"  # the A/B decides, the baseline diff shows drift
     [body] = comments(server)  # one comment: the PR verdict, not a second A/B one
+    (runner.root / "comment.md").write_text(body)  # kept with the run, for a reader
     assert "|pr -->" in body.splitlines()[0]
+    assert "Δ vs base (A/B)¹" in body
 
 
 def test_another_label_neither_starts_nor_cancels_a_run(runner, origin, server):
