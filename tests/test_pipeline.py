@@ -185,7 +185,9 @@ def test_a_pull_request_is_measured_in_shards_reported_and_commented_once(
     run = on_pr(runner, origin, pull_request(origin, "pull_request_opened.json", first))
 
     assert run.ran == ["measure", "measure", "report", "comment", "lower"], failures(run)
-    assert {j.result for j in run.jobs if j.job != "ab" and j.job != "profile"} == {"success"}
+    assert {j.result for j in run.jobs if j.job != "ab" and j.job != "profile"} == {"success"}, (
+        failures(run)
+    )
     assert run.concurrency_group == f"benchmark-{NUMBER}"
     for leg in run.job("measure"):
         # The labelled/pushed head, not the merge commit or the base branch.
