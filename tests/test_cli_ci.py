@@ -200,7 +200,7 @@ def test_a_fork_leaves_the_comment_to_the_workflow_run_job(server, workspace):
     env = pr_env(server, workspace, number, head, fork=True)
     done = run_cli("ci", *SMALL, cwd=workspace, env=env)
     assert done.returncode == 0, done.stderr
-    assert "comment left to the workflow_run job" in done.stderr
+    assert "comment left to the comment job" in done.stderr
     assert comments(server, number) == []
     out = workspace / "ci-bench-out"
     run_url = f"https://github.com/{REPO}/actions/runs/4242"

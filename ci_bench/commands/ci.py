@@ -197,7 +197,7 @@ def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Tex
     if isinstance(event, PullRequest) and request.comment:
         if event.from_fork or not context.token:
             why = "a fork's token is read-only" if event.from_fork else "no GITHUB_TOKEN"
-            sys.stderr.write(f"ci-bench: comment left to the workflow_run job ({why})\n")
+            sys.stderr.write(f"ci-bench: comment left to the comment job ({why})\n")
             return code
         try:
             client = api_client(context, request.config)
