@@ -12,7 +12,7 @@ from ci_bench.commands.validate import MAX_SECONDS, REPEATS_MAX, SEED_MAX
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
-from ci_bench.store.files import too_deep, validation_message
+from ci_bench.store.files import read_bytes, too_deep, validation_message
 
 Profile = Literal["smoke", "ci", "full"]
 
@@ -75,13 +75,7 @@ MAX_CONFIG_DEPTH = 16
 
 def _read_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a table: UTF-8, bounded, every failure one line naming the file."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise InputError(f"{path}: config is larger than {MAX_CONFIG_BYTES} bytes")
+    raw = read_bytes(path, "config", limit=MAX_CONFIG_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
