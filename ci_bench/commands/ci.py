@@ -26,7 +26,7 @@ from ci_bench.github.context import load_context as load_actions_context
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.github.promote import promote_through_api
 from ci_bench.report.comment import fit_markdown, markdown_report
-from ci_bench.schema import REPORT_SCHEMA_VERSION, Report, Results
+from ci_bench.schema import REPORT_READABLE, Report, Results
 from ci_bench.store.baselines import check_pins, check_promotable
 from ci_bench.store.files import atomic_write_text, dump_model, read_json, read_model
 
@@ -34,7 +34,7 @@ ARTIFACT = "ci-bench-report"
 
 
 def load_report(path: Path) -> Report:
-    return read_model(path, Report, what="report", schema_version=REPORT_SCHEMA_VERSION)
+    return read_model(path, Report, what="report", schema_version=REPORT_READABLE)
 
 
 def api_client(context: ActionsContext, config: Config) -> GitHubClient:

@@ -23,7 +23,7 @@ from ci_bench.report.export import FORMATS, export
 from ci_bench.report.history import build_groups, changes_text
 from ci_bench.report.site import site_files
 from ci_bench.schema.history import HistoryRecord
-from ci_bench.schema.report import REPORT_SCHEMA_VERSION, Report
+from ci_bench.schema.report import REPORT_READABLE, Report
 from ci_bench.schema.results import RESULTS_SCHEMA_VERSION, Results
 from ci_bench.store.files import atomic_write_text, read_model
 from ci_bench.store.history import (
@@ -156,9 +156,7 @@ def cmd_record(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out:
     results = _load_results(args.results)
     verdicts = {}
     if args.report:
-        report = read_model(
-            args.report, Report, what="report", schema_version=REPORT_SCHEMA_VERSION
-        )
+        report = read_model(args.report, Report, what="report", schema_version=REPORT_READABLE)
         verdicts = {c.id: c.verdict for c in report.cases}
     pr = args.pr if args.pr is not None else _pr_from_event(env)
     record = record_from_results(

@@ -19,7 +19,7 @@ from ci_bench.errors import InputError
 from ci_bench.github.context import Dispatch, Event, PullRequest, Release
 from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.schema import FailPolicy, Thresholds
-from ci_bench.schema.verdicts import CONFIGURABLE
+from ci_bench.schema.verdicts import CONFIGURABLE, STATE
 from ci_bench.store.baselines import ANY_KERNEL
 from ci_bench.text import NAME, SEMVER, split_list
 
@@ -103,7 +103,7 @@ def parse_fail_on(text: str | None, default: FailPolicy) -> FailPolicy:
             f"--fail-on: unknown state(s) {', '.join(sorted(unknown))}; "
             f"choose from {', '.join(CONFIGURABLE)} or none"
         )
-    return FailPolicy(**{s: s in states for s in CONFIGURABLE})
+    return FailPolicy(**{STATE[s].field: s in states for s in CONFIGURABLE})
 
 
 def parse_pins(text: str | None) -> dict[str, str]:

@@ -32,6 +32,10 @@ class PullRequest:
     # A pull request from a fork runs with a read-only token: it cannot comment itself.
     from_fork: bool
     action: str
+    # The label a ``labeled`` event added, who sent the event, and the PR's labels now.
+    label: str | None = None
+    sender: str | None = None
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Dispatch:
     cases: list[str] = field(default_factory=list)
     mode: str | None = None
     base: str | None = None
+    # The repository's default branch: the A/B base when the dispatch names none.
+    default_branch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,7 @@ def _repeats(inputs: Mapping[str, Any]) -> int | None:
     return value
 
 
-def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
+def _dispatch(inputs: Mapping[str, Any], default_branch: str | None = None) -> Dispatch:
     inputs = _obj(inputs, "workflow_dispatch event payload: inputs")
     return Dispatch(
         kernels=_split(_input(inputs, "kernels")),
@@ -193,13 +199,14 @@ def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
         cases=_split(_input(inputs, "cases")),
         mode=_input(inputs, "mode"),
         base=_ref(_input(inputs, "base")),
+        default_branch=_ref(default_branch, "repository.default_branch"),
     )
 
 
-def _ref(value: str | None) -> str | None:
+def _ref(value: str | None, where: str = "inputs.base") -> str | None:
     """A git ref from a form: never something git would read as an option."""
     if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
-        raise InputError(f"workflow_dispatch event payload: inputs.base: not a git ref: {value!r}")
+        raise InputError(f"workflow_dispatch event payload: {where}: not a git ref: {value!r}")
     return value
 
 
@@ -214,6 +221,8 @@ def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
         else None
     )
     base_repo = _obj(base.get("repo"), f"{where}.pull_request.base.repo")
+    label = payload.get("label")
+    sender = payload.get("sender")
     return PullRequest(
         number=_int(pr.get("number"), f"{where}.pull_request.number", NUMBER_MAX),
         head_sha=_sha(head, "sha", f"{where}.pull_request.head"),
@@ -221,7 +230,23 @@ def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
         base_sha=_sha(base, "sha", f"{where}.pull_request.base"),
         from_fork=head_name != _text(base_repo, "full_name", f"{where}.pull_request.base.repo"),
         action=_text(payload, "action", where),
+        label=_text(_obj(label, f"{where}.label"), "name", f"{where}.label")
+        if label is not None
+        else None,
+        sender=_text(_obj(sender, f"{where}.sender"), "login", f"{where}.sender")
+        if sender is not None
+        else None,
+        labels=_labels(pr.get("labels"), f"{where}.pull_request.labels"),
     )
+
+
+def _labels(value: Any, where: str) -> tuple[str, ...]:
+    """The names of a pull request's labels (absent: none)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > 1000:
+        raise InputError(f"{where}: must be a list of labels")
+    return tuple(_text(_obj(item, where), "name", where) for item in value)
 
 
 def _workflow_run(payload: Mapping[str, Any], where: str) -> WorkflowRun:
@@ -257,7 +282,13 @@ def parse_event(name: str, payload: Any, ref: str | None) -> Event | None:
         return _pull_request(payload, where)
     if name == "workflow_dispatch":
         inputs = payload.get("inputs")
-        return _dispatch({} if inputs is None else inputs)
+        repository = payload.get("repository")
+        default = (
+            _text(_obj(repository, f"{where}.repository"), "default_branch", where, required=False)
+            if repository is not None
+            else ""
+        )
+        return _dispatch({} if inputs is None else inputs, default or None)
     if name == "push":
         push_ref = _text(payload, "ref", where, required=False) or ref or ""
         if not push_ref.startswith("refs/tags/"):

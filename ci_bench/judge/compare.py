@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,8 +18,10 @@ from ci_bench.judge.stats import (
     minimum_detectable_change,
     repeats_needed,
 )
+from ci_bench.outcome import Outcome, exit_code
 from ci_bench.schema import (
     VERDICT_PRECEDENCE,
+    Acceptance,
     BaselineEntry,
     CaseResult,
     CaseVerdict,
@@ -30,6 +32,7 @@ from ci_bench.schema import (
     Report,
     Results,
     RunMeta,
+    RunState,
     Thresholds,
     Verdict,
 )
@@ -252,22 +255,26 @@ def memory_regressions(verdicts: list[CaseVerdict]) -> int:
     return sum(v.memory_verdict == "regression" for v in verdicts)
 
 
-def overall(verdicts: list[CaseVerdict]) -> Verdict:
-    """The worst state present; a memory regression counts as a regression."""
-    present = {v.verdict for v in verdicts}
+def overall(verdicts: list[CaseVerdict], run_states: Sequence[RunState] = ()) -> Verdict:
+    """The worst state present, run states included; a memory regression is a regression."""
+    present = {v.verdict for v in verdicts} | {r.state for r in run_states}
     if memory_regressions(verdicts):
         present.add("regression")
     return next((v for v in VERDICT_PRECEDENCE if v in present), "pass")
 
 
-def exit_code(verdicts: list[CaseVerdict], policy: FailPolicy) -> ExitCode:
-    """0 pass; 1 regression or a state the policy fails on; 3 nothing measured."""
-    counts = Counter(v.verdict for v in verdicts)
+def outcome_of(
+    verdicts: list[CaseVerdict], policy: FailPolicy, run_states: Sequence[RunState] = ()
+) -> Outcome:
+    """The judged run as an Outcome: its states, memory regressions, cases measured."""
+    counts = Counter(v.verdict for v in verdicts) + Counter(r.state for r in run_states)
     measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
-    if measured == 0:
-        return ExitCode.NOTHING_MEASURED
-    failing = memory_regressions(verdicts) or any(policy.fails(state) for state in counts)
-    return ExitCode.FAILED if failing else ExitCode.OK
+    return Outcome(
+        states=dict(counts),
+        policy=policy,
+        memory_regressions=memory_regressions(verdicts),
+        measured=measured,
+    )
 
 
 def headline(verdict: Verdict, counts: Counter[str], total: int, memory: int = 0) -> str:
@@ -367,11 +374,20 @@ def build_report(
     *,
     mode: Literal["baseline", "ab", "pr"] = "baseline",
     base_ref: str | None = None,
+    run_states: Sequence[RunState] = (),
+    acceptance: Acceptance | None = None,
 ) -> Report:
-    """Overall verdict, exit code, headline and counts around the per-case verdicts."""
-    code = exit_code(verdicts, policy)
-    verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts)
-    counts = Counter(v.verdict for v in verdicts)
+    """Overall verdict, exit code, headline and counts around the per-case verdicts.
+
+    An unfinished results file is a run state of its own (``unfinished``): whatever its
+    matrix lists, a file that says it did not finish never passes.
+    """
+    states = list(run_states)
+    if not meta.complete and not any(r.state == "unfinished" for r in states):
+        states.append(RunState(state="unfinished", reason="the results file says complete: false"))
+    code = exit_code(outcome_of(verdicts, policy, states))
+    verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts, states)
+    counts = Counter(v.verdict for v in verdicts) + Counter(r.state for r in states)
     memory = memory_regressions(verdicts)
     return Report(
         mode=mode,
@@ -386,4 +402,6 @@ def build_report(
         meta=meta,
         kernels=kernels,
         cases=verdicts,
+        run_states=states,
+        acceptance=acceptance,
     )

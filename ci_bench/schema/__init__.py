@@ -15,11 +15,14 @@ from ci_bench.schema.baseline import (
     version_key,
 )
 from ci_bench.schema.report import (
+    REPORT_READABLE,
     REPORT_SCHEMA_VERSION,
+    Acceptance,
     CaseVerdict,
     KernelSummary,
     MemoryVerdict,
     Report,
+    RunState,
     Thresholds,
 )
 from ci_bench.schema.results import (
@@ -58,12 +61,14 @@ __all__ = [
     "BASELINE_READABLE",
     "BASELINE_SCHEMA_VERSION",
     "KEBAB",
+    "REPORT_READABLE",
     "REPORT_SCHEMA_VERSION",
     "RESULTS_READABLE",
     "RESULTS_SCHEMA_VERSION",
     "STATE",
     "VERDICTS",
     "VERDICT_PRECEDENCE",
+    "Acceptance",
     "BaselineEntry",
     "BaselineFile",
     "Bound",
@@ -91,6 +96,7 @@ __all__ = [
     "Results",
     "RunMeta",
     "RunSettings",
+    "RunState",
     "Thresholds",
     "TimingStats",
     "Verdict",

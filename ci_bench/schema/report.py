@@ -9,7 +9,7 @@ from pydantic import Field
 from ci_bench.schema.base import KEBAB, CaseId, KernelName, Model, Version
 from ci_bench.schema.baseline import Provenance
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunMeta
-from ci_bench.schema.verdicts import FailPolicy, Verdict
+from ci_bench.schema.verdicts import CaseState, FailPolicy, RunStateName, Verdict
 
 
 class Thresholds(Model):
@@ -23,9 +23,11 @@ class Thresholds(Model):
     memory_growth: float = Field(0.10, gt=0)
 
 
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 3
+# Version 2 lacks run-level states and the acceptance (read as none).
+REPORT_READABLE = (2, 3)
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
-MemoryVerdict = Literal["pass", "regression", "improved"]
+MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
 
 
 class CaseVerdict(Model):
@@ -33,7 +35,7 @@ class CaseVerdict(Model):
 
     id: CaseId
     kernel: KernelName
-    verdict: Verdict
+    verdict: CaseState
     reason: str
     current: CaseResult | None = None
     baseline: CaseResult | None = None
@@ -71,10 +73,26 @@ class KernelSummary(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
+class RunState(Model):
+    """A fact about the whole run that the verdict table judges like a case state."""
+
+    state: RunStateName
+    reason: str
+
+
+class Acceptance(Model):
+    """A maintainer's accept label on the pull request's head: confirmed regressions of that
+    commit become ``accepted``. Tied to the commit: a new push needs the label again."""
+
+    label: str
+    by: str = Field(description="the account that applied the label")
+    head_sha: str = Field(description="the commit it was applied for")
+
+
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[2, 3] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "
@@ -90,5 +108,12 @@ class Report(Model):
     meta: RunMeta
     kernels: list[KernelSummary]
     cases: list[CaseVerdict]
+    run_states: list[RunState] = Field(
+        default_factory=list,
+        description="run-level states (a lost A/B, an unfinished file), judged with the cases",
+    )
+    acceptance: Acceptance | None = Field(
+        None, description="the accept label that turned confirmed regressions into 'accepted'"
+    )
     head_sha: str | None = Field(None, description="the pull request's head commit")
     run_url: str | None = Field(None, description="the workflow run that measured it")
