@@ -72,7 +72,11 @@ def check_paths(args: argparse.Namespace) -> None:
     """Every output path of the command, checked before anything is read or measured."""
     command = args.command
     if command in ("run", "ab") and args.output is not None:
-        check_output_file(args.output, "--output", replace=command == "ab" or args.force)
+        # A resumed run rewrites the file it resumes: that is what it is for.
+        resuming = command == "run" and args.resume is not None and args.resume == args.output
+        check_output_file(
+            args.output, "--output", replace=command == "ab" or args.force or resuming
+        )
     if command in ("compare", "merge") and args.output is not None:
         check_output_file(args.output, "--output")
     if command in ("compare", "ab") and args.markdown is not None:

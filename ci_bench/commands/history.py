@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.config import Config, load_config, resolve
 from ci_bench.errors import ExitCode, InputError
 from ci_bench.github.api import GitHubClient
 from ci_bench.github.context import PUBLIC_API
 from ci_bench.github.history import append_through_api
+from ci_bench.pipeline.config import Config, load_config, resolve
 from ci_bench.report.export import FORMATS, export
 from ci_bench.report.history import build_groups, changes_text
 from ci_bench.report.site import site_files

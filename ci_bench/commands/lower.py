@@ -11,9 +11,9 @@ from typing import TextIO
 from tabulate import tabulate
 
 from ci_bench import __version__
-from ci_bench.commands.bench import cases_for, load_specs, utc_now
 from ci_bench.commands.run import request_from
 from ci_bench.errors import ExitCode, InputError
+from ci_bench.pipeline.session import cases_for, load_specs, utc_now
 from ci_bench.store.files import atomic_write_text, dump_model
 from ci_bench.text import split_list
 
@@ -69,9 +69,9 @@ def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: 
 
 def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     """Validate kernel SPECs without running them; exit 2 with one line per broken rule."""
-    from ci_bench.commands.config import load_config
     from ci_bench.contract.check import spec_problems
     from ci_bench.contract.registry import load_kernels
+    from ci_bench.pipeline.config import load_config
 
     config = load_config(args.config, cwd)
     modules = split_list(args.modules) or config.kernels

@@ -20,6 +20,7 @@ from ci_bench.commands.validate import (
     shape,
 )
 from ci_bench.contract.spec import PROFILES
+from ci_bench.pipeline.plan import ROLES
 from ci_bench.text import one_line
 
 
@@ -168,6 +169,18 @@ def build_parser() -> argparse.ArgumentParser:
     ci = sub.add_parser("ci", help="what the GitHub event asks for: run, compare, report, promote")
     _add_selection(ci)
     _add_measurement(ci)
+    ci.add_argument(
+        "--role",
+        choices=ROLES,
+        default="all",
+        help="the workflow job this call is: plan (which jobs run), shard, ab, report, "
+        "comment, lower, relay, promote, record; all (default) does everything in one job",
+    )
+    ci.add_argument(
+        "--report-dir",
+        type=path_arg,
+        help="comment and relay roles: the downloaded artifact (default: --out-dir)",
+    )
     ci.add_argument(
         "--out-dir",
         type=path_arg,

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.bench import load_specs
-from ci_bench.commands.compare import load_results
 from ci_bench.commands.run import request_from
 from ci_bench.errors import InputError
+from ci_bench.pipeline.judging import load_results
+from ci_bench.pipeline.session import load_specs
 
 
 def cmd_profile(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:

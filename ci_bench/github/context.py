@@ -69,6 +69,8 @@ class WorkflowRun:
     conclusion: str | None
     head_sha: str
     pull_numbers: list[int]
+    # The run's code came from a fork (head repository other than this one).
+    from_fork: bool = False
 
 
 Event = PullRequest | Dispatch | Release | WorkflowRun
@@ -88,6 +90,8 @@ class ActionsContext:
     workflow: str | None
     step_summary: Path | None
     output: Path | None
+    # A push's head commit message (it names the pull request a merge came from).
+    head_message: str | None = None
 
     @property
     def run_url(self) -> str | None:
@@ -256,6 +260,18 @@ def _workflow_run(payload: Mapping[str, Any], where: str) -> WorkflowRun:
     if not isinstance(pulls, list):
         raise InputError(f"{at}.pull_requests: must be a list, got {type(pulls).__name__}")
     conclusion = run.get("conclusion")
+    head_repo = run.get("head_repository")
+    head_name = (
+        _text(_obj(head_repo, f"{at}.head_repository"), "full_name", at)
+        if head_repo is not None
+        else None
+    )
+    base_repo = payload.get("repository")
+    base_name = (
+        _text(_obj(base_repo, f"{where}.repository"), "full_name", where)
+        if base_repo is not None
+        else None
+    )
     return WorkflowRun(
         run_id=_int(run.get("id"), f"{at}.id"),
         name=_text(run, "name", at, required=False),
@@ -266,6 +282,7 @@ def _workflow_run(payload: Mapping[str, Any], where: str) -> WorkflowRun:
             _int(_obj(p, f"{at}.pull_requests").get("number"), f"{at}.pull_requests.number")
             for p in pulls
         ],
+        from_fork=head_name is not None and base_name is not None and head_name != base_name,
     )
 
 
@@ -331,4 +348,25 @@ def load_context(env: Mapping[str, str]) -> ActionsContext:
         workflow=env.get("GITHUB_WORKFLOW"),
         step_summary=Path(env["GITHUB_STEP_SUMMARY"]) if env.get("GITHUB_STEP_SUMMARY") else None,
         output=Path(env["GITHUB_OUTPUT"]) if env.get("GITHUB_OUTPUT") else None,
+        head_message=head_commit_message(payload) if name == "push" else None,
     )
+
+
+_PR_IN_MESSAGE = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+)", re.MULTILINE)
+
+
+def merged_pull_number(message: str | None) -> int | None:
+    """The pull request a push's head commit merged: "Title (#12)" or "Merge pull request
+    #12" in its first line; anything else means none, never an error."""
+    first = (message or "").splitlines()[0] if message else ""
+    match = _PR_IN_MESSAGE.search(first)
+    return int(match[1] or match[2]) if match else None
+
+
+def head_commit_message(payload: Any) -> str | None:
+    """A push event's head commit message, if the payload has one."""
+    if not isinstance(payload, Mapping):
+        return None
+    head = payload.get("head_commit")
+    message = head.get("message") if isinstance(head, Mapping) else None
+    return message if isinstance(message, str) else None

@@ -10,10 +10,9 @@ from typing import Any
 
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode, InputError
-from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, error_result, run_case
+from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_case
 from ci_bench.measure.progress import Progress
 from ci_bench.measure.settings import Adaptive
-from ci_bench.measure.workers import Pool
 from ci_bench.schema import CaseResult, Results, RunMeta
 
 Now = Callable[[], datetime]
@@ -60,22 +59,6 @@ def measure_case(
         if failed is not None:
             return failed
     return run_case(spec, case, settings, peaks, clock)
-
-
-def in_workers(specs: Mapping[str, KernelSpec], pool: Pool) -> Execute:
-    """Cases measured in worker processes; a case that kills or hangs its worker is an error."""
-
-    def failed(case: Case, message: str) -> CaseResult:
-        return error_result(specs[case.kernel], case, message)
-
-    def execute(
-        cases: Sequence[Case],
-        started: Callable[[int], None],
-        done: Callable[[int, CaseResult], None],
-    ) -> None:
-        pool.run(cases, failed, done, started)
-
-    return execute
 
 
 def run_all(

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from ci_bench.schema.base import Model
 
 LOWERING_SCHEMA_VERSION = 1
+LOWERING_READABLE = (1,)
 LoweringPlatform = Literal["tpu", "cuda"]
 
 

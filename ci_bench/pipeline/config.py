@@ -35,6 +35,8 @@ class Config(BaseModel):
     pr_mode: Literal["baseline", "ab", "both"] = "both"
     # Re-measure cases flagged as regressions once before the verdict is final.
     confirm: bool = True
+    # Shard jobs a pull request's matrix is split over (the benchmark workflow's matrix).
+    shards: int = Field(2, ge=1, le=64)
     warmup: int = Field(5, ge=0, le=REPEATS_MAX)
     repeats: int = Field(20, ge=1, le=REPEATS_MAX)
     # A/B rounds: paired ratios need more rounds than the specification's 20 to see a 10 %

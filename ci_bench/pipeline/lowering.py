@@ -1,0 +1,171 @@
+"""The lowering check of every pull request, forks included: each case's Pallas kernel
+lowered for TPU on a GitHub-hosted CPU runner (no accelerator, no secrets, read-only
+token), plus the smoke profile's correctness in interpret mode. Its files reach the one
+sticky comment through a relay job that runs no pull-request code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from ci_bench import __version__
+from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.errors import InputError
+from ci_bench.github.context import PullRequest, WorkflowRun
+from ci_bench.outcome import Outcome
+from ci_bench.pipeline.session import utc_now
+from ci_bench.schema.lowering import LoweringMeta, LoweringResults
+from ci_bench.store.files import atomic_write_text, dump_model
+
+if TYPE_CHECKING:
+    from typing import TextIO
+
+    from ci_bench.github.context import ActionsContext
+    from ci_bench.pipeline.plan import Plan
+    from ci_bench.pipeline.request import Request
+    from ci_bench.pipeline.run import Ports
+
+
+def lower_all(
+    specs: Mapping[str, KernelSpec],
+    cases: Sequence[Case],
+    platform: str,
+    *,
+    seed: int,
+    profile: str | None,
+    quiet: bool = False,
+) -> LoweringResults:
+    """Export every case for ``platform``; a case that cannot lower is an error row."""
+    import jax
+
+    from ci_bench.measure.lowering import check_platform, lower_case
+
+    checked = check_platform(platform)
+    if not cases:
+        raise InputError("the selection is empty: nothing to lower")
+    done = []
+    for index, case in enumerate(cases, start=1):
+        lowered = lower_case(specs[case.kernel], case, checked, seed)
+        done.append(lowered)
+        if not quiet:
+            what = f"ok ({lowered.kind})" if lowered.status == "ok" else f"ERROR {lowered.error}"
+            sys.stderr.write(f"[{index}/{len(cases)}] {case.id} {what}\n")
+        if lowered.traceback:
+            sys.stderr.write(lowered.traceback + "\n")
+    return LoweringResults(
+        meta=LoweringMeta(
+            tool_version=__version__,
+            started_at=utc_now(),
+            platform=checked,
+            profile=profile,
+            jax=jax.__version__,
+            jaxlib=metadata.version("jaxlib"),
+            kernels={c.kernel: specs[c.kernel].version for c in cases},
+        ),
+        cases=done,
+    )
+
+
+def lower_role(
+    plan: Plan,
+    request: Request,
+    actions: ActionsContext,
+    env: Mapping[str, str],
+    out: TextIO,
+    ports: Ports,
+) -> Outcome:
+    """Every pull request (a ``pull_request`` workflow, read-only token): lower each case
+    for TPU, then check the smoke profile's correctness in the CPU interpreter. The files
+    (lowering.json, smoke.json, pr.json) go into the artifact the relay job reads."""
+    from ci_bench.pipeline.run import measure_and_confirm
+    from ci_bench.pipeline.session import cases_for, load_specs
+
+    specs = load_specs(request)
+    cases = cases_for(request.selection, specs)
+    lowered = lower_all(
+        specs,
+        cases,
+        "tpu",
+        seed=request.harness.seed,
+        profile=request.selection.profile,
+        quiet=request.quiet,
+    )
+    out_dir = request.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
+    event = actions.event
+    if isinstance(event, PullRequest):
+        pr = {"number": event.number, "head_sha": event.head_sha, "run_url": actions.run_url}
+        atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
+    smoke = measure_and_confirm(request, env, ports, out_dir / "smoke.json", confirm=False)
+    bad = sum(c.status != "ok" for c in lowered.cases)
+    wrong = sum(c.status != "ok" for c in smoke.cases)
+    out.write(
+        f"ci-bench: {len(lowered.cases) - bad}/{len(lowered.cases)} cases lower for TPU; "
+        f"{len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
+    )
+    return Outcome(states={"error": bad + wrong}, policy=_ErrorsFail())
+
+
+class _ErrorsFail:
+    """A case that does not lower, or is wrong, fails the lowering check whatever the
+    benchmark's fail policy says: there is nothing noisy about it."""
+
+    def fails(self, state: str) -> bool:
+        return state == "error"
+
+
+def relay_role(
+    plan: Plan,
+    request: Request,
+    actions: ActionsContext,
+    env: Mapping[str, str],
+    out: TextIO,
+    ports: Ports,
+) -> Outcome:
+    """A ``workflow_run`` job (default-branch code, no pull-request code): the lowering
+    artifact becomes the lowering section of the one sticky comment."""
+    from ci_bench.github.api import legacy_marker, marker
+    from ci_bench.pipeline.plan import MEASURE_LABEL
+    from ci_bench.pipeline.publish import api_client, comment_key, pull_number
+    from ci_bench.report.sticky import compose, lowering_section, sections_of, waiting
+    from ci_bench.schema import RESULTS_READABLE, Results
+    from ci_bench.schema.lowering import LOWERING_READABLE
+    from ci_bench.store.files import read_model
+
+    event = actions.event
+    if not isinstance(event, WorkflowRun):
+        raise InputError("the relay role needs a workflow_run event")
+    if event.event not in ("pull_request", "pull_request_target"):
+        out.write(f"ci-bench: the run was a {event.event} event: no pull request to comment on\n")
+        return Outcome()
+    folder = request.report_dir or request.out_dir
+    client = api_client(actions, request.config)
+    number = pull_number(folder, event, client)
+    lowering = read_model(
+        folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
+    )
+    smoke_path = folder / "smoke.json"
+    smoke = (
+        read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
+        if smoke_path.is_file()
+        else None
+    )
+    run_url = f"{actions.server_url}/{actions.repository}/actions/runs/{event.run_id}"
+    section = lowering_section(lowering, smoke, event.head_sha, run_url)
+    key = comment_key(request.config)
+
+    def body(old: str | None) -> str:
+        updates = {"lowering": section}
+        if "verdict" not in sections_of(old):
+            updates["verdict"] = waiting(event.head_sha, event.from_fork, MEASURE_LABEL)
+        return compose(old, updates)
+
+    action, url = client.upsert_comment(
+        number, marker(key, number), body, legacy=legacy_marker(key)
+    )
+    out.write(f"ci-bench: lowering section {action}: {url}\n")
+    return Outcome()
