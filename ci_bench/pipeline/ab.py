@@ -40,7 +40,9 @@ def resolve_base(root: Path, base: AbBase | None) -> tuple[str, str]:
         raise InputError("A/B mode needs a base: --base REF, or a pull request's base commit")
     if base.kind == "merge-base":
         sha = merge_base(root, "HEAD", base.ref)
-        return f"merge base with {base.ref[:12]}", sha
+        tip = resolve_commit(root, base.ref, "A/B base")
+        moved = "" if tip == sha else f"; the base branch is at {tip[:12]}"
+        return f"merge base {sha[:12]}{moved}", sha
     if base.kind == "default-branch":
         for ref in (f"origin/{base.ref}", base.ref):
             with contextlib.suppress(InputError):

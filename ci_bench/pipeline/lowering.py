@@ -126,11 +126,14 @@ def relay_role(
     out: TextIO,
     ports: Ports,
 ) -> Outcome:
-    """A ``workflow_run`` job (default-branch code, no pull-request code): the lowering
-    artifact becomes the lowering section of the one sticky comment."""
+    """A ``workflow_run`` job (default-branch code, no pull-request code): another
+    workflow's artifact becomes its section of the one sticky comment: ``lowering.json``
+    the lowering section, ``report.json`` (a benchmark run whose own job could not comment)
+    the verdict section."""
     from ci_bench.github.api import legacy_marker, marker
+    from ci_bench.pipeline.judging import load_report
     from ci_bench.pipeline.plan import MEASURE_LABEL
-    from ci_bench.pipeline.publish import api_client, comment_key, pull_number
+    from ci_bench.pipeline.publish import api_client, comment_key, pull_number, verdict_section
     from ci_bench.report.sticky import compose, lowering_section, sections_of, waiting
     from ci_bench.schema import RESULTS_READABLE, Results
     from ci_bench.schema.lowering import LOWERING_READABLE
@@ -143,29 +146,41 @@ def relay_role(
         out.write(f"ci-bench: the run was a {event.event} event: no pull request to comment on\n")
         return Outcome()
     folder = request.report_dir or request.out_dir
+    run_url = f"{actions.server_url}/{actions.repository}/actions/runs/{event.run_id}"
+    updates: dict[str, str] = {}
+    if (folder / "report.json").is_file():
+        report = load_report(folder / "report.json").model_copy(
+            update={"head_sha": event.head_sha, "run_url": run_url}
+        )
+        updates["verdict"] = verdict_section(report, run_url)
+    if (folder / "lowering.json").is_file():
+        lowering = read_model(
+            folder / "lowering.json",
+            LoweringResults,
+            what="lowering",
+            schema_version=LOWERING_READABLE,
+        )
+        smoke_path = folder / "smoke.json"
+        smoke = (
+            read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
+            if smoke_path.is_file()
+            else None
+        )
+        updates["lowering"] = lowering_section(lowering, smoke, event.head_sha, run_url)
+    if not updates:
+        raise InputError(f"{folder}: no report.json or lowering.json in the artifact")
     client = api_client(actions, request.config)
     number = pull_number(folder, event, client)
-    lowering = read_model(
-        folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
-    )
-    smoke_path = folder / "smoke.json"
-    smoke = (
-        read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
-        if smoke_path.is_file()
-        else None
-    )
-    run_url = f"{actions.server_url}/{actions.repository}/actions/runs/{event.run_id}"
-    section = lowering_section(lowering, smoke, event.head_sha, run_url)
     key = comment_key(request.config)
 
     def body(old: str | None) -> str:
-        updates = {"lowering": section}
-        if "verdict" not in sections_of(old):
-            updates["verdict"] = waiting(event.head_sha, event.from_fork, MEASURE_LABEL)
-        return compose(old, updates)
+        wanted = dict(updates)
+        if "verdict" not in wanted and "verdict" not in sections_of(old):
+            wanted["verdict"] = waiting(event.head_sha, event.from_fork, MEASURE_LABEL)
+        return compose(old, wanted)
 
     action, url = client.upsert_comment(
         number, marker(key, number), body, legacy=legacy_marker(key)
     )
-    out.write(f"ci-bench: lowering section {action}: {url}\n")
+    out.write(f"ci-bench: comment {action}: {url}\n")
     return Outcome()

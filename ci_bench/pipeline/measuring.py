@@ -39,13 +39,13 @@ class BaseCheckout:
 
     root: Path
     modules: tuple[str, ...]
-    ref: str  # how it was named, e.g. "merge base of a1b2 and c3d4"
+    ref: str  # how it was named, e.g. "merge base 1a2b3c4d5e6f" or "v0.1.0"
     sha: str
     specs: Mapping[str, KernelSpec]
 
     @property
     def label(self) -> str:
-        return f"{self.ref} ({self.sha[:12]})"
+        return self.ref if self.sha[:12] in self.ref else f"{self.ref} ({self.sha[:12]})"
 
 
 @contextlib.contextmanager

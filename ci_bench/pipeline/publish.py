@@ -91,9 +91,10 @@ def read_statuses(folder: Path) -> list[RoleStatus]:
     return found
 
 
-def _verdict_section(report: Report, context: ActionsContext) -> str:
+def verdict_section(report: Report, run_url: str | None) -> str:
+    """The report as the comment's verdict section, cut to fit beside the other sections."""
     where = f"the job summary and the `{ARTIFACT}` artifact"
-    url = report.run_url or context.run_url
+    url = report.run_url or run_url
     if url:
         where += f" of {url}"
     return fit_markdown(report, COMMENT_LIMIT - _SECTION_ROOM, where)
@@ -167,8 +168,15 @@ def _comment_body(
         return needs_label(event.head_sha, MEASURE_LABEL, measured_before=True) + (
             "\n\n" + footer(context.run_url, None)
         )
-    path = report_dir / "report.json"
-    if path.is_file():
+    path = next(
+        (
+            p
+            for p in (report_dir / "report.json", report_dir / ARTIFACT / "report.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if path is not None:
         from ci_bench.pipeline.judging import load_report
 
         report = load_report(path)
@@ -178,7 +186,7 @@ def _comment_body(
                 f"{event.head_sha[:12]}; not commenting"
             )
         report = report.model_copy(update={"head_sha": event.head_sha, "run_url": context.run_url})
-        return _verdict_section(report, context)
+        return verdict_section(report, context.run_url)
     if not gate.report:
         return None
     jobs = {name: result for name, result in _jobs(env).items() if result != "success"}

@@ -157,10 +157,17 @@ def _state_file(request: Request, actions: ActionsContext, env: Mapping[str, str
 
 
 def measure_and_confirm(
-    request: Request, env: Mapping[str, str], ports: Ports, save_to: Path | None, *, confirm: bool
+    request: Request,
+    env: Mapping[str, str],
+    ports: Ports,
+    save_to: Path | None,
+    *,
+    confirm: bool,
+    resume: Path | None = None,
 ) -> Results:
-    """Measure the request's cases (resuming ``save_to`` when it holds a partial run) and,
-    with ``confirm``, re-measure the cases the baseline comparison flags."""
+    """Measure the request's cases (resuming ``resume``, else ``--resume``) saving to
+    ``save_to`` after every case and, with ``confirm``, re-measure the cases the baseline
+    comparison flags."""
     specs = load_specs(request)
     check_pins(request.baselines.folder, request.baselines.pins)
     bench = open_bench(request, specs, env)
@@ -170,9 +177,7 @@ def measure_and_confirm(
             atomic_write_text(save_to, dump_model(results))
 
     with ports.open_runs(bench, None) as runs:
-        results = measure(
-            bench, runs, save, resume=save_to if save_to and save_to.exists() else request.resume
-        )
+        results = measure(bench, runs, save, resume=resume or request.resume)
         if confirm and request.confirm:
             first = baseline_report(request, results)
 
@@ -199,12 +204,14 @@ def _shard(
     state = _state_file(request, actions, env)
     if state is not None:
         state.parent.mkdir(parents=True, exist_ok=True)
+    resume = state if state is not None and state.exists() else None
     results = measure_and_confirm(
         request,
         env,
         ports,
         state or request.out_dir / "results.json",
         confirm=plan.has(Step.CONFIRM),
+        resume=resume,
     )
     shard = request.selection.shard
     name = f"results-{shard.index}.json" if shard else "results.json"
@@ -252,6 +259,16 @@ def _shard_files(path: Path | None) -> list[Path]:
     return [path] if path.is_file() else []
 
 
+def _roofline(results: Results, path: Path) -> None:
+    """The roofline chart beside the report, when the ``plot`` extra is installed."""
+    from ci_bench.report.plot import roofline_png
+
+    try:
+        roofline_png(results, path)
+    except CiBenchError as exc:  # a chart is a nicety: never fails the report
+        sys.stderr.write(f"ci-bench: no roofline chart: {exc}\n")
+
+
 def _ab_missing_why(request: Request, env: Mapping[str, str]) -> str:
     jobs = pub._jobs(env)
     where = request.ab_report.parent if request.ab_report else None
@@ -281,6 +298,7 @@ def _report(
             )
         merged = merge_results([(str(p), load_results(p)) for p in files])
         atomic_write_text(request.out_dir / "results.json", dump_model(merged))
+        _roofline(merged, request.out_dir / "roofline.png")
         baseline = baseline_report(
             request, merged, require_confirmation=request.confirm, expected=_expected(request)
         )
