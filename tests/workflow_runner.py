@@ -195,6 +195,8 @@ def evaluate(
             else _text(needle).lower() in _text(hay).lower()
         ),
         "startsWith": lambda s, p: _text(s).lower().startswith(_text(p).lower()),
+        "fromJSON": lambda text: json.loads(_text(text)),
+        "toJSON": lambda value: json.dumps(value, indent=2),
     }
     return _Parser(text, context, functions).parse()
 
@@ -270,6 +272,7 @@ class JobResult:
     steps: list[StepResult] = field(default_factory=list)
     workspace: Path | None = None
     summary: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
 
     def step(self, name: str) -> StepResult:
         return next(s for s in self.steps if s.name.startswith(name))
@@ -282,6 +285,14 @@ class WorkflowRun:
     concurrency_group: str | None
     jobs: list[JobResult]
     artifacts: Path
+    name: str = ""  # the workflow's `name:`
+    event: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conclusion(self) -> str:
+        """GitHub's: failure if any job failed, else success (skipped jobs do not count)."""
+        return "failure" if any(j.result == "failure" for j in self.jobs) else "success"
 
     def job(self, name: str) -> list[JobResult]:
         return [j for j in self.jobs if j.job == name]
@@ -313,6 +324,12 @@ class Runner:
     path_prefix: str = ""  # prepended to PATH, e.g. the venv's bin
     lose: set[tuple[str, str]] = field(default_factory=set)  # (job, matrix json): runner lost
     run_ids: itertools.count = field(default_factory=lambda: itertools.count(9001))
+    # Every run so far, by id: another run's artifacts (download-artifact's run-id).
+    runs: dict[int, WorkflowRun] = field(default_factory=dict)
+    # A template for workflow_run payloads (GitHub's webhook example), filled per run.
+    workflow_run_example: dict[str, Any] | None = None
+    # Files outside every workspace that a self-hosted runner keeps between jobs.
+    tool_cache: Path | None = None
 
     def dispatch(
         self, event: str, payload: dict[str, Any], ref: str, sha: str, target: str | None = None
@@ -330,7 +347,43 @@ class Runner:
             workflow = load(path.name)
             if triggers(workflow, event, payload):
                 runs.append(self.run(path.name, workflow, event, payload, ref, sha))
+        for done in list(runs):
+            runs += self._chained(done, ref, sha)
         return runs
+
+    def _chained(self, done: WorkflowRun, ref: str, sha: str) -> list[WorkflowRun]:
+        """Workflows a finished run starts (``on: workflow_run``), with GitHub's payload:
+        the run's id, name, event, head commit and conclusion; for a pull request from
+        this repository its number, for a fork none (GitHub lists none)."""
+        started = []
+        for path in sorted(WORKFLOWS.glob("*.yml")):
+            workflow = load(path.name)
+            spec = (
+                (workflow["on"] or {}).get("workflow_run")
+                if isinstance(workflow["on"], dict)
+                else None
+            )
+            if not spec or done.name not in spec.get("workflows", []):
+                continue
+            payload = json.loads(json.dumps(self.workflow_run_example or {}))
+            pr = done.payload.get("pull_request") or {}
+            head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
+            fork = head_repo is not None and head_repo != self.repository
+            run = payload.setdefault("workflow_run", {})
+            run.update(
+                id=done.run_id,
+                name=done.name,
+                event=done.event,
+                conclusion=done.conclusion,
+                status="completed",
+                head_sha=(pr.get("head") or {}).get("sha") or sha,
+                pull_requests=[] if fork or not pr else [{"number": pr.get("number")}],
+                head_repository={"full_name": head_repo or self.repository},
+            )
+            payload["action"] = "completed"
+            payload.setdefault("repository", {})["full_name"] = self.repository
+            started.append(self.run(path.name, workflow, "workflow_run", payload, ref, sha))
+        return started
 
     def run(
         self,
@@ -382,10 +435,11 @@ class Runner:
         }
         jobs: list[JobResult] = []
         done: dict[str, str] = {}
+        outputs: dict[str, dict[str, str]] = {}
         for job_name, job in _ordered(workflow["jobs"]):
             needs = job.get("needs", [])
             needs = [needs] if isinstance(needs, str) else needs
-            needs_ctx = {n: {"result": done[n], "outputs": {}} for n in needs}
+            needs_ctx = {n: {"result": done[n], "outputs": outputs.get(n, {})} for n in needs}
             status = {
                 "success": all(done[n] == "success" for n in needs),
                 "failure": any(done[n] == "failure" for n in needs),
@@ -395,7 +449,7 @@ class Runner:
                 jobs.append(JobResult(job_name, {}, "skipped"))
                 done[job_name] = "skipped"
                 continue
-            legs = _matrix(job.get("strategy", {}).get("matrix"))
+            legs = _matrix(job.get("strategy", {}).get("matrix"), job_ctx)
             # Matrix legs run side by side, as on GitHub (the shards' runners).
             with ThreadPoolExecutor(max_workers=len(legs)) as pool:
                 futures = []
@@ -422,7 +476,13 @@ class Runner:
                     lost = JobResult(job_name, matrix, "failure")
                     jobs.append(lost if future is None else future.result())
             done[job_name] = WorkflowRun(name, run_id, group, jobs, artifacts).result(job_name)
-        return WorkflowRun(name, run_id, group, jobs, artifacts)
+            for leg in (j for j in jobs if j.job == job_name):
+                outputs.setdefault(job_name, {}).update(leg.outputs)
+        finished = WorkflowRun(
+            name, run_id, group, jobs, artifacts, workflow.get("name", name), event, payload
+        )
+        self.runs[run_id] = finished
+        return finished
 
     def _job(
         self,
@@ -443,7 +503,7 @@ class Runner:
             "GITHUB_WORKSPACE": str(workspace),
             "GITHUB_STEP_SUMMARY": str(summary),
             "RUNNER_TEMP": str(files),
-            "RUNNER_TOOL_CACHE": str(files / "tool-cache"),
+            "RUNNER_TOOL_CACHE": str(self.tool_cache or files / "tool-cache"),
         }
         env["PATH"] = (
             f"{self.path_prefix}{os.pathsep}{env['PATH']}" if self.path_prefix else env["PATH"]
@@ -452,9 +512,10 @@ class Runner:
         env.update(job_env)
         result = JobResult(name, matrix, "success", workspace=workspace)
         failed = False
+        steps_ctx: dict[str, dict[str, Any]] = {}
         for index, step in enumerate(job["steps"]):
             step_name = str(step.get("name") or step.get("uses") or step.get("run", ""))
-            step_ctx = {**context, "env": {**job_env}}
+            step_ctx = {**context, "env": {**job_env}, "steps": steps_ctx}
             status = {"success": not failed, "failure": failed}
             if not condition(step.get("if"), step_ctx, status):
                 result.steps.append(StepResult(step_name, "skipped"))
@@ -490,10 +551,16 @@ class Runner:
                 env.update(_env_file(env_file))
                 outcome = "success" if done.returncode == 0 else "failure"
                 result.steps.append(StepResult(step_name, outcome, done.stdout + done.stderr))
+                if step.get("id"):
+                    steps_ctx[step["id"]] = {"outputs": _env_file(output), "outcome": outcome}
             if result.steps[-1].outcome == "failure" and not step.get("continue-on-error"):
                 failed = True
         result.result = "failure" if failed else "success"
         result.summary = summary.read_text(encoding="utf-8") if summary.exists() else ""
+        final_ctx = {**context, "steps": steps_ctx}
+        result.outputs = {
+            k: interpolate(v, final_ctx) for k, v in (job.get("outputs") or {}).items()
+        }
         return result
 
     def _uses(
@@ -546,15 +613,23 @@ class Runner:
                 shutil.copy2(source, target / source.name)
             return "success"
         if name == "actions/download-artifact":
+            if with_.get("run-id"):  # another run's artifacts (needs a token, as on GitHub)
+                other = self.runs.get(int(with_["run-id"]))
+                if other is None or not with_.get("github-token"):
+                    return "failure"
+                artifacts = other.artifacts
             pattern = with_.get("pattern") or with_.get("name") or "*"
             target = workspace / with_.get("path", ".")
+            found_any = False
             for found in sorted(artifacts.iterdir()):
                 if fnmatch.fnmatchcase(found.name, pattern):
+                    found_any = True
                     merge = with_.get("merge-multiple") == "true" or "name" in with_
                     shutil.copytree(
                         found, target if merge else target / found.name, dirs_exist_ok=True
                     )
-            return "success"
+            # A named artifact that does not exist fails the step, as on GitHub.
+            return "failure" if "name" in with_ and not found_any else "success"
         raise ExpressionError(f"no emulation for the action {action}")
 
 
@@ -578,9 +653,12 @@ def _env_file(path: Path) -> dict[str, str]:
     return values
 
 
-def _matrix(spec: Any) -> list[dict[str, Any]]:
+def _matrix(spec: Any, context: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not spec:
         return [{}]
+    spec = {
+        k: evaluate(v, context) if isinstance(v, str) and "${{" in v else v for k, v in spec.items()
+    }
     keys = [k for k in spec if k not in ("include", "exclude")]
     return [
         dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(spec[k] for k in keys))

@@ -9,6 +9,7 @@ screen at a GitHub comment's width.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from tabulate import tabulate
@@ -96,16 +97,31 @@ def _full_table(cases: list[CaseVerdict], mode: str) -> str:
     return _table(headers, rows)
 
 
-FOOTNOTES = (
-    "¹ Δ vs base: head against the PR's base commit, measured in the same job round by "
-    "round; the median paired time ratio − 1, with its 95 % bootstrap interval.  \n"
-    "² Δ vs baseline: mean time against the stored baseline of the kernel's version "
-    "(the specification's ±5 % rule).  \n"
-    "³ MFU for compute-bound cases, HBM bandwidth utilisation for memory-bound ones "
-    "(– where the device's peak is unknown, e.g. CPUs).  \n"
-    "⁴ MDC: the smallest change this comparison would detect (80 % power); a pass rules "
-    "out larger changes, not smaller ones."
+_AB_NOTE = (
+    "¹ Δ vs base: head against the merge base of the PR, measured in the same job round by "
+    "round; the median paired time ratio − 1, with its 95 % bootstrap interval."
 )
+_OTHER_NOTES = (
+    "² Δ vs baseline: mean time against the stored baseline of the kernel's version "
+    "(the specification's ±5 % rule).",
+    "³ MFU for compute-bound cases, HBM bandwidth utilisation for memory-bound ones "
+    "(– where the device's peak is unknown, e.g. CPUs).",
+    "⁴ MDC: the smallest change this comparison would detect (80 % power); a pass rules "
+    "out larger changes, not smaller ones.",
+)
+
+
+def footnotes(mode: str) -> str:
+    """The full table's footnotes; the A/B's only where there is an A/B column."""
+    notes = ([_AB_NOTE] if mode != "baseline" else []) + list(_OTHER_NOTES)
+    return "  \n".join(notes)
+
+
+# What a run-level state means in a headline.
+_RUN_TITLES = {
+    "ab-missing": "the A/B against the base is missing",
+    "unfinished": "the measurement did not finish",
+}
 
 
 def _summary_line(report: Report) -> str:
@@ -118,6 +134,8 @@ def _summary_line(report: Report) -> str:
 def _title(report: Report) -> str:
     icon = VERDICT_ICONS[report.verdict]
     n = report.counts.get("regression", 0)
+    if report.verdict in _RUN_TITLES:
+        return f"### {icon} ci-bench: {_RUN_TITLES[report.verdict]}"
     if n and report.mode == "pr":
         what = f"this PR makes {n} case{'s' if n > 1 else ''} slower"
     elif n:
@@ -154,15 +172,12 @@ def _footer(report: Report) -> list[str]:
         where += f" · {device.cpu_model}"
     commit = (report.head_sha or meta.git.commit or "-")[:12]
     head = "PR head" if report.head_sha else "commit"
+    shown = f"`{commit}`" if re.fullmatch(r"[0-9a-f]{1,12}", commit) else md_inline(commit)
     url = safe_url(report.run_url)
     run = f" · [benchmark run]({url})" if url else ""
     # Every field below comes from the report file (an artifact): escaped, one line each.
-    lines = [
-        md_inline(
-            f"{where} · {device.software} · {head} {commit} · profile {meta.profile or 'ad-hoc'}"
-        )
-        + run
-    ]
+    profile = md_inline(f"profile {meta.profile or 'ad-hoc'}")
+    lines = [f"{md_inline(f'{where} · {device.software}')} · {head} {shown} · {profile}{run}"]
     if report.mode in ("ab", "pr") and report.base_ref:
         lines.append(f"A/B base: {md_inline(report.base_ref)}")
     lines += [
@@ -197,6 +212,19 @@ def markdown_report(
     notes = _notes(report.kernels)
     if notes:
         parts += ["", *notes]
+    if report.run_states:
+        parts += ["", "#### The run", ""]
+        parts += [
+            f"- {VERDICT_ICONS[r.state]} `{r.state}`: {md_inline(r.reason)}"
+            for r in report.run_states
+        ]
+    if report.acceptance is not None:
+        a = report.acceptance
+        parts += [
+            "",
+            f"> 🤝 Accepted by @{md_inline(a.by)} for `{md_inline(a.head_sha[:12])}` with the "
+            f"`{md_inline(a.label)}` label: a new push needs it again.",
+        ]
     changed = ordered([v for v in report.cases if v.verdict in CHANGED])
     memory = [
         v for v in ordered(report.cases) if v.memory_verdict == "regression" and v not in changed
@@ -226,7 +254,7 @@ def markdown_report(
             "",
             _full_table(everything, report.mode),
             "",
-            FOOTNOTES,
+            footnotes(report.mode),
         ]
         chart = delta_chart(report)
         if chart:
