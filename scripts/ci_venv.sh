@@ -8,9 +8,14 @@
 # TARGET is installed editable (this checkout); REQUIREMENTs beside it.
 #
 # Cache root: $CI_BENCH_CACHE, else $RUNNER_TOOL_CACHE/ci-bench, else ~/.cache/ci-bench.
-#   venv-<key>/   dependencies; key = hash of CONSTRAINTS, pyproject.toml, the arguments and the
-#                 workspace path (the editable install points at it), so a runner never
-#                 shares one with another runner's workspace.
+#   venv-<key>/   dependencies. The key is the hash of what pip's resolver answers
+#                 (`pip install --dry-run --report`: every distribution and version the
+#                 install would use), the Python version and the workspace path (the
+#                 editable install points at it). A comment or a reordered list in
+#                 pyproject.toml resolves to the same set and reuses the venv; a changed
+#                 pin or dependency builds a new one.
+#   The newest $CI_BENCH_KEEP_VENVS venvs (default 3) are kept; older ones not in use by
+#   another job are deleted, so a runner's disk does not fill with 1-2 GB venvs.
 #   jax-<versions>/  JAX's persistent compilation cache, one per jax/jaxlib/libtpu triple.
 # Writes CI_BENCH_VENV and CI_BENCH_JAX_CACHE to $GITHUB_ENV for the later steps.
 set -euo pipefail
@@ -20,28 +25,47 @@ target="${2:-.}"
 shift 2 || shift $#
 if [ "${constraints}" = "-" ]; then constraints=""; fi
 root="${CI_BENCH_CACHE:-${RUNNER_TOOL_CACHE:-${HOME}/.cache}/ci-bench}"
+keep="${CI_BENCH_KEEP_VENVS:-3}"
 mkdir -p "${root}"
-
-key="$({ [ -n "${constraints}" ] && cat "${constraints}"; cat pyproject.toml
-        echo "target=${target} requirements=$* workspace=${PWD}"; } | sha256sum | cut -c1-16)"
-venv="${root}/venv-${key}"
+python="${CI_BENCH_PYTHON:-python3}"
 pip_args=(-q)
 if [ -n "${constraints}" ]; then pip_args+=(-c "${constraints}"); fi
+
+# What the install would be: the resolver's report, reduced to sorted name==version lines.
+report="$(mktemp)"
+trap 'rm -f "${report}"' EXIT
+"${python}" -m pip install "${pip_args[@]}" --dry-run --ignore-installed \
+  --report "${report}" -e "${target}" "$@" >/dev/null
+resolved="$("${python}" - "${report}" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1], encoding="utf-8"))
+rows = sorted(
+    f"{i['metadata']['name'].lower()}=={i['metadata']['version']}"
+    for i in report["install"]
+    if not i.get("is_direct") or not i.get("download_info", {}).get("dir_info", {}).get("editable")
+)
+print("\n".join(rows))
+PY
+)"
+key="$({ echo "${resolved}"; "${python}" -c 'import sys; print(sys.version)'
+        echo "workspace=${PWD}"; } | sha256sum | cut -c1-16)"
+venv="${root}/venv-${key}"
 
 # One job at a time per venv: two runners sharing CI_BENCH_CACHE wait for each other here.
 exec 9>"${venv}.lock"
 flock 9
 if [ ! -f "${venv}/.complete" ]; then
   rm -rf "${venv}"
-  python3 -m venv "${venv}"
+  "${python}" -m venv "${venv}"
   "${venv}/bin/pip" install "${pip_args[@]}" --upgrade pip
   "${venv}/bin/pip" install "${pip_args[@]}" -e "${target}" "$@"
+  echo "${resolved}" > "${venv}/.resolved"
   touch "${venv}/.complete"
 else
-  # Dependencies are cached; only ci-bench itself (this checkout) is re-linked.
+  # Dependencies are cached; only the checkout itself is re-linked.
   "${venv}/bin/pip" install "${pip_args[@]}" --no-deps -e "${target}"
 fi
-flock -u 9
+touch "${venv}/.used"
 
 versions="$("${venv}/bin/python" - <<'PY'
 from importlib.metadata import PackageNotFoundError, version
@@ -53,6 +77,18 @@ def v(name):
 print(f"jax{v('jax')}-jaxlib{v('jaxlib')}-libtpu{v('libtpu')}")
 PY
 )"
+flock -u 9
+
+# Evict all but the newest $keep venvs (by last use); one another job holds is skipped.
+mapfile -t venvs < <(ls -1dt "${root}"/venv-*/.used 2>/dev/null | sed 's|/.used$||')
+for old in "${venvs[@]:${keep}}"; do
+  [ "${old}" = "${venv}" ] && continue
+  (
+    exec 8>"${old}.lock"
+    if flock -n 8; then rm -rf "${old}"; echo "ci-bench: evicted ${old}"; fi
+  )
+done
+
 jax_cache="${root}/jax-${versions}"
 mkdir -p "${jax_cache}"
 echo "ci-bench: venv ${venv}, JAX compilation cache ${jax_cache}"

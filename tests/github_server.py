@@ -142,6 +142,26 @@ class FakeGitHub:
         }
         return number
 
+    def set_pull(
+        self,
+        full_name: str,
+        number: int,
+        head_sha: str,
+        base_sha: str,
+        labels: tuple[str, ...] | None = None,
+    ) -> None:
+        """Make issue ``number`` a pull request at these commits (of a local repository)."""
+        issue = self.repos[full_name.lower()].issues[number]
+        if labels is not None:
+            issue["labels"] = list(labels)
+        issue["pull"] = {
+            "head": "feature",
+            "base": self.repos[full_name.lower()].default_branch,
+            "draft": False,
+            "head_sha": head_sha,
+            "base_sha": base_sha,
+        }
+
     def labels(self, full_name: str, number: int) -> list[str]:
         return list(self.repos[full_name.lower()].issues[number].get("labels", []))
 
@@ -258,7 +278,12 @@ class FakeGitHub:
 
     def _pull_json(self, repo: Repo, number: int) -> dict[str, Any]:
         issue = repo.issues[number]
-        shas = {side: _resolve(repo, issue["pull"][side]) for side in ("head", "base")}
+        # A test's pull request may name its commits directly (they live in a local git
+        # repository, not in the fake's own history).
+        shas = {
+            side: issue["pull"].get(f"{side}_sha") or _resolve(repo, issue["pull"][side])
+            for side in ("head", "base")
+        }
         repo_json = self._repo_json(repo)
         return self._shapes.pull(repo.full_name, number, issue, shas, repo_json, self.login)
 

@@ -34,7 +34,7 @@ PYPROJECT = """\
 kernels = ["pipeline_kernel"]
 warmup = 1
 repeats = 3
-ab-repeats = 8
+ab-repeats = 12
 
 [tool.ci-bench.github]
 retries = 2
@@ -156,6 +156,9 @@ class World:
         """GitHub sends ``pull_request_target`` (benchmark.yml) and ``pull_request``
         (lower.yml, then lower-relay.yml) for each push; ``lowering`` runs the second too."""
         base = git(self.repo, "rev-parse", "master")
+        pr = payload["pull_request"]
+        labels = tuple(label["name"] for label in pr["labels"])
+        self.server.set_pull(REPO, NUMBER, pr["head"]["sha"], pr["base"]["sha"], labels)
         runs = self.runner.dispatch("pull_request_target", payload, "refs/heads/master", base)
         assert [r.workflow for r in runs] == ["benchmark.yml"]
         if lowering and payload["action"] != "labeled":
@@ -174,9 +177,15 @@ class World:
         (body,) = self.comments()
         return body
 
+    def headline(self) -> str:
+        """The comment's first heading: what a reviewer reads first."""
+        return next(line for line in self.the_comment().splitlines() if line.startswith("### "))
+
 
 def report_of(run: WorkflowRun) -> dict[str, Any]:
-    return json.loads((run.artifacts / "ci-bench-report" / "report.json").read_text())
+    path = run.artifacts / "ci-bench-report" / "report.json"
+    assert path.is_file(), f"no report in the run's artifact\n{failures(run)}"
+    return json.loads(path.read_text())
 
 
 def failures(run: WorkflowRun) -> str:

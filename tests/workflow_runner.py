@@ -251,7 +251,10 @@ def triggers(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]
             return patterns is not None and any(
                 fnmatch.fnmatchcase(ref.removeprefix("refs/tags/"), p) for p in patterns
             )
-        return "branches" not in spec or any(
+        if "branches" not in spec:
+            # Only a tags filter: branch pushes do not run it (GitHub's rule).
+            return "tags" not in spec
+        return any(
             fnmatch.fnmatchcase(ref.removeprefix("refs/heads/"), p) for p in spec["branches"]
         )
     return True
@@ -575,30 +578,21 @@ class Runner:
         if name == "actions/checkout":
             ref = with_.get("ref") or base_env["GITHUB_SHA"]
             depth = [] if with_.get("fetch-depth") == "0" else ["--depth", "1"]
-            subprocess.run(
-                [
-                    "git",
-                    "clone",
-                    "-q",
-                    *depth,
-                    "--no-local",
-                    f"file://{self.origin}",
-                    str(workspace),
-                ],
-                check=True,
-                capture_output=True,
-            )
-            subprocess.run(
-                ["git", "-C", str(workspace), "fetch", "-q", "origin", ref],
-                check=True,
-                capture_output=True,
-            )
-            subprocess.run(
-                ["git", "-C", str(workspace), "checkout", "-q", "--detach", "FETCH_HEAD"],
-                check=True,
-                capture_output=True,
-            )
+            target = workspace / with_["path"] if with_.get("path") else workspace
+            steps = [
+                ["git", "clone", "-q", *depth, "--no-local", f"file://{self.origin}", str(target)],
+                ["git", "-C", str(target), "fetch", "-q", "origin", ref],
+                ["git", "-C", str(target), "checkout", "-q", "--detach", "FETCH_HEAD"],
+            ]
+            for command in steps:
+                if subprocess.run(command, capture_output=True, check=False).returncode:
+                    return "failure"  # e.g. a branch that does not exist (yet)
             return "success"
+        if name == "actions/upload-pages-artifact":
+            with_ = {"name": "github-pages", "path": with_.get("path", "_site")}
+            name = "actions/upload-artifact"
+        if name == "actions/deploy-pages":
+            return "success" if (artifacts / "github-pages").is_dir() else "failure"
         if name == "actions/upload-artifact":
             source = workspace / with_["path"]
             if not source.exists():

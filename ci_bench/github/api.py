@@ -236,8 +236,10 @@ class GitHubClient:
         with api_step(f"removing the label {label!r} from #{number}"):
             try:
                 self._repo.get_issue(number).remove_from_labels(label)
-            except UnknownObjectException:
-                return False
+            except GithubException as exc:
+                if exc.status == 404:  # "Label does not exist": already gone
+                    return False
+                raise
         return True
 
     def pull_head_sha(self, number: int) -> str:

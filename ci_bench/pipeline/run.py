@@ -320,7 +320,7 @@ def _publish(
     report: Report, request: Request, actions: ActionsContext, out: TextIO, *, head: str | None
 ) -> Outcome:
     report = report.model_copy(update={"head_sha": head, "run_url": actions.run_url})
-    path = pub.write_report_files(report, request.out_dir)
+    path = pub.write_report_files(report, request.out_dir, "report")
     if isinstance(actions.event, PullRequest):
         pr = {
             "number": actions.event.number,
@@ -406,6 +406,7 @@ def _comment(
     except CiBenchError as exc:
         if exc.exit_code != 4:
             raise
+        sys.stderr.write(f"ci-bench: error: {one_line(str(exc))}\n")
         return Outcome(github=str(exc))
     out.write(f"ci-bench: {message or 'nothing to say on the pull request'}\n")
     return Outcome()
