@@ -57,9 +57,9 @@ def assert_no_regression(
     skips the test, with the reason, rather than passing it.
     """
     from ci_bench.measure.devices import fingerprint
-    from ci_bench.pipeline.judging import baseline_report
-    from ci_bench.pipeline.measuring import InProcess, measure
-    from ci_bench.pipeline.session import open_bench
+    from ci_bench.pipeline.measuring import in_process_runs
+    from ci_bench.pipeline.plan import Gate, plan_for
+    from ci_bench.pipeline.run import Ports, judged
 
     spec = _spec(kernel)
     case = find_case(spec, case_id)
@@ -80,15 +80,25 @@ def assert_no_regression(
         "repeats": repeats,
         "baseline": [Path(baseline)] if baseline is not None else [],
         "quiet": True,
+        "mode": "baseline",
     }
     request = build_request(flags, config)
-    bench = open_bench(request, {spec.name: spec}, os.environ, cases=[case], in_process=True)
-    results = measure(bench, InProcess(bench), lambda _: None)
-    current = results.cases[0]
-    if current.status != "ok":
-        raise AssertionError(f"{case_id}: {current.error}")
-    report = baseline_report(request, results)
+    # A one-case plan: the pipeline's measuring session, judge and exit-code rule, in this
+    # process (pytest holds the accelerator), publishing nothing.
+    plan = plan_for("all", None, Gate(), mode="baseline", comment=False, publish=False)
+    report = judged(
+        plan,
+        request,
+        os.environ,
+        Ports(open_runs=in_process_runs, in_process=True),
+        save_to=None,
+        specs={spec.name: spec},
+        cases=[case],
+    )
     verdict = next(v for v in report.cases if v.id == case_id)
+    current = verdict.current
+    if current is None or current.status != "ok":
+        raise AssertionError(f"{case_id}: {verdict.reason}")
     if verdict.verdict in ("incomparable", "new"):
         pytest.skip(f"{case_id}: {verdict.reason}")
     if exit_code(outcome_of(report.cases, report.policy, report.run_states)) != ExitCode.OK:

@@ -194,7 +194,8 @@ def test_building_requests_and_judging_import_no_jax():
     """The pure rooms load without jax: their tests run in seconds."""
     code = (
         "import sys\n"
-        "import ci_bench.pipeline.request, ci_bench.judge.compare, ci_bench.judge.ab\n"
+        "import ci_bench.pipeline.request, ci_bench.pipeline.plan, ci_bench.judge.compare\n"
+        "import ci_bench.judge.ab, ci_bench.outcome\n"
         "import ci_bench.report.render, ci_bench.schema, ci_bench.contract.matrix\n"
         "print(sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
     )

@@ -89,7 +89,10 @@ def test_a_killed_run_resumes_measuring_only_the_rest(tmp_path):
     assert not first.meta.complete
     kept = {c.id: c for c in first.cases}
     assert 2 <= len(kept) < 4
-    done = run_cli("run", "--repeats", "2", "--resume", str(out), cwd=tmp_path, timeout=300)
+    # As a user writes it: resume the file and write it again (the output defaults to it).
+    done = run_cli(
+        "run", "--repeats", "2", "--resume", str(out), "-o", str(out), cwd=tmp_path, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert f"{len(kept)} case(s) already measured" in done.stderr
     assert f"[{4 - len(kept)}/{4 - len(kept)}]" in done.stderr

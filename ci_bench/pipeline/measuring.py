@@ -113,6 +113,12 @@ class InProcess:
             done(i, pair)
 
 
+@contextlib.contextmanager
+def in_process_runs(bench: Bench, base: BaseCheckout | None = None) -> Iterator[Runs]:
+    """The in-process port (the pytest helper): no workers, no time limit."""
+    yield InProcess(bench, base)
+
+
 def _failed(bench: Bench, base: BaseCheckout | None) -> Failed:
     """A job that hung or killed its worker: an error result for each contestant."""
     from ci_bench.measure.harness import error_result

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import CiBenchError, InputError
 from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
 from ci_bench.outcome import Outcome
@@ -43,6 +44,8 @@ class Ports:
     """The edges a role reaches through; tests replace them."""
 
     open_runs: OpenRuns = worker_runs
+    # Measuring in this process (the pytest helper): the fingerprint is read here too.
+    in_process: bool = False
 
 
 def the_gate(config: Config, actions: ActionsContext, env: Mapping[str, str]) -> Gate:
@@ -164,13 +167,16 @@ def measure_and_confirm(
     *,
     confirm: bool,
     resume: Path | None = None,
+    specs: Mapping[str, KernelSpec] | None = None,
+    cases: Sequence[Case] | None = None,
 ) -> Results:
     """Measure the request's cases (resuming ``resume``, else ``--resume``) saving to
     ``save_to`` after every case and, with ``confirm``, re-measure the cases the baseline
-    comparison flags."""
-    specs = load_specs(request)
+    comparison flags. ``specs`` and ``cases`` stand in for the request's modules and
+    selection (the pytest helper's one case of a SPEC object)."""
+    specs = specs if specs is not None else load_specs(request)
     check_pins(request.baselines.folder, request.baselines.pins)
-    bench = open_bench(request, specs, env)
+    bench = open_bench(request, specs, env, cases=cases, in_process=ports.in_process)
 
     def save(results: Results) -> None:
         if save_to is not None:
@@ -346,32 +352,7 @@ def _all(
 ) -> Outcome:
     """The single-job pipeline: measure, confirm, the A/B, judge, publish, comment."""
     event = actions.event
-    base = resolve_base(request.config.root, request.base) if plan.has(Step.AB) else None
-    results = None
-    if request.results_path is not None:
-        results = load_results(request.results_path)
-    elif plan.has(Step.MEASURE):
-        request.out_dir.mkdir(parents=True, exist_ok=True)
-        results = measure_and_confirm(
-            request, env, ports, request.out_dir / "results.json", confirm=plan.has(Step.CONFIRM)
-        )
-    baseline = (
-        baseline_report(
-            request,
-            results,
-            require_confirmation=request.confirm and request.results_path is not None,
-        )
-        if results
-        else None
-    )
-    ab = None
-    if request.ab_report is not None:
-        ab = load_report(request.ab_report)
-    elif base is not None:
-        ab = run_ab(request, load_specs(request), env, base=base, open_runs=ports.open_runs)
-    report = final_report(
-        baseline, ab, request, expect_ab=plan.expect_ab, acceptance=plan.gate.acceptance
-    )
+    report = judged(plan, request, env, ports, save_to=request.out_dir / "results.json")
     head = event.head_sha if isinstance(event, PullRequest) else None
     outcome = _publish(report, request, actions, out, head=head)
     if not plan.has(Step.COMMENT):
@@ -390,6 +371,45 @@ def _all(
     if message:
         sys.stderr.write(f"ci-bench: {message}\n")
     return outcome
+
+
+def judged(
+    plan: Plan,
+    request: Request,
+    env: Mapping[str, str],
+    ports: Ports,
+    *,
+    save_to: Path | None,
+    specs: Mapping[str, KernelSpec] | None = None,
+    cases: Sequence[Case] | None = None,
+) -> Report:
+    """An ``all`` plan's steps up to the verdict: measure and confirm (or read given
+    results), the A/B (resolved first, before anything is measured), judge."""
+    base = resolve_base(request.config.root, request.base) if plan.has(Step.AB) else None
+    results = None
+    if request.results_path is not None:
+        results = load_results(request.results_path)
+    elif plan.has(Step.MEASURE):
+        if save_to is not None:
+            save_to.parent.mkdir(parents=True, exist_ok=True)
+        results = measure_and_confirm(
+            request, env, ports, save_to, confirm=plan.has(Step.CONFIRM), specs=specs, cases=cases
+        )
+    given = request.results_path is not None
+    baseline = (
+        baseline_report(request, results, require_confirmation=request.confirm and given)
+        if results
+        else None
+    )
+    ab = None
+    if request.ab_report is not None:
+        ab = load_report(request.ab_report)
+    elif base is not None:
+        head = specs if specs is not None else load_specs(request)
+        ab = run_ab(request, head, env, base=base, open_runs=ports.open_runs)
+    return final_report(
+        baseline, ab, request, expect_ab=plan.expect_ab, acceptance=plan.gate.acceptance
+    )
 
 
 def _comment(
