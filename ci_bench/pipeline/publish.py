@@ -189,7 +189,9 @@ def _comment_body(
         return verdict_section(report, context.run_url)
     if not gate.report:
         return None
-    jobs = {name: result for name, result in _jobs(env).items() if result != "success"}
+    jobs = {
+        name: result for name, result in _jobs(env).items() if result in ("failure", "cancelled")
+    }
     errors = [
         f"{s.role}{f' {s.shard}' if s.shard else ''}: {s.error}"
         for s in read_statuses(report_dir)
