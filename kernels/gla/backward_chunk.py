@@ -45,6 +45,12 @@ def states_chunk(load: Load, st: jax.Array, *, C: int, dtype: Any) -> jax.Array:
     return advance_state(st, k, load("v", 0, C), b, b_last, dtype)
 
 
+def state_carry(st: jax.Array, dst: jax.Array, e_last: jax.Array) -> jax.Array:
+    """Σ_v e^(b_C) S_in ⊙ dS_out [1, K]: the entering state's share of what the later
+    chunks add to every dgk row of this chunk (the keys' share is Σ_t k_t ⊙ dk_inter_t)."""
+    return jnp.sum(st * e_last * dst, axis=0, keepdims=True)
+
+
 def _diagonal(
     q_n: jax.Array, k_n: jax.Array, b_n: jax.Array, da: jax.Array, dat: jax.Array, lo: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -96,8 +102,7 @@ def bwd_chunk(
     e_last = jnp.exp(b_last)
     row_c = iota((C, g.shape[1]), 0)
     col = iota((s, C), 1)
-    # Σ_v e^(b_C) S_in ⊙ dS_out, the first half of what later chunks add to every dg row.
-    carry = jnp.sum(st * e_last * dst, axis=0, keepdims=True)  # [1, K]
+    carry = state_carry(st, dst, e_last)
     d_rows = []
 
     for lo in range(0, C, s):  # sub-chunks, unrolled (C // s is small)
