@@ -29,8 +29,11 @@ from kernels.gla import (
     SPEC,
     backward_bytes,
     backward_chunk,
+    backward_flops,
     chunk_gla,
     chunk_gla_bwd,
+    forward_backward_bytes,
+    forward_backward_flops,
     recurrent_gla,
 )
 from kernels.gla.cost import gla_backward_call_costs, gla_backward_flops, gla_flops
@@ -424,6 +427,9 @@ def test_backward_cost_model():
     # bytes: q, k, gk, v, do read and dq, dk, dgk, dv written, at the input itemsize.
     case = Case("gla", {"B": 1, "T": 256, "H": 2, "K": 64, "V": 64}, "bfloat16")
     assert backward_bytes(case) == 2 * 256 * 2 * (6 * 64 + 3 * 64)
+    # Both in one call: q, k, gk, v and do read once, o and the gradients written.
+    assert forward_backward_bytes(case) == 2 * 256 * 2 * (6 * 64 + 4 * 64)
+    assert forward_backward_flops(case) == SPEC.flops(case) + backward_flops(case)
 
 
 @pytest.mark.parametrize("shape", [(1, 64, 1, 64, 64), (2, 64, 2, 64, 128), (1, 64, 2, 128, 64)])

@@ -19,6 +19,8 @@ from kernels.gla.cost import (
     gla_backward_flops,
     gla_bytes,
     gla_flops,
+    gla_forward_backward_bytes,
+    gla_forward_backward_flops,
 )
 from kernels.gla.kernel import chunk_gla, chunk_gla_bwd
 from kernels.gla.native import chunk_gla_native
@@ -32,6 +34,8 @@ __all__ = [
     "chunk_gla",
     "chunk_gla_bwd",
     "chunk_gla_native",
+    "forward_backward_bytes",
+    "forward_backward_flops",
     "make_inputs",
     "recurrent_gla",
 ]
@@ -113,6 +117,16 @@ def backward_flops(case: Case) -> int:
 def backward_bytes(case: Case) -> int:
     """itemsize·B·T·H·(6·K + 3·V): q, k, gk, v, do read, dq, dk, dgk, dv written once."""
     return gla_backward_bytes(*_dims(case), ITEMSIZE[case.dtype])
+
+
+def forward_backward_flops(case: Case) -> int:
+    """flops(case) + backward_flops(case): a training step's value and gradients."""
+    return gla_forward_backward_flops(*_dims(case))
+
+
+def forward_backward_bytes(case: Case) -> int:
+    """itemsize·B·T·H·(6·K + 4·V): inputs and do read once, o and the gradients written."""
+    return gla_forward_backward_bytes(*_dims(case), ITEMSIZE[case.dtype])
 
 
 # Gradient tolerances, |grad - reference grad| <= atol + rtol·|reference grad|, the reference

@@ -53,10 +53,14 @@ Backward bytes, compulsory: read q, k, gk, v and the output cotangent do; write 
   backward bytes = itemsize · B·T·H·(6·K + 3·V)
 
 plus 4·B·H·K·V for each float32 state moved (h0 read and dh0 written with an initial state;
-the final state's cotangent read with output_final_state). The recomputed states' round trip
-(4·K·V/C bytes per token written, then read) and the second read of k, v, gk are the price of
-recomputing instead of saving: traffic of this algorithm, not of the problem, so they are in
-the kernels' own cost estimates (``gla_backward_call_costs``), not in the model.
+the final state's cotangent read with output_final_state). Forward and backward in one call
+(a training step's value-and-grad) read q, k, gk, v and do once and write o and the four
+gradients: itemsize · B·T·H·(6·K + 4·V); its FLOPs are the sum of both models.
+
+The recomputed states' round trip (4·K·V/C bytes per token written, then read) and the
+second read of k, v, gk are the price of recomputing instead of saving: traffic of this
+algorithm, not of the problem, so they are in the kernels' own cost estimates
+(``gla_backward_call_costs``), not in the model.
 """
 
 from __future__ import annotations
@@ -97,6 +101,20 @@ def gla_backward_bytes(
 ) -> int:
     """Compulsory HBM bytes of the backward: q, k, gk, v, do read; dq, dk, dgk, dv written."""
     return itemsize * B * T * H * (6 * K + 3 * V) + n_states * 4 * B * H * K * V
+
+
+def gla_forward_backward_flops(
+    B: int, T: int, H: int, K: int, V: int, chunk: int = DEFAULT_CHUNK
+) -> int:
+    """Forward and backward in one call (the backward still recomputes the states)."""
+    return gla_flops(B, T, H, K, V, chunk) + gla_backward_flops(B, T, H, K, V, chunk)
+
+
+def gla_forward_backward_bytes(
+    B: int, T: int, H: int, K: int, V: int, itemsize: int, *, n_states: int = 0
+) -> int:
+    """Compulsory bytes of forward and backward in one call: inputs and do read once."""
+    return itemsize * B * T * H * (6 * K + 4 * V) + n_states * 4 * B * H * K * V
 
 
 def gla_backward_call_costs(
