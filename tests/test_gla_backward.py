@@ -330,15 +330,17 @@ def test_backward_lowers_to_triton():
     q = jax.ShapeDtypeStruct((2, 200, 2, 64), jnp.bfloat16)
     h0 = jax.ShapeDtypeStruct((2, 2, 64, 64), jnp.float32)
 
-    def grads(q, k, v, gk, h):
+    def loss(q, k, v, gk, h):
         o, ht = chunk_gla(
             q, k, v, gk, initial_state=h, output_final_state=True, interpret=False, backend="gpu"
         )
-        return jnp.sum(o.astype(jnp.float32)) + jnp.sum(ht)
+        return jnp.sum(o.astype(jnp.float32) ** 2) + jnp.sum(ht**2)  # needs the forward too
 
-    fn = jax.jit(jax.grad(grads, argnums=(0, 1, 2, 3, 4)))
+    fn = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))
     text = fn.trace(q, q, q, q, h0).lower(lowering_platforms=("cuda",)).as_text()
-    assert "triton" in text
+    assert text.count("__gpu$xla.gpu.triton") == 3
+    for name in ("chunk_gla_fwd", "chunk_gla_states", "chunk_gla_bwd"):
+        assert name in text, name
 
 
 def _pallas_calls(jaxpr) -> list:
