@@ -14,6 +14,7 @@ pipeline-in-code issue is here, each with its assertion.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,8 +73,15 @@ def ab_world(template, tmp_path, jax_cache) -> Iterator[World]:
 
 
 def keep(world: World, body: str, name: str = "comment.md") -> None:
-    """The comment a scenario checked, kept beside its runs for a reader."""
+    """The comment a scenario checked, kept beside its runs for a reader, and in
+    ``$CI_BENCH_TEST_ARTIFACTS`` (``.ci/run`` sets it to its output folder)."""
     (world.runner.root / name).write_text(body)
+    folder = os.environ.get("CI_BENCH_TEST_ARTIFACTS")
+    if folder:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "test").split("::")[-1].split(" ")[0]
+        target = Path(folder) / "pipeline" / test
+        target.mkdir(parents=True, exist_ok=True)
+        (target / name).write_text(body)
 
 
 # -- the happy path, faults included ---------------------------------------------------
