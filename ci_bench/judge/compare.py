@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ci_bench.contract.matrix import Shard
 from ci_bench.errors import ExitCode
 from ci_bench.judge.ladder import Direction, Evidence, climb, past_threshold
+from ci_bench.judge.model import judge_models, model_references, structural_count
 from ci_bench.judge.stats import Direction as StatsDirection
 from ci_bench.judge.stats import (
     benjamini_hochberg,
@@ -253,16 +254,21 @@ def memory_regressions(verdicts: list[CaseVerdict]) -> int:
 
 
 def overall(verdicts: list[CaseVerdict]) -> Verdict:
-    """The worst state present; a memory regression counts as a regression."""
+    """The worst state present; a memory regression counts as a regression, a model
+    verdict beside a timing verdict as its own state (``structural``)."""
     present = {v.verdict for v in verdicts}
     if memory_regressions(verdicts):
         present.add("regression")
+    if structural_count(verdicts):
+        present.add("structural")
     return next((v for v in VERDICT_PRECEDENCE if v in present), "pass")
 
 
 def exit_code(verdicts: list[CaseVerdict], policy: FailPolicy) -> ExitCode:
     """0 pass; 1 regression or a state the policy fails on; 3 nothing measured."""
     counts = Counter(v.verdict for v in verdicts)
+    if structural_count(verdicts):
+        counts["structural"] += 1
     measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
     if measured == 0:
         return ExitCode.NOTHING_MEASURED
@@ -270,8 +276,12 @@ def exit_code(verdicts: list[CaseVerdict], policy: FailPolicy) -> ExitCode:
     return ExitCode.FAILED if failing else ExitCode.OK
 
 
-def headline(verdict: Verdict, counts: Counter[str], total: int, memory: int = 0) -> str:
+def headline(
+    verdict: Verdict, counts: Counter[str], total: int, memory: int = 0, structural: int = 0
+) -> str:
     parts = [f"{counts[v]} {v}" for v in VERDICT_PRECEDENCE if counts[v]]
+    if structural:
+        parts.insert(0, f"{structural} structural")
     if memory:
         parts.insert(0, f"{memory} memory regression")
     return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} cases)"
@@ -284,11 +294,15 @@ def compare(
     policy: FailPolicy,
     *,
     require_confirmation: bool = False,
+    target_chips: Sequence[str] = (),
 ) -> Report:
     """The whole report: one lookup per kernel present in the results.
 
     ``require_confirmation``: the results were merged from shards that each ran their own
     confirmation pass; a case flagged only now was never re-measured and stays ``noisy``.
+    ``target_chips``: the chips the cost model's verdict is about (config ``target-chips``;
+    empty: the runner's TPU, else every chip modelled). The model is the same on every
+    machine, so a baseline entry from any device is its reference.
     """
     summaries: list[KernelSummary] = []
     items: list[CaseVerdict | Pending] = []
@@ -320,7 +334,15 @@ def compare(
         else i
         for i in items
     ]
-    all_verdicts = verdicts + unmeasured(results)
+    references = model_references(
+        (case.id, case.model)
+        for lookup in lookups.values()
+        if lookup.baseline is not None
+        for entry in lookup.baseline.entries
+        for case in entry.cases
+    )
+    judged = judge_models(verdicts, references, results.meta, thresholds, target_chips)
+    all_verdicts = judged + unmeasured(results)
     return build_report(all_verdicts, summaries, results.meta, thresholds, policy)
 
 
@@ -373,14 +395,16 @@ def build_report(
     verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts)
     counts = Counter(v.verdict for v in verdicts)
     memory = memory_regressions(verdicts)
+    structural = structural_count(verdicts)
     return Report(
         mode=mode,
         base_ref=base_ref,
         verdict=verdict,
         exit_code=int(code),
-        headline=headline(verdict, counts, len(verdicts), memory),
+        headline=headline(verdict, counts, len(verdicts), memory, structural),
         counts={v: counts[v] for v in VERDICT_PRECEDENCE if counts[v]}
-        | ({"memory-regression": memory} if memory else {}),
+        | ({"memory-regression": memory} if memory else {})
+        | ({"model-structural": structural} if structural else {}),
         thresholds=thresholds,
         policy=policy,
         meta=meta,
