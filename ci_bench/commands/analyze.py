@@ -226,6 +226,12 @@ def analysis_table(analysis: Analysis) -> str:
             row.append(f"{case.against.verdict}: {case.against.reason}" if case.against else "new")
         rows.append(row)
     lines = [tabulate(rows, headers=headers, disable_numparse=True)]
+    wrong = [c for c in analysis.cases if c.flops_check == "mismatch"]
+    if wrong:
+        lines.append(
+            "\nMXU FLOPs read from the kernel differ from the SPEC's model beyond the factor:"
+        )
+        lines += [f"  {c.id}: {c.flops_ratio:.2f}x the SPEC's {c.spec_flops:,}" for c in wrong]
     errors = [e for c in analysis.cases for e in (f"{c.id}: {x}" for x in c.errors)]
     if errors:
         lines.append("\nDoes not fit VMEM (an error on that chip):")
