@@ -358,3 +358,30 @@ def test_the_gpu_lowering_traffic_is_an_upper_bound_without_revisit_elision():
     assert model.gpu.grid_steps == 16
     assert model.gpu.hbm_bytes == 16 * (128 + 128 + 32) * KIB
     assert "upper bound" in model.gpu.label
+
+
+@jax.custom_vjp
+def _vjp_copy(x):
+    return _copy_call(x)
+
+
+_vjp_copy.defvjp(lambda x: (_copy_call(x), None), lambda _, g: (_copy_call(g),))
+
+
+@pytest.mark.parametrize(
+    ("wrap", "calls", "steps"),
+    [
+        (lambda f: f, 1, 4),
+        (jax.checkpoint, 1, 4),
+        (lambda f: _vjp_copy, 1, 4),
+        (lambda f: jax.grad(lambda x: _vjp_copy(x).sum()), 2, 8),  # forward and backward
+        (lambda f: lambda x: jax.vmap(f)(jnp.stack([x, x])), 1, 8),  # vmap adds a grid dim
+    ],
+)
+def test_the_walk_goes_into_remat_custom_vjp_grad_and_vmap(wrap, calls, steps):
+    fn = wrap(_copy_call)
+    model = analyze_case(_adhoc(fn, lambda c, k: (jnp.ones((32, 128)),)), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    assert len(model.calls) == calls
+    assert model.grid_steps == steps
+    assert model.hbm_bytes == steps * 2 * 4 * KIB  # every step reads and writes one block

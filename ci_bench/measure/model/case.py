@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ci_bench.measure.model.calls import Call
 from ci_bench.measure.model.chips import Chip
-from ci_bench.measure.model.extract import Call, Choice, Item, Walk
+from ci_bench.measure.model.extract import Choice, Item, Walk
 from ci_bench.measure.model.pipeline import (
     block_bytes,
     smem_bytes,

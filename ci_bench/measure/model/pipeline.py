@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ci_bench.measure.model.body import padded_bytes
+from ci_bench.measure.model.calls import Call, Operand
 from ci_bench.measure.model.chips import Chip
-from ci_bench.measure.model.extract import Call, Operand
 
 
 def changed(indices: np.ndarray) -> np.ndarray:
