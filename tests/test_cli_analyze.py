@@ -59,6 +59,9 @@ def test_unknown_chips_and_empty_selections_are_one_line_usage_errors(tmp_path):
     empty = run_cli("analyze", "--case", "nothing/*", cwd=tmp_path)
     assert empty.returncode == ExitCode.USAGE
     assert "Traceback" not in empty.stderr
+    folder = run_cli("analyze", "-o", str(tmp_path), cwd=tmp_path)
+    assert folder.returncode == ExitCode.USAGE
+    assert "it is a directory" in folder.stderr
 
 
 def test_blocks_past_the_scoped_vmem_limit_are_an_error_in_analyze_and_lower(tmp_path):
@@ -75,6 +78,9 @@ def test_blocks_past_the_scoped_vmem_limit_are_an_error_in_analyze_and_lower(tmp
     assert not case["chips"]["v5e"]["fits"]
     assert case["chips"]["v6e"]["fits"]  # 32 MiB there
     assert run_cli("analyze", "--chip", "v6e", "-q", cwd=tmp_path).returncode == ExitCode.OK
+    lenient = run_cli("analyze", "--fail-on", "none", "-q", cwd=tmp_path)
+    assert lenient.returncode == ExitCode.OK  # shown, not failing
+    assert "Does not fit VMEM" in lenient.stdout
     out = tmp_path / "lower.json"
     lowered = run_cli("lower", "--platform", "tpu", "-o", str(out), "-q", cwd=tmp_path)
     assert lowered.returncode == ExitCode.FAILED, lowered.stderr

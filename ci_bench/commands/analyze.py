@@ -22,6 +22,7 @@ from ci_bench import __version__
 from ci_bench.commands.bench import cases_for, load_specs
 from ci_bench.commands.request import Request
 from ci_bench.commands.run import request_from
+from ci_bench.commands.validate import check_output_file
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode, InputError
 from ci_bench.schema.analysis import Analysis, AnalysisMeta, AnalyzedCase
@@ -168,19 +169,7 @@ def analyze_cases(
                 against=against,
             )
         )
-    modelled = [c for c in out if c.status == "ok"]
-    structural = sum(1 for c in out if c.against and c.against.verdict == "structural")
-    if not modelled:
-        verdict, code = "not_modelled", ExitCode.NOTHING_MEASURED
-    elif any(c.errors for c in out):
-        verdict = "error"
-        code = ExitCode.FAILED if request.policy.fails("error") else ExitCode.OK
-    elif structural:
-        verdict = "structural"
-        code = ExitCode.FAILED if request.policy.fails("structural") else ExitCode.OK
-    else:
-        improved = any(c.against and c.against.verdict == "improved" for c in out)
-        verdict, code = ("improved" if improved else "pass"), ExitCode.OK
+    verdict, code = _verdict(out, request)
     meta = AnalysisMeta(
         tool_version=__version__,
         jax=jax.__version__,
@@ -191,6 +180,26 @@ def analyze_cases(
         seconds=time.perf_counter() - start,
     )
     return Analysis(verdict=verdict, exit_code=int(code), meta=meta, cases=out)
+
+
+def _verdict(cases: Sequence[AnalyzedCase], request: Request) -> tuple[str, ExitCode]:
+    """The worst state present (error, then structural) and the exit code the policy gives:
+    1 for a case that does not fit a target chip or changed structurally, 3 when no case
+    could be modelled."""
+    if not any(c.status == "ok" for c in cases):
+        return "not_modelled", ExitCode.NOTHING_MEASURED
+    errors = any(c.errors for c in cases)
+    structural = any(c.against and c.against.verdict == "structural" for c in cases)
+    failing = (errors and request.policy.fails("error")) or (
+        structural and request.policy.fails("structural")
+    )
+    code = ExitCode.FAILED if failing else ExitCode.OK
+    if errors:
+        return "error", code
+    if structural:
+        return "structural", code
+    improved = any(c.against and c.against.verdict == "improved" for c in cases)
+    return ("improved" if improved else "pass"), code
 
 
 def _mib(n: int | None) -> str:
@@ -242,6 +251,8 @@ def analysis_table(analysis: Analysis) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    if args.output is not None:
+        check_output_file(args.output, "--output")  # before anything is traced
     request = request_from(args, cwd)
     chips = resolve_chips(args.chip, request.config.target_chips)
     specs = load_specs(request)
