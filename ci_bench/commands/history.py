@@ -24,7 +24,7 @@ from ci_bench.report.history import build_groups, changes_text
 from ci_bench.report.site import site_files
 from ci_bench.schema.history import HistoryRecord
 from ci_bench.schema.report import REPORT_READABLE, Report
-from ci_bench.schema.results import RESULTS_SCHEMA_VERSION, Results
+from ci_bench.schema.results import RESULTS_READABLE, Results
 from ci_bench.store.files import atomic_write_text, read_model
 from ci_bench.store.history import (
     DATA_BRANCH,
@@ -107,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _load_results(path: Path) -> Results:
-    return read_model(path, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
+    return read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
 
 
 def _repo_url(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ci_bench import __version__
-from ci_bench.commands import history
+from ci_bench.commands import analyze, history
 from ci_bench.commands.validate import (
     MAX_SECONDS,
     PEAK_MAX,
@@ -337,4 +337,5 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("parts", type=path_arg, nargs="+")
     merge.add_argument("--output", "-o", type=path_arg, required=True)
     history.register(sub)
+    analyze.register(sub, _add_selection)
     return parser

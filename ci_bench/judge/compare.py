@@ -10,6 +10,7 @@ from typing import Literal
 from ci_bench.contract.matrix import Shard
 from ci_bench.errors import ExitCode
 from ci_bench.judge.ladder import Direction, Evidence, climb, past_threshold
+from ci_bench.judge.model import judge_models, model_references, structural_count
 from ci_bench.judge.stats import Direction as StatsDirection
 from ci_bench.judge.stats import (
     benjamini_hochberg,
@@ -256,18 +257,23 @@ def memory_regressions(verdicts: list[CaseVerdict]) -> int:
 
 
 def overall(verdicts: list[CaseVerdict], run_states: Sequence[RunState] = ()) -> Verdict:
-    """The worst state present, run states included; a memory regression is a regression."""
+    """The worst state present, run states included; a memory regression counts as a
+    regression, a model verdict beside a timing verdict as its own state (``structural``)."""
     present = {v.verdict for v in verdicts} | {r.state for r in run_states}
     if memory_regressions(verdicts):
         present.add("regression")
+    if structural_count(verdicts):
+        present.add("structural")
     return next((v for v in VERDICT_PRECEDENCE if v in present), "pass")
 
 
 def outcome_of(
     verdicts: list[CaseVerdict], policy: FailPolicy, run_states: Sequence[RunState] = ()
 ) -> Outcome:
-    """The judged run as an Outcome: its states, memory regressions, cases measured."""
+    """The judged run as an Outcome: its states (a structural model verdict beside a timing
+    verdict counts as ``structural``), memory regressions, cases measured."""
     counts = Counter(v.verdict for v in verdicts) + Counter(r.state for r in run_states)
+    counts["structural"] += structural_count(verdicts)
     measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
     return Outcome(
         states=dict(counts),
@@ -277,8 +283,12 @@ def outcome_of(
     )
 
 
-def headline(verdict: Verdict, counts: Counter[str], total: int, memory: int = 0) -> str:
+def headline(
+    verdict: Verdict, counts: Counter[str], total: int, memory: int = 0, structural: int = 0
+) -> str:
     parts = [f"{counts[v]} {v}" for v in VERDICT_PRECEDENCE if counts[v]]
+    if structural:
+        parts.insert(0, f"{structural} structural")
     if memory:
         parts.insert(0, f"{memory} memory regression")
     return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} cases)"
@@ -291,11 +301,15 @@ def compare(
     policy: FailPolicy,
     *,
     require_confirmation: bool = False,
+    target_chips: Sequence[str] = (),
 ) -> Report:
     """The whole report: one lookup per kernel present in the results.
 
     ``require_confirmation``: the results were merged from shards that each ran their own
     confirmation pass; a case flagged only now was never re-measured and stays ``noisy``.
+    ``target_chips``: the chips the cost model's verdict is about (config ``target-chips``;
+    empty: the runner's TPU, else every chip modelled). The model is the same on every
+    machine, so a baseline entry from any device is its reference.
     """
     summaries: list[KernelSummary] = []
     items: list[CaseVerdict | Pending] = []
@@ -327,7 +341,15 @@ def compare(
         else i
         for i in items
     ]
-    all_verdicts = verdicts + unmeasured(results)
+    references = model_references(
+        (case.id, case.model)
+        for lookup in lookups.values()
+        if lookup.baseline is not None
+        for entry in lookup.baseline.entries
+        for case in entry.cases
+    )
+    judged = judge_models(verdicts, references, results.meta, thresholds, target_chips)
+    all_verdicts = judged + unmeasured(results)
     return build_report(all_verdicts, summaries, results.meta, thresholds, policy)
 
 
@@ -389,14 +411,16 @@ def build_report(
     verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts, states)
     counts = Counter(v.verdict for v in verdicts) + Counter(r.state for r in states)
     memory = memory_regressions(verdicts)
+    structural = structural_count(verdicts)
     return Report(
         mode=mode,
         base_ref=base_ref,
         verdict=verdict,
         exit_code=int(code),
-        headline=headline(verdict, counts, len(verdicts), memory),
+        headline=headline(verdict, counts, len(verdicts), memory, structural),
         counts={v: counts[v] for v in VERDICT_PRECEDENCE if counts[v]}
-        | ({"memory-regression": memory} if memory else {}),
+        | ({"memory-regression": memory} if memory else {})
+        | ({"model-structural": structural} if structural else {}),
         thresholds=thresholds,
         policy=policy,
         meta=meta,

@@ -27,7 +27,18 @@ _BASELINE_MOVED: tuple[Verdict, ...] = ("regression", "improved", "toolchain")
 
 
 def combine_case(b: CaseVerdict, a: CaseVerdict | None) -> CaseVerdict:
-    """One row: the baseline verdict ``b`` and, where the case was A/B-measured, ``a``."""
+    """One row: the baseline verdict ``b`` and, where the case was A/B-measured, ``a``.
+
+    The cost model's verdict follows the same rule: the A/B's (head against the base: what
+    this pull request changed) when it has one, else the baseline's.
+    """
+    combined = _combine(b, a)
+    if a is not None and a.model is not None and combined.verdict != "error":
+        return combined.model_copy(update={"model": a.model})
+    return combined
+
+
+def _combine(b: CaseVerdict, a: CaseVerdict | None) -> CaseVerdict:
     ab_fields = (
         {"ratio": a.ratio, "ratio_low": a.ratio_low, "ratio_high": a.ratio_high} if a else {}
     )

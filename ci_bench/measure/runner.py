@@ -50,15 +50,31 @@ def measure_case(
     clock: Clock = time.perf_counter,
 ) -> CaseResult:
     """One case, where it is measured: the lowering check first when asked (run --lower),
-    whose failure is the case's error; then the harness."""
+    whose failure is the case's error; then the harness; then the cost model, read from
+    the traced grid after the timing (it never fails the case: a model failure is
+    recorded as "not modelled: why")."""
     if settings.lower:
         from ci_bench.measure.lowering import as_case_error, check_platform, lower_case
 
         platform = check_platform(settings.lower)
         failed = as_case_error(lower_case(spec, case, platform, settings.seed))
         if failed is not None:
-            return failed
-    return run_case(spec, case, settings, peaks, clock)
+            return with_model(failed, spec, case, settings)
+    return with_model(run_case(spec, case, settings, peaks, clock), spec, case, settings)
+
+
+def with_model(
+    result: CaseResult, spec: KernelSpec, case: Case, settings: HarnessSettings
+) -> CaseResult:
+    """``result`` with the case's cost model on every chip the model knows (the judge picks
+    the target chips). Call it after timing, where the case's kernel module is loaded."""
+    from ci_bench.measure.model import analyze_case
+    from ci_bench.measure.model.chips import CHIP_NAMES
+
+    model = analyze_case(
+        spec, case, CHIP_NAMES, seed=settings.seed, flops_factor=settings.cost_model_factor
+    )
+    return result.model_copy(update={"model": model})
 
 
 def run_all(

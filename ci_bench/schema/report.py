@@ -21,13 +21,45 @@ class Thresholds(Model):
     tflops_drop: float = Field(0.05, gt=0, lt=1)
     significance: float = Field(0.01, gt=0, lt=1, description="Mann-Whitney U level")
     memory_growth: float = Field(0.10, gt=0)
+    # The cost model is exact, so the specification's 5 % needs no significance test.
+    model_slowdown: float = Field(
+        0.05, gt=0, lt=10, description="modelled TPU time growth that is a structural change"
+    )
 
 
-REPORT_SCHEMA_VERSION = 3
-# Version 2 lacks run-level states and the acceptance (read as none).
-REPORT_READABLE = (2, 3)
+REPORT_SCHEMA_VERSION = 4
+# 3 adds run-level states and the acceptance; 4 the cost model's verdict per case. Older
+# versions read as none of these.
+REPORT_READABLE = (2, 3, 4)
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
 MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
+# The cost model is exact too: modelled time past the threshold on a target chip is
+# ``structural`` (the verdict table's state), a fall past it ``improved``.
+ModelVerdict = Literal["pass", "structural", "improved"]
+
+
+class ChipChange(Model):
+    """One target chip's modelled time, reference against current."""
+
+    base_us: float
+    head_us: float
+    change: float = Field(description="head / base - 1")
+    fits: bool = True
+
+
+class ModelChange(Model):
+    """The cost model of a case against its reference (baseline, or the A/B base)."""
+
+    verdict: ModelVerdict
+    reason: str
+    chip: str | None = Field(None, description="the target chip whose time moved most")
+    time_change: float | None = Field(None, description="that chip's modelled time change")
+    hbm_bytes: int = Field(0, description="current - reference modelled HBM bytes")
+    grid_steps: int = Field(0, description="current - reference grid steps")
+    vmem_bytes: int = Field(0, description="current - reference peak VMEM bytes")
+    hbm_ratio: float | None = Field(None, description="current / reference HBM bytes")
+    steps_ratio: float | None = Field(None, description="current / reference grid steps")
+    chips: dict[str, ChipChange] = Field(default_factory=dict)
 
 
 class CaseVerdict(Model):
@@ -58,6 +90,9 @@ class CaseVerdict(Model):
     ratio: float | None = Field(None, description="A/B: median of paired head/base ratios")
     ratio_low: float | None = Field(None, description="A/B: bootstrap 95 % interval, low")
     ratio_high: float | None = Field(None, description="A/B: bootstrap 95 % interval, high")
+    model: ModelChange | None = Field(
+        None, description="the cost model's exact verdict beside the timing one (version 3)"
+    )
 
 
 class KernelSummary(Model):
@@ -92,7 +127,7 @@ class Acceptance(Model):
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2, 3] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[2, 3, 4] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "

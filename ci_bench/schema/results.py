@@ -13,10 +13,12 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ci_bench.schema.base import CaseId, Dtype, KernelName, Model, ParamName, Version
+from ci_bench.schema.model import CaseModel
 
-RESULTS_SCHEMA_VERSION = 2
-# Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown).
-RESULTS_READABLE = (1, 2)
+RESULTS_SCHEMA_VERSION = 3
+# Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
+# per-case ``model`` (read as not modelled: no model verdict).
+RESULTS_READABLE = (1, 2, 3)
 
 CaseStatus = Literal["ok", "error"]
 Bound = Literal["compute", "memory"]
@@ -230,6 +232,11 @@ class CaseResult(Model):
     traceback: str | None = Field(
         None, description="full traceback of a failed case (logs and files, never comments)"
     )
+    model: CaseModel | None = Field(
+        None,
+        description="the cost model read from the traced Pallas grid (version 3; null in "
+        "older files): exact HBM bytes, grid steps, VMEM and modelled time per TPU chip",
+    )
 
     @property
     def peak_bytes(self) -> int | None:
@@ -314,7 +321,7 @@ class RunMeta(Model):
 class Results(Model):
     """A results file: ``ci-bench run --output``."""
 
-    schema_version: Literal[1, 2] = RESULTS_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = RESULTS_SCHEMA_VERSION
     meta: RunMeta
     cases: list[CaseResult]
 

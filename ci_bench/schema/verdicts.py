@@ -69,6 +69,18 @@ VERDICTS: tuple[VerdictState, ...] = (
         action="Cases were never measured (a lost shard, a crash): re-run the job.",
     ),
     VerdictState(
+        "structural",
+        "📐",
+        "error",
+        True,
+        True,
+        "the cost model read from the Pallas grid puts the case's time on a target TPU chip "
+        "beyond the threshold (more HBM traffic, more grid steps, less overlap): exact, the "
+        "same on every machine, no statistics needed",
+        action="The kernel's structure got slower on a TPU (modelled: HBM bytes, grid steps): "
+        "restore the tiling, or explain the trade-off for a maintainer to accept.",
+    ),
+    VerdictState(
         "unfinished",
         "🚧",
         "error",

@@ -27,7 +27,7 @@ from ci_bench.schema.history import (
     Source,
 )
 from ci_bench.schema.results import (
-    RESULTS_SCHEMA_VERSION,
+    RESULTS_READABLE,
     CaseResult,
     DeviceFingerprint,
     Results,
@@ -274,7 +274,7 @@ def _load_json(path: Path) -> list[HistoryRecord]:
         raise InputError(f"{path}: cannot read: {exc}") from None
     if isinstance(data, dict) and "entries" in data:
         return records_from_baseline(load_baseline(path))
-    results = read_model(path, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
+    results = read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
     return [record_from_results(results, origin=str(path))]
 
 
