@@ -56,3 +56,17 @@ def exit_code(outcome: Outcome) -> ExitCode:
     if outcome.github:
         return ExitCode.GITHUB
     return ExitCode.OK
+
+
+@dataclass(frozen=True)
+class Always:
+    """A policy under which these states always fail, whatever the config says: a case
+    that does not lower, or is wrong, is never a matter of taste."""
+
+    states: frozenset[str]
+
+    def fails(self, state: str) -> bool:
+        return state in self.states
+
+
+ERRORS_FAIL = Always(frozenset({"error"}))

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
 from tabulate import tabulate
 
-from ci_bench import __version__
 from ci_bench.commands.run import request_from
-from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode, InputError
-from ci_bench.pipeline.request import Request
-from ci_bench.pipeline.session import cases_for, load_specs, utc_now
+from ci_bench.outcome import ERRORS_FAIL, Outcome, exit_code
+from ci_bench.pipeline.session import cases_for, load_specs
 from ci_bench.schema.lowering import LoweredCase
 from ci_bench.store.files import atomic_write_text, dump_model
 from ci_bench.text import split_list
@@ -23,50 +20,15 @@ from ci_bench.text import split_list
 
 def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     """Export every selected case for ``--platform``; exit 1 when any case fails to lower, or
-    (TPU) when its cost model does not fit a target chip's VMEM: it lowers, then fails to
-    compile in libtpu on that chip."""
-    from importlib import metadata
+    (TPU) when its cost model does not fit a target chip's VMEM."""
+    from ci_bench.pipeline.lowering import lower_all
 
-    import jax
-
-    from ci_bench.commands.analyze import resolve_chips
-    from ci_bench.measure.lowering import check_platform, lower_case
-    from ci_bench.schema.lowering import LoweringMeta, LoweringResults
-
-    platform = check_platform(args.platform)
     request = request_from(args, cwd)
     specs = load_specs(request)
-    cases = cases_for(request.selection, specs)
-    if not cases:
-        raise InputError("the selection is empty: nothing to lower")
-    seed = request.harness.seed
-    chips = resolve_chips([], request.config.target_chips) if platform == "tpu" else []
-    done = []
-    for index, case in enumerate(cases, start=1):
-        lowered = lower_case(specs[case.kernel], case, platform, seed)
-        if chips:
-            lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
-        done.append(lowered)
-        if not args.quiet:
-            what = f"ok ({lowered.kind})" if lowered.status == "ok" else f"ERROR {lowered.error}"
-            sys.stderr.write(f"[{index}/{len(cases)}] {case.id} {what}\n")
-        if lowered.traceback:
-            sys.stderr.write(lowered.traceback + "\n")
-    results = LoweringResults(
-        meta=LoweringMeta(
-            tool_version=__version__,
-            started_at=utc_now(),
-            platform=platform,
-            profile=request.selection.profile,
-            jax=jax.__version__,
-            jaxlib=metadata.version("jaxlib"),
-            kernels={c.kernel: specs[c.kernel].version for c in cases},
-            chips=chips,
-        ),
-        cases=done,
-    )
+    results = lower_all(request, specs, cases_for(request.selection, specs), args.platform)
     if args.output is not None:
         atomic_write_text(args.output, dump_model(results))
+    done, chips = results.cases, results.meta.chips
     rows = [
         [c.id, c.status, c.kind or "–", ", ".join(c.custom_calls) or "–", _vmem(c), c.error or ""]
         for c in done
@@ -75,8 +37,11 @@ def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: 
     out.write(tabulate(rows, headers=headers, disable_numparse=True))
     failed = sum(c.status != "ok" for c in done)
     fit = f" and fit VMEM on {', '.join(chips)}" if chips else ""
-    out.write(f"\n\n{len(done) - failed}/{len(done)} cases lower for {platform}{fit}\n")
-    return int(ExitCode.FAILED if failed else ExitCode.OK)
+    out.write(
+        f"\n\n{len(done) - failed}/{len(done)} cases lower for {results.meta.platform}{fit}\n"
+    )
+    outcome = Outcome(states={"error": failed}, policy=ERRORS_FAIL)
+    return int(exit_code(outcome))
 
 
 def _vmem(lowered: LoweredCase) -> str:
@@ -84,24 +49,6 @@ def _vmem(lowered: LoweredCase) -> str:
     if model is None or model.vmem_bytes is None:
         return "–"
     return f"{model.vmem_bytes / 1024 / 1024:.2f}"
-
-
-def with_vmem_check(
-    lowered: LoweredCase, spec: KernelSpec, case: Case, chips: list[str], request: Request
-) -> LoweredCase:
-    """The lowered case with its cost model; an error if its VMEM does not fit a target
-    chip (and it lowered: a lowering failure stays the first error)."""
-    from ci_bench.judge.model import vmem_errors
-    from ci_bench.measure.model import analyze_case
-
-    model = analyze_case(
-        spec, case, chips, seed=request.harness.seed, flops_factor=request.harness.cost_model_factor
-    )
-    update: dict = {"model": model}
-    too_big = vmem_errors(model, chips)
-    if too_big and lowered.status == "ok":
-        update |= {"status": "error", "error": f"does not fit VMEM: {'; '.join(too_big)}"}
-    return lowered.model_copy(update=update)
 
 
 def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:

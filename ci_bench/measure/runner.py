@@ -63,6 +63,27 @@ def measure_case(
     return with_model(run_case(spec, case, settings, peaks, clock), spec, case, settings)
 
 
+def measure_pair(
+    head: KernelSpec,
+    base: KernelSpec,
+    case: Case,
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    order_seed: str,
+) -> list[CaseResult]:
+    """A/B: the head's and the base's kernels of one case, round by round on the same
+    inputs (order shuffled from ``order_seed``), each with its cost model. A base that
+    fails leaves the head measured alone (the pair's verdict is then ``new``)."""
+    import random
+
+    from ci_bench.measure.harness import NOT_MEASURED, run_contestants
+
+    pair = run_contestants([head, base], case, settings, peaks, rng=random.Random(order_seed))
+    if (pair[0].error or "").startswith(NOT_MEASURED):
+        pair[0] = run_case(head, case, settings, peaks)
+    return [with_model(pair[0], head, case, settings), with_model(pair[1], base, case, settings)]
+
+
 def with_model(
     result: CaseResult, spec: KernelSpec, case: Case, settings: HarnessSettings
 ) -> CaseResult:

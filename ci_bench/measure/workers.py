@@ -353,12 +353,14 @@ def serve() -> None:
 
 
 def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
-    import random
-
     from ci_bench.contract.registry import load_isolated, load_kernels
-    from ci_bench.measure.harness import NOT_MEASURED, run_case, run_contestants
     from ci_bench.measure.roofline import peak_lookup
-    from ci_bench.measure.runner import configure_jax, harness_settings_from, measure_case
+    from ci_bench.measure.runner import (
+        configure_jax,
+        harness_settings_from,
+        measure_case,
+        measure_pair,
+    )
 
     settings = harness_settings_from(setup.settings)
     configure_jax(Path(setup.cache_dir) if setup.cache_dir else None, settings.interpret_mode)
@@ -373,10 +375,7 @@ def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
         head = specs[case.kernel]
         if not message.get("pair"):
             return [measure_case(head, case, settings, peaks)]
-        rng = random.Random(message.get("order_seed") or case.id)
-        pair = run_contestants([head, base[case.kernel]], case, settings, peaks, rng=rng)
-        if (pair[0].error or "").startswith(NOT_MEASURED):  # the base failed: head alone
-            pair[0] = run_case(head, case, settings, peaks)
-        return pair
+        seed = message.get("order_seed") or case.id
+        return measure_pair(head, base[case.kernel], case, settings, peaks, seed)
 
     return measure

@@ -92,7 +92,14 @@ def run_ab(
             results, bases = measure_pairs(bench, runs, checkout)
 
             def judge() -> Report:
-                return ab_report(results, bases, checkout.label, request.thresholds, request.policy)
+                return ab_report(
+                    results,
+                    bases,
+                    checkout.label,
+                    request.thresholds,
+                    request.policy,
+                    target_chips=request.config.target_chips,
+                )
 
             def rejudge(ids: set[str]) -> Report:
                 nonlocal results, bases

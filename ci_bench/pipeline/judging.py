@@ -77,6 +77,7 @@ def baseline_report(
         request.thresholds,
         request.policy,
         require_confirmation=require_confirmation,
+        target_chips=request.config.target_chips,
     )
 
 

@@ -9,15 +9,16 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ci_bench import __version__
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.github.context import PullRequest, WorkflowRun
-from ci_bench.outcome import Outcome
+from ci_bench.outcome import ERRORS_FAIL, Outcome
+from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import utc_now
-from ci_bench.schema.lowering import LoweringMeta, LoweringResults
+from ci_bench.schema.lowering import LoweredCase, LoweringMeta, LoweringResults
 from ci_bench.store.files import atomic_write_text, dump_model
 
 if TYPE_CHECKING:
@@ -25,32 +26,34 @@ if TYPE_CHECKING:
 
     from ci_bench.github.context import ActionsContext
     from ci_bench.pipeline.plan import Plan
-    from ci_bench.pipeline.request import Request
     from ci_bench.pipeline.run import Ports
 
 
 def lower_all(
+    request: Request,
     specs: Mapping[str, KernelSpec],
     cases: Sequence[Case],
     platform: str,
-    *,
-    seed: int,
-    profile: str | None,
-    quiet: bool = False,
 ) -> LoweringResults:
-    """Export every case for ``platform``; a case that cannot lower is an error row."""
+    """Export every case for ``platform``; a case that cannot lower is an error row, and
+    (TPU) so is one whose cost model does not fit a target chip's VMEM: it would lower, then
+    fail to compile in libtpu on that chip."""
     import jax
 
     from ci_bench.measure.lowering import check_platform, lower_case
+    from ci_bench.measure.model.chips import resolve_chips
 
     checked = check_platform(platform)
     if not cases:
         raise InputError("the selection is empty: nothing to lower")
+    chips = resolve_chips([], request.config.target_chips) if checked == "tpu" else []
     done = []
     for index, case in enumerate(cases, start=1):
-        lowered = lower_case(specs[case.kernel], case, checked, seed)
+        lowered = lower_case(specs[case.kernel], case, checked, request.harness.seed)
+        if chips:
+            lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
         done.append(lowered)
-        if not quiet:
+        if not request.quiet:
             what = f"ok ({lowered.kind})" if lowered.status == "ok" else f"ERROR {lowered.error}"
             sys.stderr.write(f"[{index}/{len(cases)}] {case.id} {what}\n")
         if lowered.traceback:
@@ -60,13 +63,32 @@ def lower_all(
             tool_version=__version__,
             started_at=utc_now(),
             platform=checked,
-            profile=profile,
+            profile=request.selection.profile,
             jax=jax.__version__,
             jaxlib=metadata.version("jaxlib"),
             kernels={c.kernel: specs[c.kernel].version for c in cases},
+            chips=chips,
         ),
         cases=done,
     )
+
+
+def with_vmem_check(
+    lowered: LoweredCase, spec: KernelSpec, case: Case, chips: list[str], request: Request
+) -> LoweredCase:
+    """The lowered case with its cost model; an error if its VMEM does not fit a target
+    chip (and it lowered: a lowering failure stays the first error)."""
+    from ci_bench.judge.model import vmem_errors
+    from ci_bench.measure.model import analyze_case
+
+    model = analyze_case(
+        spec, case, chips, seed=request.harness.seed, flops_factor=request.harness.cost_model_factor
+    )
+    update: dict[str, Any] = {"model": model}
+    too_big = vmem_errors(model, chips)
+    if too_big and lowered.status == "ok":
+        update |= {"status": "error", "error": f"does not fit VMEM: {'; '.join(too_big)}"}
+    return lowered.model_copy(update=update)
 
 
 def lower_role(
@@ -85,14 +107,7 @@ def lower_role(
 
     specs = load_specs(request)
     cases = cases_for(request.selection, specs)
-    lowered = lower_all(
-        specs,
-        cases,
-        "tpu",
-        seed=request.harness.seed,
-        profile=request.selection.profile,
-        quiet=request.quiet,
-    )
+    lowered = lower_all(request, specs, cases, "tpu")
     out_dir = request.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
@@ -107,15 +122,7 @@ def lower_role(
         f"ci-bench: {len(lowered.cases) - bad}/{len(lowered.cases)} cases lower for TPU; "
         f"{len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
     )
-    return Outcome(states={"error": bad + wrong}, policy=_ErrorsFail())
-
-
-class _ErrorsFail:
-    """A case that does not lower, or is wrong, fails the lowering check whatever the
-    benchmark's fail policy says: there is nothing noisy about it."""
-
-    def fails(self, state: str) -> bool:
-        return state == "error"
+    return Outcome(states={"error": bad + wrong}, policy=ERRORS_FAIL)
 
 
 def relay_role(

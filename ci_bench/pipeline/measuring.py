@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import random
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -93,8 +92,7 @@ class InProcess:
     base: BaseCheckout | None = None
 
     def run(self, jobs: Sequence[Job], failed: Failed, started: Started, done: Done) -> None:
-        from ci_bench.measure.harness import NOT_MEASURED, run_case, run_contestants
-        from ci_bench.measure.runner import measure_case
+        from ci_bench.measure.runner import measure_case, measure_pair
 
         settings, peaks = self.bench.harness, self.bench.peaks
         for i, job in enumerate(jobs):
@@ -104,13 +102,9 @@ class InProcess:
                 done(i, [measure_case(head, job.case, settings, peaks)])
                 continue
             assert self.base is not None
-            rng = random.Random(job.order_seed or job.case.id)
-            pair = run_contestants(
-                [head, self.base.specs[job.case.kernel]], job.case, settings, peaks, rng=rng
-            )
-            if (pair[0].error or "").startswith(NOT_MEASURED):
-                pair[0] = run_case(head, job.case, settings, peaks)
-            done(i, pair)
+            base = self.base.specs[job.case.kernel]
+            seed = job.order_seed or job.case.id
+            done(i, measure_pair(head, base, job.case, settings, peaks, seed))
 
 
 @contextlib.contextmanager

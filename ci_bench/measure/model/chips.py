@@ -29,8 +29,11 @@ What jax's table lacks is kept here, with sources:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+
+from ci_bench.errors import InputError
 
 MIB = 1024 * 1024
 STEP_OVERHEAD_US = 0.35
@@ -98,3 +101,21 @@ def chip_for_device_kind(device_kind: str) -> str | None:
     version = chip_version_from_device_kind(device_kind.strip())
     name = str(version) if version is not None else None
     return name if name in CHIP_NAMES else None
+
+
+def resolve_chips(given: Sequence[str], configured: Sequence[str]) -> list[str]:
+    """--chip, else config target-chips, else this machine's TPU, else every chip."""
+    unknown = [c for c in given if c not in CHIP_NAMES]
+    if unknown:
+        raise InputError(
+            f"--chip: unknown TPU chip(s) {', '.join(unknown)}; known: {', '.join(CHIP_NAMES)}"
+        )
+    if given or configured:
+        return list(dict.fromkeys([*given] or [*configured]))
+    import jax
+
+    if jax.default_backend() == "tpu":
+        here = chip_for_device_kind(jax.devices()[0].device_kind)
+        if here:
+            return [here]
+    return list(CHIP_NAMES)
