@@ -108,7 +108,7 @@ def test_a_pr_comment_leads_with_the_verdict_then_this_prs_change_then_drift():
     for mark in "¹²³⁴":
         assert f"\n{mark} " in text or text.startswith(f"{mark} ")
     # The footer names the PR head and links the benchmark run.
-    assert f"PR head {HEAD[:12]}" in text
+    assert f"PR head `{HEAD[:12]}`" in text
     assert f"[benchmark run]({RUN})" in text
     assert "https://github.com/octo/kernels/blob/HEAD/README.md#" in text
 

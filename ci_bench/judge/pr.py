@@ -131,8 +131,9 @@ def rebuild(
 def accept(report: Report, acceptance: Acceptance | None) -> Report:
     """A maintainer's accept label on this head: its regressions become ``accepted``.
 
-    Only regressions the ladder reached (significant, and confirmed where re-measured), and
-    memory regressions, are accepted; errors, unmeasured cases and run states still fail.
+    Only regressions the ladder reached (significant, and confirmed where re-measured),
+    memory regressions and structural changes of the cost model are accepted; errors,
+    unmeasured cases and run states still fail.
     """
     if acceptance is None:
         return report
@@ -145,5 +146,9 @@ def accept(report: Report, acceptance: Acceptance | None) -> Report:
         if v.memory_verdict == "regression":
             update["memory_verdict"] = "accepted"
             update.setdefault("reason", f"{v.reason}; memory growth {note}")
+        if v.model is not None and v.model.verdict == "structural":
+            update["model"] = v.model.model_copy(
+                update={"verdict": "accepted", "reason": f"{v.model.reason}; {note}"}
+            )
         cases.append(v.model_copy(update=update) if update else v)
     return rebuild(report, cases=cases, acceptance=acceptance)

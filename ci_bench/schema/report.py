@@ -35,7 +35,7 @@ REPORT_READABLE = (2, 3, 4)
 MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
 # The cost model is exact too: modelled time past the threshold on a target chip is
 # ``structural`` (the verdict table's state), a fall past it ``improved``.
-ModelVerdict = Literal["pass", "structural", "improved"]
+ModelVerdict = Literal["pass", "structural", "improved", "accepted"]
 
 
 class ChipChange(Model):
