@@ -401,6 +401,8 @@ def test_every_pr_gets_lowering_in_the_one_comment_forks_included(world):
     assert relay.result("relay") == "success", failures(relay)
     body = world.the_comment()
     assert "cases lower for tpu" in body
+    # Exact feedback with nothing timed: the cost model against the merge base.
+    assert f"no structural change by the cost model against merge base {world.base[:12]}" in body
     assert f"`{head[:12]}` is not measured yet" in body  # waiting for the label
 
     labelled = world.on_pr(world.pull_request("labeled", head, fork=True, label="benchmark"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -100,8 +100,11 @@ def lower_role(
     ports: Ports,
 ) -> Outcome:
     """Every pull request (a ``pull_request`` workflow, read-only token): lower each case
-    for TPU, then check the smoke profile's correctness in the CPU interpreter. The files
-    (lowering.json, smoke.json, pr.json) go into the artifact the relay job reads."""
+    for TPU (with the VMEM check), judge the cost model against the merge base (exact
+    feedback even when nothing is timed), then check the smoke profile's correctness in the
+    CPU interpreter. The files (lowering.json, analysis.json, smoke.json, pr.json) go into
+    the artifact the relay job reads."""
+    from ci_bench.pipeline.analysis import analyze_cases
     from ci_bench.pipeline.run import measure_and_confirm
     from ci_bench.pipeline.session import cases_for, load_specs
 
@@ -111,6 +114,13 @@ def lower_role(
     out_dir = request.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
+    structural = 0
+    if request.base is not None:
+        analysis = analyze_cases(request, specs, lowered.meta.chips, _progress(request))
+        atomic_write_text(out_dir / "analysis.json", dump_model(analysis))
+        structural = sum(
+            bool(c.against and c.against.verdict == "structural") for c in analysis.cases
+        )
     event = actions.event
     if isinstance(event, PullRequest):
         pr = {"number": event.number, "head_sha": event.head_sha, "run_url": actions.run_url}
@@ -122,7 +132,29 @@ def lower_role(
         f"ci-bench: {len(lowered.cases) - bad}/{len(lowered.cases)} cases lower for TPU; "
         f"{len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
     )
-    return Outcome(states={"error": bad + wrong}, policy=ERRORS_FAIL)
+    return Outcome(
+        states={"error": bad + wrong, "structural": structural},
+        policy=_LoweringPolicy(request),
+    )
+
+
+class _LoweringPolicy:
+    """A case that does not lower or is wrong always fails; a structural change of the
+    cost model fails as the request's policy says (``fail-on.structural``)."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+
+    def fails(self, state: str) -> bool:
+        return ERRORS_FAIL.fails(state) or self.request.policy.fails(state)
+
+
+def _progress(request: Request) -> Callable[[str], None]:
+    def progress(line: str) -> None:
+        if not request.quiet:
+            sys.stderr.write(line + "\n")
+
+    return progress
 
 
 def relay_role(
@@ -143,6 +175,7 @@ def relay_role(
     from ci_bench.pipeline.publish import api_client, comment_key, pull_number, verdict_section
     from ci_bench.report.sticky import compose, lowering_section, sections_of, waiting
     from ci_bench.schema import RESULTS_READABLE, Results
+    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
     from ci_bench.schema.lowering import LOWERING_READABLE
     from ci_bench.store.files import read_model
 
@@ -173,7 +206,15 @@ def relay_role(
             if smoke_path.is_file()
             else None
         )
-        updates["lowering"] = lowering_section(lowering, smoke, event.head_sha, run_url)
+        analysis_path = folder / "analysis.json"
+        analysis = (
+            read_model(analysis_path, Analysis, what="analysis", schema_version=ANALYSIS_READABLE)
+            if analysis_path.is_file()
+            else None
+        )
+        updates["lowering"] = lowering_section(
+            lowering, smoke, event.head_sha, run_url, analysis=analysis
+        )
     if not updates:
         raise InputError(f"{folder}: no report.json or lowering.json in the artifact")
     client = api_client(actions, request.config)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from ci_bench.report.escape import md_id, md_inline, safe_url
 from ci_bench.schema import Results
+from ci_bench.schema.analysis import Analysis
 from ci_bench.schema.lowering import LoweringResults
 
 SECTIONS = ("verdict", "lowering")
@@ -114,9 +115,11 @@ def lowering_section(
     head_sha: str | None,
     run_url: str | None,
     max_rows: int = 10,
+    analysis: Analysis | None = None,
 ) -> str:
-    """The lowering job's section: every case lowered for TPU, the smoke profile correct."""
-    lines = ["#### Lowering and correctness (no accelerator)", ""]
+    """The lowering job's section: every case lowered for TPU (and fitting VMEM), the cost
+    model against the merge base, the smoke profile correct."""
+    lines = ["#### Lowering, cost model and correctness (no accelerator)", ""]
     if lowering is not None:
         bad = [c for c in lowering.cases if c.status != "ok"]
         total, platform = len(lowering.cases), md_inline(lowering.meta.platform)
@@ -127,6 +130,18 @@ def lowering_section(
             lines += [f"- {md_id(c.id)}: {md_inline(c.error or 'error')}" for c in bad[:max_rows]]
             if len(bad) > max_rows:
                 lines.append(f"- … and {len(bad) - max_rows} more")
+    if analysis is not None and analysis.meta.base_ref:
+        moved = [c for c in analysis.cases if c.against and c.against.verdict == "structural"]
+        base = md_inline(analysis.meta.base_ref)
+        if not moved:
+            lines.append(f"✅ no structural change by the cost model against {base}")
+        else:
+            lines.append(f"📐 {len(moved)} cases slower on TPU by the cost model against {base}:")
+            lines += [
+                f"- {md_id(c.id)}: {md_inline(c.against.reason)}"
+                for c in moved[:max_rows]
+                if c.against
+            ]
     if smoke is not None:
         wrong = [c for c in smoke.cases if c.status != "ok"]
         n = len(smoke.cases)

@@ -16,6 +16,7 @@ from ci_bench.schema.model import CaseModel
 from ci_bench.schema.report import ModelChange
 
 ANALYSIS_SCHEMA_VERSION = 1
+ANALYSIS_READABLE = (1,)
 
 
 class AnalyzedCase(CaseModel):
