@@ -35,7 +35,7 @@ from tests.pipeline_repo import (
     new_world,
     report_of,
 )
-from tests.workflow_runner import evaluate, interpolate, load
+from tests.workflow_runner import evaluate, interpolate, load, load_called
 
 TPU_JOBS = ("measure", "ab")
 
@@ -95,7 +95,7 @@ def test_a_pull_request_is_measured_in_shards_reported_and_commented_once(world)
 
     assert run.ran == ["plan", "measure", "measure", "report", "comment"], failures(run)
     assert {j.result for j in run.jobs if j.result != "skipped"} == {"success"}, failures(run)
-    assert run.concurrency_group == f"benchmark-{NUMBER}"
+    assert run.concurrency_group == f"ci-bench-benchmark-{NUMBER}"
     for leg in run.job("measure"):
         assert git(leg.workspace, "rev-parse", "HEAD") == first  # the head, not a merge
         assert not (leg.workspace / ".cache").exists()
@@ -226,12 +226,12 @@ def test_a_fork_runs_only_on_the_label_and_its_next_push_needs_the_label_again(w
     unlabelled = world.on_pr(world.pull_request("synchronize", head, fork=True))
     # Nothing on the TPU runners; the comment job finds no comment to correct.
     assert unlabelled.ran == ["plan", "comment"], failures(unlabelled)
-    assert unlabelled.concurrency_group != f"benchmark-{NUMBER}"
+    assert unlabelled.concurrency_group != f"ci-bench-benchmark-{NUMBER}"
     assert world.comments() == []
 
     labelled = world.on_pr(world.pull_request("labeled", head, fork=True, label="benchmark"))
     assert labelled.ran == ["plan", "measure", "measure", "report", "comment"], failures(labelled)
-    assert labelled.concurrency_group == f"benchmark-{NUMBER}"
+    assert labelled.concurrency_group == f"ci-bench-benchmark-{NUMBER}"
     assert {git(leg.workspace, "rev-parse", "HEAD") for leg in labelled.job("measure")} == {head}
     assert f"`{head[:12]}`" in world.the_comment()
 
@@ -285,14 +285,14 @@ def test_another_label_starts_no_measurement_and_cancels_nothing(world):
     head = world.commit("feature", world.base, "notes", NOTES="one\n")
     run = world.on_pr(world.pull_request("labeled", head, label="bug"))
     assert run.ran == ["plan"]
-    assert run.concurrency_group != f"benchmark-{NUMBER}"
+    assert run.concurrency_group != f"ci-bench-benchmark-{NUMBER}"
     assert world.comments() == []
 
 
 def test_the_concurrency_group_agrees_with_the_plan_for_every_event():
     """GitHub evaluates concurrency before any job: its expression restates the plan's
     label rule, and must say 'measuring' exactly when the plan measures."""
-    workflow = load("benchmark.yml")
+    workflow = load("ci-bench.yml")
     group = workflow["concurrency"]["group"]
     cases = []
     for action in ("opened", "synchronize", "reopened", "labeled"):
@@ -317,6 +317,7 @@ def test_the_concurrency_group_agrees_with_the_plan_for_every_event():
                 "repository": payload["repository"]["full_name"],
                 "ref": "refs/heads/master",
                 "run_id": "7",
+                "workflow": "benchmark",
             }
         }
         idle = "-idle-" in interpolate(group, context)
@@ -414,18 +415,34 @@ def test_every_pr_gets_lowering_in_the_one_comment_forks_included(world):
     assert f"/actions/runs/{labelled.run_id}" in body
 
 
+def _jobs_of(name: str) -> list[tuple[str, dict, dict]]:
+    """(file, trigger, job) for every job a workflow runs, called workflows' jobs included
+    (with the caller's trigger: a reusable workflow runs under its caller's event)."""
+    workflow = load(name)
+    found = []
+    for job in workflow["jobs"].values():
+        if "uses" in job:
+            called = load_called(job["uses"])
+            found += [(name, workflow["on"], inner) for inner in called["jobs"].values()]
+        else:
+            found.append((name, workflow["on"], job))
+    return found
+
+
 def test_no_fork_code_runs_where_credentials_or_the_tpu_runners_are():
     """Structure: only default-branch YAML reaches self-hosted runners; every checkout of
     pull-request code in a pull_request_target job is explicit and label-gated; only jobs
     that run no pull-request code have a write token."""
-    for path in (Path(__file__).resolve().parents[1] / ".github" / "workflows").glob("*.yml"):
-        workflow = load(path.name)
+    workflows = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+    for path in workflows.glob("*.yml"):
         text = path.read_text()
-        on = workflow["on"]
-        for name, job in workflow["jobs"].items():
-            runs_on = job.get("runs-on") or []
-            if "self-hosted" in runs_on:
-                assert "pull_request" not in on, f"{path.name}: PR-controlled YAML on TPU runners"
+        assert text.count("allow-unsafe-pr-checkout: true  # ") == text.count(
+            "allow-unsafe-pr-checkout"
+        ), f"{path.name}: every unsafe checkout carries its reason"
+        for name, on, job in _jobs_of(path.name):
+            runs_on = str(job.get("runs-on") or "")
+            if "self-hosted" in runs_on or "inputs.runner" in runs_on:
+                assert "pull_request" not in on, f"{name}: PR-controlled YAML on TPU runners"
             writes = {k for k, v in (job.get("permissions") or {}).items() if v == "write"}
             pr_code = False
             for step in job["steps"]:
@@ -435,13 +452,10 @@ def test_no_fork_code_runs_where_credentials_or_the_tpu_runners_are():
                 ref = str(step["with"].get("ref", ""))
                 if "pull_request_target" in on and "head.sha" in ref:
                     pr_code = True
-                    assert step["with"].get("allow-unsafe-pr-checkout") is True, (path.name, name)
-                    assert "needs.plan.outputs" in str(job.get("if", "")), (path.name, name)
-            assert not (pr_code and writes), f"{path.name}:{name} writes and runs PR code"
-        assert text.count("allow-unsafe-pr-checkout: true  # ") == text.count(
-            "allow-unsafe-pr-checkout"
-        ), f"{path.name}: every unsafe checkout carries its reason"
-    benchmark = load("benchmark.yml")
-    assert benchmark["permissions"] == {"contents": "read"}
-    assert "ref" not in benchmark["jobs"]["plan"]["steps"][0]["with"]  # default branch
-    assert "ref" not in benchmark["jobs"]["comment"]["steps"][0]["with"]
+                    assert step["with"].get("allow-unsafe-pr-checkout") is True, name
+                    assert "needs.plan.outputs" in str(job.get("if", "")), name
+            assert not (pr_code and writes), f"{name} writes and runs PR code"
+    pipeline = load("ci-bench.yml")
+    assert pipeline["permissions"] == {"contents": "read"}
+    assert "ref" not in pipeline["jobs"]["plan"]["steps"][0]["with"]  # default branch
+    assert "ref" not in pipeline["jobs"]["comment"]["steps"][0]["with"]

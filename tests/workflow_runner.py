@@ -234,6 +234,27 @@ def load(name: str) -> dict[str, Any]:
     return data
 
 
+# `uses:` of ci-bench's own reusable workflows and actions, from an adopter's repository
+# (OWNER/ci-bench/...@ref) or this one (./...): both are this checkout's files here.
+_OWN = re.compile(r"^(?:ci-bench/ci-bench/|\./)\.github/(workflows|actions)/([^@]+?)(?:@.+)?$")
+
+
+def load_called(uses: str) -> dict[str, Any]:
+    """The reusable workflow a job calls, mapped onto this checkout's file."""
+    match = _OWN.match(uses)
+    if not match or match[1] != "workflows":
+        raise ExpressionError(f"no emulation for the reusable workflow {uses}")
+    return load(match[2])
+
+
+def composite_action(uses: str) -> Path | None:
+    """The folder of one of ci-bench's own composite actions, or None for any other."""
+    match = _OWN.match(uses)
+    if not match or match[1] != "actions":
+        return None
+    return WORKFLOWS.parent / "actions" / match[2]
+
+
 def triggers(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
     """Whether ``event`` starts ``workflow`` (event name, ``types`` and tag filters)."""
     on = workflow["on"]
@@ -333,6 +354,8 @@ class Runner:
     workflow_run_example: dict[str, Any] | None = None
     # Files outside every workspace that a self-hosted runner keeps between jobs.
     tool_cache: Path | None = None
+    # Run the Install steps (the setup action) for real instead of standing in for them.
+    run_install: bool = False
 
     def dispatch(
         self, event: str, payload: dict[str, Any], ref: str, sha: str, target: str | None = None
@@ -420,9 +443,12 @@ class Runner:
         }
         context = {"github": github, "inputs": inputs, "vars": self.variables, "env": {}}
         group = None
-        if "concurrency" in workflow:
-            spec = workflow["concurrency"]
-            group = interpolate(spec["group"] if isinstance(spec, dict) else spec, context)
+        # The run's group: its own, or (a caller) that of the workflow it calls.
+        called = [load_called(j["uses"]) for j in workflow["jobs"].values() if "uses" in j]
+        for spec in [workflow.get("concurrency"), *(c.get("concurrency") for c in called)]:
+            if spec:
+                group = interpolate(spec["group"] if isinstance(spec, dict) else spec, context)
+                break
         base_env = {
             "CI": "true",
             "GITHUB_ACTIONS": "true",
@@ -437,8 +463,33 @@ class Runner:
             "GITHUB_SERVER_URL": "https://github.com",
         }
         jobs: list[JobResult] = []
+        self._jobs(name, workflow, context, base_env, folder, artifacts, jobs, run_id, group)
+        finished = WorkflowRun(
+            name, run_id, group, jobs, artifacts, workflow.get("name", name), event, payload
+        )
+        self.runs[run_id] = finished
+        return finished
+
+    def _jobs(
+        self,
+        name: str,
+        workflow: dict[str, Any],
+        context: dict[str, Any],
+        base_env: dict[str, str],
+        folder: Path,
+        artifacts: Path,
+        jobs: list[JobResult],
+        run_id: int,
+        group: str | None,
+    ) -> str:
+        """Every job of ``workflow`` in needs order, appended to ``jobs``; a job that calls a
+        reusable workflow (``uses:``) runs the called workflow's jobs in its place, with its
+        ``with:`` as ``inputs``. Returns the combined result (a caller job's ``needs``)."""
         done: dict[str, str] = {}
         outputs: dict[str, dict[str, str]] = {}
+        workflow_env = {k: interpolate(v, context) for k, v in (workflow.get("env") or {}).items()}
+        base_env = {**base_env, **workflow_env}
+        context = {**context, "env": {**context.get("env", {}), **workflow_env}}
         for job_name, job in _ordered(workflow["jobs"]):
             needs = job.get("needs", [])
             needs = [needs] if isinstance(needs, str) else needs
@@ -451,6 +502,16 @@ class Runner:
             if not condition(job.get("if"), job_ctx, status):
                 jobs.append(JobResult(job_name, {}, "skipped"))
                 done[job_name] = "skipped"
+                continue
+            if "uses" in job:  # a reusable workflow: its jobs run here
+                called = load_called(job["uses"])
+                declared = ((called["on"] or {}).get("workflow_call") or {}).get("inputs") or {}
+                given = {k: interpolate(v, job_ctx) for k, v in (job.get("with") or {}).items()}
+                inputs = {k: v.get("default", "") for k, v in declared.items()} | given
+                inner = {**context, "inputs": inputs}
+                done[job_name] = self._jobs(
+                    name, called, inner, base_env, folder, artifacts, jobs, run_id, group
+                )
                 continue
             legs = _matrix(job.get("strategy", {}).get("matrix"), job_ctx)
             # Matrix legs run side by side, as on GitHub (the shards' runners).
@@ -481,11 +542,11 @@ class Runner:
             done[job_name] = WorkflowRun(name, run_id, group, jobs, artifacts).result(job_name)
             for leg in (j for j in jobs if j.job == job_name):
                 outputs.setdefault(job_name, {}).update(leg.outputs)
-        finished = WorkflowRun(
-            name, run_id, group, jobs, artifacts, workflow.get("name", name), event, payload
-        )
-        self.runs[run_id] = finished
-        return finished
+        results = set(done.values())
+        for outcome in ("failure", "cancelled", "success"):
+            if outcome in results:
+                return outcome
+        return "skipped"
 
     def _job(
         self,
@@ -524,38 +585,26 @@ class Runner:
                 result.steps.append(StepResult(step_name, "skipped"))
                 continue
             step_env = {k: interpolate(v, step_ctx) for k, v in (step.get("env") or {}).items()}
-            if "uses" in step:
-                with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
-                outcome = self._uses(step["uses"], with_, workspace, artifacts, base_env)
-                result.steps.append(StepResult(step_name, outcome))
-            elif step_name.startswith("Install"):
+            if step_name.startswith("Install") and not self.run_install:
                 env.update(self.installed)
                 result.steps.append(StepResult(step_name, "skipped"))
                 continue
+            if "uses" in step and composite_action(step["uses"]) is not None:
+                with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
+                outcome, text = self._composite(step["uses"], with_, context, env, workspace, files)
+                result.steps.append(StepResult(step_name, outcome, text))
+            elif "uses" in step:
+                with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
+                outcome = self._uses(step["uses"], with_, workspace, artifacts, base_env)
+                result.steps.append(StepResult(step_name, outcome))
             else:
-                env_file, output = files / f"env-{index}", files / f"output-{index}"
-                env_file.touch()
-                output.touch()
                 script = interpolate(step["run"], step_ctx)
-                done = subprocess.run(
-                    ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                    cwd=workspace,
-                    env={
-                        **env,
-                        **step_env,
-                        "GITHUB_ENV": str(env_file),
-                        "GITHUB_OUTPUT": str(output),
-                    },
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                    check=False,
+                outcome, text, outputs = self._script(
+                    script, {**env, **step_env}, env, workspace, files, f"{index}"
                 )
-                env.update(_env_file(env_file))
-                outcome = "success" if done.returncode == 0 else "failure"
-                result.steps.append(StepResult(step_name, outcome, done.stdout + done.stderr))
+                result.steps.append(StepResult(step_name, outcome, text))
                 if step.get("id"):
-                    steps_ctx[step["id"]] = {"outputs": _env_file(output), "outcome": outcome}
+                    steps_ctx[step["id"]] = {"outputs": outputs, "outcome": outcome}
             if result.steps[-1].outcome == "failure" and not step.get("continue-on-error"):
                 failed = True
         result.result = "failure" if failed else "success"
@@ -565,6 +614,63 @@ class Runner:
             k: interpolate(v, final_ctx) for k, v in (job.get("outputs") or {}).items()
         }
         return result
+
+    def _script(
+        self,
+        script: str,
+        env: dict[str, str],
+        job_env: dict[str, str],
+        workspace: Path,
+        files: Path,
+        key: str,
+    ) -> tuple[str, str, dict[str, str]]:
+        """One ``run:`` with bash as the runner does; what it writes to GITHUB_ENV joins
+        ``job_env`` for the later steps. Returns (outcome, output, step outputs)."""
+        env_file, output = files / f"env-{key}", files / f"output-{key}"
+        env_file.touch()
+        output.touch()
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+            cwd=workspace,
+            env={**env, "GITHUB_ENV": str(env_file), "GITHUB_OUTPUT": str(output)},
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        job_env.update(_env_file(env_file))
+        outcome = "success" if done.returncode == 0 else "failure"
+        return outcome, done.stdout + done.stderr, _env_file(output)
+
+    def _composite(
+        self,
+        action: str,
+        with_: dict[str, str],
+        context: dict[str, Any],
+        env: dict[str, str],
+        workspace: Path,
+        files: Path,
+    ) -> tuple[str, str]:
+        """A composite action of this repository (``./.github/actions/X`` or
+        ``ci-bench/ci-bench/.github/actions/X@ref``, mapped onto this checkout): its steps
+        run with its ``inputs`` and ``GITHUB_ACTION_PATH``."""
+        folder = composite_action(action)
+        assert folder is not None
+        spec = yaml.safe_load((folder / "action.yml").read_text(encoding="utf-8"))
+        declared = spec.get("inputs") or {}
+        inputs = {k: str(v.get("default", "")) for k, v in declared.items()} | with_
+        ctx = {**context, "inputs": inputs}
+        texts = []
+        for index, step in enumerate(spec["runs"]["steps"]):
+            step_env = {k: interpolate(v, ctx) for k, v in (step.get("env") or {}).items()}
+            run_env = {**env, **step_env, "GITHUB_ACTION_PATH": str(folder)}
+            outcome, text, _ = self._script(
+                interpolate(step["run"], ctx), run_env, env, workspace, files, f"a{index}"
+            )
+            texts.append(text)
+            if outcome == "failure":
+                return "failure", "".join(texts)
+        return "success", "".join(texts)
 
     def _uses(
         self,

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Set up ci-bench for a workflow job, with the venv and JAX's compilation cache OUTSIDE the
 # workspace, so they survive actions/checkout's `git clean -ffdx` on self-hosted runners.
+# The `setup` action beside this file runs it; so can a job of your own.
 #
-#   scripts/ci_venv.sh CONSTRAINTS TARGET [REQUIREMENT...]
-#   scripts/ci_venv.sh constraints/tpu.txt . "jax[tpu]"     (TPU jobs)
-#   scripts/ci_venv.sh - ".[plot]"                          (report job: no constraints)
-# TARGET is installed editable (this checkout); REQUIREMENTs beside it.
+#   ci_venv.sh CONSTRAINTS REQUIREMENT...
+#   ci_venv.sh constraints/tpu.txt "ci-bench==0.2.0" -e . "jax[tpu]"   (TPU jobs)
+#   ci_venv.sh - "ci-bench==0.2.0"                                      (comment job)
+# REQUIREMENTs are pip's arguments (`-e .` installs the checkout editable); CONSTRAINTS is a
+# pip constraints file, or - for none.
 #
 # Cache root: $CI_BENCH_CACHE, else $RUNNER_TOOL_CACHE/ci-bench, else ~/.cache/ci-bench.
 #   venv-<key>/   dependencies. The key is the hash of what pip's resolver answers
@@ -21,9 +23,9 @@
 set -euo pipefail
 
 constraints="${1:--}"
-target="${2:-.}"
-shift 2 || shift $#
+shift || true
 if [ "${constraints}" = "-" ]; then constraints=""; fi
+if [ "$#" -eq 0 ]; then echo "ci_venv.sh: no requirement to install" >&2; exit 2; fi
 root="${CI_BENCH_CACHE:-${RUNNER_TOOL_CACHE:-${HOME}/.cache}/ci-bench}"
 keep="${CI_BENCH_KEEP_VENVS:-3}"
 mkdir -p "${root}"
@@ -35,7 +37,7 @@ if [ -n "${constraints}" ]; then pip_args+=(-c "${constraints}"); fi
 report="$(mktemp)"
 trap 'rm -f "${report}"' EXIT
 "${python}" -m pip install "${pip_args[@]}" --dry-run --ignore-installed \
-  --report "${report}" -e "${target}" "$@" >/dev/null
+  --report "${report}" "$@" >/dev/null
 resolved="$("${python}" - "${report}" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1], encoding="utf-8"))
@@ -58,12 +60,19 @@ if [ ! -f "${venv}/.complete" ]; then
   rm -rf "${venv}"
   "${python}" -m venv "${venv}"
   "${venv}/bin/pip" install "${pip_args[@]}" --upgrade pip
-  "${venv}/bin/pip" install "${pip_args[@]}" -e "${target}" "$@"
+  "${venv}/bin/pip" install "${pip_args[@]}" "$@"
   echo "${resolved}" > "${venv}/.resolved"
   touch "${venv}/.complete"
 else
-  # Dependencies are cached; only the checkout itself is re-linked.
-  "${venv}/bin/pip" install "${pip_args[@]}" --no-deps -e "${target}"
+  # Dependencies are cached; only what is installed from this checkout is re-linked.
+  editable=()
+  while [ "$#" -gt 0 ]; do
+    if [ "$1" = "-e" ] && [ "$#" -gt 1 ]; then editable+=(-e "$2"); shift; fi
+    shift
+  done
+  if [ "${#editable[@]}" -gt 0 ]; then
+    "${venv}/bin/pip" install "${pip_args[@]}" --no-deps "${editable[@]}"
+  fi
 fi
 touch "${venv}/.used"
 
