@@ -226,9 +226,9 @@ def condition(text: Any, context: Mapping[str, Any], status: Mapping[str, bool])
 # -- workflows -----------------------------------------------------------------------------
 
 
-def load(name: str) -> dict[str, Any]:
+def load(name: str, folder: Path = WORKFLOWS) -> dict[str, Any]:
     """A workflow file; PyYAML reads the ``on`` key as True, so it is put back."""
-    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    data = yaml.safe_load((folder / name).read_text(encoding="utf-8"))
     if True in data:
         data["on"] = data.pop(True)
     return data
@@ -236,23 +236,24 @@ def load(name: str) -> dict[str, Any]:
 
 # `uses:` of ci-bench's own reusable workflows and actions, from an adopter's repository
 # (OWNER/ci-bench/...@ref) or this one (./...): both are this checkout's files here.
-_OWN = re.compile(r"^(?:ci-bench/ci-bench/|\./)\.github/(workflows|actions)/([^@]+?)(?:@.+)?$")
+_OWN = re.compile(r"^(ci-bench/ci-bench/|\./)\.github/(workflows|actions)/([^@]+?)(?:@.+)?$")
 
 
-def load_called(uses: str) -> dict[str, Any]:
-    """The reusable workflow a job calls, mapped onto this checkout's file."""
+def load_called(uses: str, folder: Path = WORKFLOWS) -> dict[str, Any]:
+    """The reusable workflow a job calls: ci-bench's own (``ci-bench/ci-bench/...@ref``)
+    mapped onto this checkout's file, a local one (``./``) from the caller's folder."""
     match = _OWN.match(uses)
-    if not match or match[1] != "workflows":
+    if not match or match[2] != "workflows":
         raise ExpressionError(f"no emulation for the reusable workflow {uses}")
-    return load(match[2])
+    return load(match[3], WORKFLOWS if match[1] != "./" else folder)
 
 
 def composite_action(uses: str) -> Path | None:
     """The folder of one of ci-bench's own composite actions, or None for any other."""
     match = _OWN.match(uses)
-    if not match or match[1] != "actions":
+    if not match or match[2] != "actions":
         return None
-    return WORKFLOWS.parent / "actions" / match[2]
+    return WORKFLOWS.parent / "actions" / match[3]
 
 
 def triggers(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
@@ -354,8 +355,14 @@ class Runner:
     workflow_run_example: dict[str, Any] | None = None
     # Files outside every workspace that a self-hosted runner keeps between jobs.
     tool_cache: Path | None = None
-    # Run the Install steps (the setup action) for real instead of standing in for them.
-    run_install: bool = False
+    # Run the Install steps (the setup action) for real instead of standing in for them:
+    # every job's (True) or these jobs' only.
+    run_install: bool | frozenset[str] = False
+    # The repository's workflows (an adopter's); ci-bench's own reusable ones are this
+    # checkout's.
+    workflows: Path = WORKFLOWS
+    # Environment every job gets on top of the runner's (e.g. JAX_PLATFORMS=cpu).
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def dispatch(
         self, event: str, payload: dict[str, Any], ref: str, sha: str, target: str | None = None
@@ -367,10 +374,10 @@ class Runner:
         if event == "workflow_dispatch" and target is None:
             raise ExpressionError("a workflow_dispatch names its workflow")
         runs = []
-        for path in sorted(WORKFLOWS.glob("*.yml")):
+        for path in sorted(self.workflows.glob("*.yml")):
             if target is not None and path.name != target:
                 continue
-            workflow = load(path.name)
+            workflow = load(path.name, self.workflows)
             if triggers(workflow, event, payload):
                 runs.append(self.run(path.name, workflow, event, payload, ref, sha))
         for done in list(runs):
@@ -382,8 +389,8 @@ class Runner:
         the run's id, name, event, head commit and conclusion; for a pull request from
         this repository its number, for a fork none (GitHub lists none)."""
         started = []
-        for path in sorted(WORKFLOWS.glob("*.yml")):
-            workflow = load(path.name)
+        for path in sorted(self.workflows.glob("*.yml")):
+            workflow = load(path.name, self.workflows)
             spec = (
                 (workflow["on"] or {}).get("workflow_run")
                 if isinstance(workflow["on"], dict)
@@ -444,7 +451,9 @@ class Runner:
         context = {"github": github, "inputs": inputs, "vars": self.variables, "env": {}}
         group = None
         # The run's group: its own, or (a caller) that of the workflow it calls.
-        called = [load_called(j["uses"]) for j in workflow["jobs"].values() if "uses" in j]
+        called = [
+            load_called(j["uses"], self.workflows) for j in workflow["jobs"].values() if "uses" in j
+        ]
         for spec in [workflow.get("concurrency"), *(c.get("concurrency") for c in called)]:
             if spec:
                 group = interpolate(spec["group"] if isinstance(spec, dict) else spec, context)
@@ -504,7 +513,7 @@ class Runner:
                 done[job_name] = "skipped"
                 continue
             if "uses" in job:  # a reusable workflow: its jobs run here
-                called = load_called(job["uses"])
+                called = load_called(job["uses"], self.workflows)
                 declared = ((called["on"] or {}).get("workflow_call") or {}).get("inputs") or {}
                 given = {k: interpolate(v, job_ctx) for k, v in (job.get("with") or {}).items()}
                 inputs = {k: v.get("default", "") for k, v in declared.items()} | given
@@ -568,6 +577,7 @@ class Runner:
             "GITHUB_STEP_SUMMARY": str(summary),
             "RUNNER_TEMP": str(files),
             "RUNNER_TOOL_CACHE": str(self.tool_cache or files / "tool-cache"),
+            **self.extra_env,
         }
         env["PATH"] = (
             f"{self.path_prefix}{os.pathsep}{env['PATH']}" if self.path_prefix else env["PATH"]
@@ -585,7 +595,10 @@ class Runner:
                 result.steps.append(StepResult(step_name, "skipped"))
                 continue
             step_env = {k: interpolate(v, step_ctx) for k, v in (step.get("env") or {}).items()}
-            if step_name.startswith("Install") and not self.run_install:
+            real = self.run_install is True or (
+                isinstance(self.run_install, frozenset) and name in self.run_install
+            )
+            if step_name.startswith("Install") and not real:
                 env.update(self.installed)
                 result.steps.append(StepResult(step_name, "skipped"))
                 continue

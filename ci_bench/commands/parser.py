@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ci_bench import __version__
-from ci_bench.commands import analyze, history
+from ci_bench.commands import analyze, history, init
 from ci_bench.commands.validate import (
     MAX_SECONDS,
     PEAK_MAX,
@@ -338,4 +338,5 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--output", "-o", type=path_arg, required=True)
     history.register(sub)
     analyze.register(sub, _add_selection)
+    init.register(sub, _add_selection)
     return parser

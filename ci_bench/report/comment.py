@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from ci_bench import docs_url
 from ci_bench.report.escape import md_id, md_inline, safe_url
 from ci_bench.report.render import VERDICT_ICONS, delta_chart, fmt_ms, fmt_util, ordered
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
@@ -338,12 +339,8 @@ def _method(report: Report) -> str:
 
 
 def _readme_link(report: Report) -> str:
-    """The README's method section in the repository that ran the benchmark."""
-    url = safe_url(report.run_url)
-    if url and "/actions/runs/" in url:
-        repo = url.split("/actions/runs/")[0]
-        return f"[How ci-bench decides]({repo}/blob/HEAD/README.md#verdicts-you-can-trust-method)."
-    return 'How ci-bench decides: README, "Verdicts you can trust".'
+    """ci-bench's own documentation of the method, at the version that wrote the report."""
+    return f"[How ci-bench decides]({docs_url('README.md', 'verdicts-you-can-trust-method')})."
 
 
 def fit_markdown(report: Report, limit: int, where: str) -> str:

@@ -26,6 +26,11 @@ constraints="${1:--}"
 shift || true
 if [ "${constraints}" = "-" ]; then constraints=""; fi
 if [ "$#" -eq 0 ]; then echo "ci_venv.sh: no requirement to install" >&2; exit 2; fi
+if [ -n "${constraints}" ] && [ ! -f "${constraints}" ]; then
+  echo "ci_venv.sh: constraints file ${constraints} not found: create it (ci-bench init" \
+    "writes one pinning jax, jaxlib and libtpu) or pass constraints: -" >&2
+  exit 2
+fi
 root="${CI_BENCH_CACHE:-${RUNNER_TOOL_CACHE:-${HOME}/.cache}/ci-bench}"
 keep="${CI_BENCH_KEEP_VENVS:-3}"
 mkdir -p "${root}"
