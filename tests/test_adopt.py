@@ -249,9 +249,15 @@ def test_an_adopters_repository_runs_the_pipeline_from_its_caller_workflows(adop
     assert body.startswith(f"<!-- ci-bench sticky: benchmark|pr {NUMBER} -->")
     assert f"{HOMEPAGE}/blob/v{__version__}/README.md" in body  # ci-bench's docs, not theirs
 
-    # Later runs reuse the venv the install step built (its key: what pip resolves).
+    # What the install step built: ci-bench from the wheel, the adopter's package, the
+    # pinned TPU toolchain (one venv per workspace: the two shard legs are two runners).
     venvs = [p for p in (runner.tool_cache / "ci-bench").glob("venv-*") if p.is_dir()]
-    assert len(venvs) == 1
+    assert venvs
+    resolved = (venvs[0] / ".resolved").read_text().splitlines()
+    assert f"ci-bench=={__version__}" in resolved
+    assert {"jax==0.10.2", "jaxlib==0.10.2"} <= set(resolved)
+    assert any(line.startswith("libtpu==0.0.42") for line in resolved)
+    # Later runs stand in for the install with that venv (the runners keep it).
     runner.run_install = False
     runner.installed["CI_BENCH_VENV"] = str(venvs[0])
 
