@@ -305,7 +305,12 @@ class Pool:
 
 
 def _case_json(case: Case) -> dict[str, Any]:
-    return {"kernel": case.kernel, "params": dict(case.params), "dtype": case.dtype}
+    return {
+        "kernel": case.kernel,
+        "params": dict(case.params),
+        "dtype": case.dtype,
+        "mode": case.mode,
+    }
 
 
 # -- the worker side -------------------------------------------------------------------
@@ -344,7 +349,7 @@ def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], CaseResult]:
 
     def measure(message: dict[str, Any]) -> CaseResult:
         raw = message["case"]
-        case = Case(raw["kernel"], raw["params"], raw["dtype"])
+        case = Case(raw["kernel"], raw["params"], raw["dtype"], raw.get("mode", "forward"))
         return measure_case(specs[case.kernel], case, settings, peaks)
 
     return measure

@@ -26,9 +26,10 @@ class Provenance(Model):
     profile: str | None
 
 
-BASELINE_SCHEMA_VERSION = 2
-# Versions this ci-bench reads: entries embed results models, so they follow results 1 -> 2.
-BASELINE_READABLE = (1, 2)
+BASELINE_SCHEMA_VERSION = 3
+# Versions this ci-bench reads: entries embed results models, so they follow results
+# 1 -> 2 -> 3 (3: cases record their mode and implementations).
+BASELINE_READABLE = (1, 2, 3)
 
 
 class BaselineEntry(Model):
@@ -48,7 +49,7 @@ class BaselineEntry(Model):
 
 
 class BaselineFile(Model):
-    schema_version: Literal[1, 2] = BASELINE_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = BASELINE_SCHEMA_VERSION
     kernel: KernelName
     version: Version
     entries: list[BaselineEntry]

@@ -23,7 +23,8 @@ class Thresholds(Model):
     memory_growth: float = Field(0.10, gt=0)
 
 
-REPORT_SCHEMA_VERSION = 2
+# 3: cases (current and baseline CaseResults) record their mode and implementations.
+REPORT_SCHEMA_VERSION = 3
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
 MemoryVerdict = Literal["pass", "regression", "improved"]
 
@@ -74,7 +75,7 @@ class KernelSummary(Model):
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[3] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "
