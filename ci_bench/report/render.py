@@ -72,7 +72,7 @@ MODE_LABELS = {"forward": "fwd", "backward": "bwd", "forward+backward": "fwd+bwd
 RUN_HEADERS = (
     "case",
     "mode",
-    "Pallas ms ± std",
+    "Pallas ms",  # mean ± std
     "native ms",
     "speedup",
     "TFLOPS",
