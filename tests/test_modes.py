@@ -303,3 +303,29 @@ def test_matmul_tiled_multiplies_stored_transposes_in_both_tilings():
         np.testing.assert_allclose(got_b, want, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="incompatible shapes"):
         matmul_tiled(a, b, transpose_a=True)
+
+
+def test_a_baseline_of_another_subject_is_incomparable_never_a_regression():
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from ci_bench.judge.compare import compare
+    from ci_bench.schema import BaselineFile, FailPolicy, Implementations, Lookup, Thresholds
+    from ci_bench.store.baselines import entry_from_results
+    from tests.factories import case, results
+
+    cid = "matmul/B1-M128-K128-N128/float32"
+    base = results([case(cid, 0.1)])
+    entry = entry_from_results(base, "matmul", datetime(2026, 11, 2, tzinfo=UTC), "v0.1.0")
+    stored = BaselineFile(kernel="matmul", version="0.1.0", entries=[entry])
+    lookup = {"matmul": Lookup("matmul", "0.1.0", Path("b.json"), stored, None)}
+    renamed = Implementations(subject="tile256", baseline="native")
+    slower = case(cid, 10.0).model_copy(update={"implementations": renamed})
+    report = compare(results([slower]), lookup, Thresholds(), FailPolicy())
+    (verdict,) = report.cases
+    assert verdict.verdict == "incomparable"
+    assert verdict.reason == "baseline timed implementation pallas, this run tile256"
+    same = case(cid, 10.0)
+    assert compare(results([same]), lookup, Thresholds(), FailPolicy()).cases[0].verdict == (
+        "regression"
+    )
