@@ -329,3 +329,27 @@ def test_a_baseline_of_another_subject_is_incomparable_never_a_regression():
     assert compare(results([same]), lookup, Thresholds(), FailPolicy()).cases[0].verdict == (
         "regression"
     )
+
+
+def test_report_rows_keep_a_cases_modes_together_worst_group_first():
+    from ci_bench.report.render import grouped
+    from ci_bench.schema import CaseVerdict
+
+    def verdict(cid: str, state: str, change: float) -> CaseVerdict:
+        return CaseVerdict(id=cid, kernel="matmul", verdict=state, reason="r", mean_change=change)
+
+    a, b = "matmul/B1-M128-K128-N128/float32", "matmul/B1-M256-K256-N256/float32"
+    rows = [
+        verdict(a, "pass", 0.0),
+        verdict(f"{a}/forward+backward", "pass", 0.01),
+        verdict(b, "pass", 0.0),
+        verdict(f"{a}/backward", "pass", 0.02),
+        verdict(f"{b}/backward", "regression", 0.3),
+    ]
+    assert [v.id for v in grouped(rows)] == [
+        b,
+        f"{b}/backward",
+        a,
+        f"{a}/backward",
+        f"{a}/forward+backward",
+    ]

@@ -246,6 +246,29 @@ def ordered(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
     return sorted(verdicts, key=key)
 
 
+MODE_ORDER = {mode: i for i, mode in enumerate(MODE_LABELS)}
+
+
+def _mode_of(case_id: str) -> str:
+    last = case_id.rsplit("/", 1)[-1]
+    return last if last in MODE_ORDER else "forward"
+
+
+def grouped(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
+    """``ordered``, with each case's modes kept together: a point's forward, backward and
+    forward+backward rows in that order, the group placed where its worst row would be."""
+    rank = {id(v): i for i, v in enumerate(ordered(verdicts))}
+    groups: dict[str, list[CaseVerdict]] = {}
+    for v in verdicts:
+        groups.setdefault(_point(v.id, _mode_of(v.id)), []).append(v)
+    first = {key: min(rank[id(v)] for v in group) for key, group in groups.items()}
+    return [
+        v
+        for key in sorted(groups, key=first.__getitem__)
+        for v in sorted(groups[key], key=lambda v: MODE_ORDER[_mode_of(v.id)])
+    ]
+
+
 def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
     cur = v.current
     metrics = cur.metrics if cur else None
@@ -347,7 +370,7 @@ def delta_chart(report: Report) -> str:
 
 def terminal_report(report: Report) -> str:
     """Plain-text report for a terminal: table, then notes and footer."""
-    lines = [_table(ordered(report.cases), "simple", False), "", report.headline]
+    lines = [_table(grouped(report.cases), "simple", False), "", report.headline]
     lines += [f"note: {k.kernel}: {k.note}" for k in report.kernels if k.note]
     lines += [f"warning: {w}" for k in report.kernels for w in k.warnings]
     lines.append(footer(report))
