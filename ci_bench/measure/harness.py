@@ -9,6 +9,7 @@ first (outputs, and gradients in the backward modes). The clock is a parameter
 from __future__ import annotations
 
 import functools
+import operator
 import random
 import statistics
 import time
@@ -253,11 +254,12 @@ def run_contestants(
 def _calls(people: Sequence[Contestant]) -> tuple[list[Callable[..., Any]], tuple[Any, ...]]:
     """The executables and their arguments for the timed rounds: shared arguments where
     every workload has the same (forward), else each call bound to its own."""
-    works = [c.work for c in people]
-    assert all(w is not None for w in works)
-    if all(w.args is works[0].args for w in works):  # type: ignore[union-attr]
-        return [c.exe for c in people], works[0].args  # type: ignore[union-attr]
-    return [functools.partial(c.exe, *c.work.args) for c in people], ()  # type: ignore[union-attr]
+    works = [c.work for c in people if c.work is not None]
+    assert len(works) == len(people)
+    shared = works[0].args
+    if all(len(w.args) == len(shared) and all(map(operator.is_, w.args, shared)) for w in works):
+        return [c.exe for c in people], shared
+    return [functools.partial(c.exe, *w.args) for c, w in zip(people, works, strict=True)], ()
 
 
 def _results(
