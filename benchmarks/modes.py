@@ -70,7 +70,7 @@ def modes_table(spec: KernelSpec, points: list[Case], repeats: int) -> None:
         if bad:
             print(f"{case.id:38} error: {bad[0]}")
             continue
-        ms = {m: statistics.median(r.pallas.samples_ms) * 1000 for m, r in results.items()}
+        ms = {m: statistics.median(r.pallas.samples_ms) for m, r in results.items()}
         naive = naive_grad_ms(spec, case, repeats)
         both = ms.get("forward+backward")
         adds = both / (ms["forward"] + ms["backward"]) if both else float("nan")

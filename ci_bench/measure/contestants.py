@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import jax
 
@@ -23,6 +23,8 @@ from ci_bench.measure.correctness import (
 )
 from ci_bench.measure.modes import Workload, as_float32, cast_like, forward_backward, input_names
 from ci_bench.schema import CompiledStats, Correctness
+
+Role = Literal["subject", "other", "baseline"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class Contestant:
     spec: int
     name: str
     fn: Callable[..., Any]
-    role: str  # "subject", "other" or "baseline"
+    role: Role
     work: Workload | None = None
     exe: Any = None
     compile_ms: float | None = None
