@@ -2,8 +2,11 @@
 
 1. Per case, median ms of the forward, the VJP alone (``backward``) and ``forward+backward``
    as ci-bench times them, and of the naive wrapper a kernel engineer writes without modes,
-   ``jax.jit(jax.grad(lambda *x: sum(f(*x) * ct)))``: its time is forward + backward fused,
-   which ``backward`` is not. ``fwd+bwd / (fwd + bwd)`` near 1 says the two modes add up.
+   ``jax.jit(jax.grad(lambda *x: sum(f(*x) * ct)))``. What the naive figure holds depends
+   on the kernel: XLA drops a forward whose output the gradient does not need (a matmul's
+   backward needs only a and b) and keeps one that makes the residuals (attention's
+   statistics), so it is neither "the backward" nor "forward + backward" in general.
+   ``sum`` is ``fwd+bwd / (fwd + bwd)``.
 2. Per mode, the FLOPs model (declared or derived) against XLA's count for the native
    implementation in that mode (``cost_check.ratio``): the derived 2x rule against an
    independent count, and jax's flash attention's declared 2.5x against XLA's 2x for a
