@@ -114,7 +114,9 @@ def test_ab_measures_head_and_base_in_one_process_and_cleans_up(repo):
     assert report["base_ref"].startswith("HEAD~1 (")
     (kernel,) = report["kernels"]
     assert (kernel["version"], kernel["baseline_version"]) == ("0.2.0", "0.1.0")
-    assert len(report["cases"]) == 2
+    # both dtypes, forward and backward: head's and base's VJPs are paired like forwards
+    assert len(report["cases"]) == 4
+    assert {v["current"]["mode"] for v in report["cases"]} == {"forward", "backward"}
     for verdict in report["cases"]:
         assert verdict["ratio_low"] <= verdict["ratio"] <= verdict["ratio_high"]
         assert verdict["current"]["version"] == "0.2.0"

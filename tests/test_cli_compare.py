@@ -56,7 +56,7 @@ def test_a_baseline_made_from_the_same_results_passes(tmp_path, project, real_re
     report = json.loads(report_path.read_text())
     assert report["verdict"] == "pass"
     assert {c["verdict"] for c in report["cases"]} == {"pass"}
-    assert len(report["cases"]) == 6
+    assert len(report["cases"]) == 12  # 6 forward, 6 backward (issue 21)
 
 
 def test_promote_twice_refuses_and_leaves_the_file_byte_identical(tmp_path, project, real_results):

@@ -20,14 +20,14 @@ from ci_bench.measure.workers import (
     default_workers,
     pin_env,
 )
-from ci_bench.schema import RESULTS_SCHEMA_VERSION, Results
+from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import read_model
 from tests.conftest import FIXTURES, REPO, run_cli, write_project
 from tests.factories import CPU, V5E
 
 
 def load(path) -> Results:
-    return read_model(path, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
+    return read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
 
 
 def test_hang_segfault_and_exit_are_one_error_each_and_the_rest_is_measured(tmp_path):

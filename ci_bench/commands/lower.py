@@ -52,9 +52,11 @@ def _vmem(lowered: LoweredCase) -> str:
 
 
 def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    """Validate kernel SPECs without running them; exit 2 with one line per broken rule."""
+    """Validate kernel SPECs without running them (every case traced, no array built);
+    exit 2 with one line per broken rule."""
     from ci_bench.contract.check import spec_problems
     from ci_bench.contract.registry import load_kernels
+    from ci_bench.measure.tracing import trace_problems
     from ci_bench.pipeline.config import load_config
 
     config = load_config(args.config, cwd)
@@ -64,7 +66,7 @@ def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, 
     bad = 0
     for module in dict.fromkeys(modules):
         for name, spec in load_kernels([module], root=config.root).items():
-            problems = spec_problems(spec)
+            problems = spec_problems(spec) or trace_problems(spec)
             cases = sum(len(spec.cases(p)) for p in spec.matrix)
             if problems:
                 bad += 1
@@ -72,8 +74,9 @@ def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, 
                 out.writelines(f"  - {p}\n" for p in problems)
             else:
                 profiles = ", ".join(spec.matrix)
+                modes = "" if spec.modes == ("forward",) else f"; modes {', '.join(spec.modes)}"
                 out.write(
                     f"{module}: kernel {name} v{spec.version} ok "
-                    f"({profiles}; {cases} cases; compute unit {spec.compute_unit})\n"
+                    f"({profiles}; {cases} cases; compute unit {spec.compute_unit}{modes})\n"
                 )
     return int(ExitCode.USAGE if bad else ExitCode.OK)

@@ -228,6 +228,13 @@ def compare_kernel(
             verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
         elif base is None:
             verdicts.append(CaseVerdict(**common, verdict="new", reason="not in the baseline"))
+        elif base.implementations.subject != case.implementations.subject:
+            # Issue 21: a SPEC that names another subject times another implementation.
+            reason = (
+                f"baseline timed implementation {base.implementations.subject}, this run "
+                f"{case.implementations.subject}"
+            )
+            verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
         else:
             change = measure_change(case, base, thresholds)
             verdicts.append(Pending(case, base, change, toolchain))

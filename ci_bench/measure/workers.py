@@ -324,7 +324,12 @@ class Pool:
 
 def _job_json(job: Job) -> dict[str, Any]:
     case = job.case
-    raw = {"kernel": case.kernel, "params": dict(case.params), "dtype": case.dtype}
+    raw = {
+        "kernel": case.kernel,
+        "params": dict(case.params),
+        "dtype": case.dtype,
+        "mode": case.mode,
+    }
     return {"case": raw, "pair": job.pair, "order_seed": job.order_seed}
 
 
@@ -371,7 +376,7 @@ def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
 
     def measure(message: dict[str, Any]) -> list[CaseResult]:
         raw = message["case"]
-        case = Case(raw["kernel"], raw["params"], raw["dtype"])
+        case = Case(raw["kernel"], raw["params"], raw["dtype"], raw.get("mode", "forward"))
         head = specs[case.kernel]
         if not message.get("pair"):
             return [measure_case(head, case, settings, peaks)]

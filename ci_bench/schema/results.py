@@ -12,16 +12,27 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ci_bench.schema.base import CaseId, Dtype, KernelName, Model, ParamName, Version
+from ci_bench.schema.base import (
+    CaseId,
+    Dtype,
+    ImplName,
+    KernelName,
+    Mode,
+    Model,
+    ParamName,
+    Version,
+)
 from ci_bench.schema.model import CaseModel
 
-RESULTS_SCHEMA_VERSION = 3
+RESULTS_SCHEMA_VERSION = 4
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
-# per-case ``model`` (read as not modelled: no model verdict).
-RESULTS_READABLE = (1, 2, 3)
+# per-case ``model`` (read as not modelled: no model verdict); 1 to 3 hold forward cases of
+# the implementations pallas and native only (read so).
+RESULTS_READABLE = (1, 2, 3, 4)
 
 CaseStatus = Literal["ok", "error"]
 Bound = Literal["compute", "memory"]
+CostSource = Literal["declared", "derived"]
 
 
 def _finite_non_negative(value: float, what: str) -> float:
@@ -101,6 +112,11 @@ class Correctness(Model):
     nan: int = Field(0, ge=0, description="NaN elements in the Pallas output")
     inf: int = Field(0, ge=0, description="±Inf elements in the Pallas output")
     reference_nonfinite: int = Field(0, ge=0, description="NaN/Inf elements in the reference")
+    atol_scale: float | None = Field(
+        None,
+        description="gradient checks: atol is the SPEC's times this RMS of the reference "
+        "gradient (null for outputs)",
+    )
 
 
 class Metrics(Model):
@@ -117,6 +133,14 @@ class Metrics(Model):
     peak_gbps: float | None
     compute_unit: Literal["matrix", "vector"] | None = Field(
         None, description="the SPEC's compute unit: MFU is against the matrix peak only"
+    )
+    flops_source: CostSource = Field(
+        "declared",
+        description="'declared' by the SPEC, or 'derived' by ci-bench (backward: 2x forward)",
+    )
+    bytes_source: CostSource = Field(
+        "declared",
+        description="'declared' by the SPEC, or 'derived' (backward: forward + gradients)",
     )
 
     @property
@@ -199,8 +223,32 @@ class BytesModelCheck(Model):
     reason: str
 
 
+class OtherImplementation(Model):
+    """An implementation timed beside the subject and the baseline in the same rounds."""
+
+    timing: TimingStats | None = None
+    speedup: float | None = Field(None, description="baseline mean_ms / this mean_ms")
+    compile_ms: float | None = None
+    correctness: Correctness | None = None
+    gradients: dict[str, Correctness] = Field(
+        default_factory=dict, description="per differentiated input (backward modes)"
+    )
+    analysis: CompiledStats | None = None
+
+
+class Implementations(Model):
+    """Which implementation ``pallas`` and ``native`` hold, and the others timed with them.
+
+    Files before version 3 had exactly pallas (the subject) and native (the baseline)."""
+
+    subject: ImplName = "pallas"
+    baseline: ImplName = "native"
+    others: dict[ImplName, OtherImplementation] = Field(default_factory=dict)
+
+
 class CaseResult(Model):
-    """One case. The specification's keys sit at the top level."""
+    """One case. The specification's keys sit at the top level; ``pallas`` and ``native``
+    are the subject's and the baseline's numbers (``implementations`` names them)."""
 
     id: CaseId
     kernel: KernelName
@@ -208,6 +256,9 @@ class CaseResult(Model):
     params: dict[ParamName, int]
     shape: list[int]
     dtype: Dtype
+    mode: Mode = Field(
+        "forward", description="forward, backward (the VJP alone) or forward+backward"
+    )
     status: CaseStatus
     error: str | None = None
     pallas: TimingStats | None = None
@@ -225,6 +276,12 @@ class CaseResult(Model):
     cost_check: CostModelCheck | None = None
     bytes_check: BytesModelCheck | None = None
     correctness: Correctness | None = None
+    gradients: dict[str, Correctness] = Field(
+        default_factory=dict,
+        description="backward modes: the subject's gradient per differentiated input, "
+        "against jax.vjp of the float32 reference",
+    )
+    implementations: Implementations = Implementations()
     dispatch: dict[str, DispatchOverhead] = Field(
         default_factory=dict, description="'pallas' and 'native'; empty under wallclock"
     )
@@ -247,9 +304,13 @@ class CaseResult(Model):
     @model_validator(mode="after")
     def _consistent(self) -> CaseResult:
         params = "-".join(f"{k}{v}" for k, v in self.params.items())
-        if self.id != f"{self.kernel}/{params}/{self.dtype}":
+        expected = f"{self.kernel}/{params}/{self.dtype}"
+        if self.mode != "forward":
+            expected += f"/{self.mode}"
+        if self.id != expected:
             raise ValueError(
-                f"case id {self.id[:80]!r} is not <kernel>/<params>/<dtype> of this case"
+                f"case id {self.id[:80]!r} is not <kernel>/<params>/<dtype>[/<mode>] of this "
+                "case (forward cases carry no mode)"
             )
         if self.status == "ok":
             if self.pallas is None or self.native is None or self.tflops is None:
@@ -321,7 +382,7 @@ class RunMeta(Model):
 class Results(Model):
     """A results file: ``ci-bench run --output``."""
 
-    schema_version: Literal[1, 2, 3] = RESULTS_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = RESULTS_SCHEMA_VERSION
     meta: RunMeta
     cases: list[CaseResult]
 

@@ -186,11 +186,18 @@ SPEC = KernelSpec(
     bytes_accessed=bytes_accessed,
     tolerances=TOLERANCES,
     matrix={
-        "smoke": MatrixProfile(SMOKE, DTYPES),
-        "ci": MatrixProfile(CI, DTYPES),
+        "smoke": MatrixProfile(SMOKE, DTYPES, modes=("forward", "backward")),
+        "ci": MatrixProfile(CI, DTYPES, modes=("forward", "backward")),
         "full": MatrixProfile(FULL, DTYPES),
     },
     shape_keys=("B", "T", "H", "K", "V"),
     compute_unit="matrix",
-    description="Gated linear attention forward (chunked, secondary chunking), Yang et al. 2023",
+    # The backward (dq, dk, dv, dgk) is Pallas too: jax.vjp of chunk_gla runs it.
+    modes=("forward", "backward", "forward+backward"),
+    backward_flops=backward_flops,
+    backward_bytes=backward_bytes,
+    grad_tolerances=GRAD_TOLERANCES,
+    input_names=("q", "k", "v", "gk"),
+    description="Gated linear attention, chunked (secondary chunking), forward and backward in "
+    "Pallas, Yang et al. 2023",
 )

@@ -24,9 +24,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def trace(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, Callable[[int], Any]]:
-    """The case's Pallas implementation as a ClosedJaxpr, and its real inputs on demand
-    (only scalar-prefetch operands ever need them)."""
+    """What the case times, as a ClosedJaxpr (the subject's forward, or its VJP alone for a
+    backward case), and its real inputs on demand (only scalar-prefetch operands of a
+    forward call ever need them)."""
     import jax
+
+    from ci_bench.measure.modes import case_workload
 
     cpu = jax.devices("cpu")[0]
     built: list[tuple[Any, ...]] = []
@@ -37,18 +40,26 @@ def trace(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, Callable[[int],
                 built.append(as_inputs(spec.make_inputs(case, jax.random.PRNGKey(seed)), spec.name))
         return built[0]
 
-    key = jax.random.PRNGKey(seed)
-    try:
-        shapes = jax.eval_shape(lambda k: as_inputs(spec.make_inputs(case, k), spec.name), key)
-    except Exception:  # make_inputs not traceable (numpy, Python control flow): build them
-        shapes = real()
-    flat, tree = jax.tree.flatten(shapes)
-    closed = jax.make_jaxpr(lambda *xs: spec.pallas(*jax.tree.unflatten(tree, xs)))(*flat)
+    timed = case_workload(spec, case, seed=seed)
+    flat, tree = jax.tree.flatten(timed.args)
+    closed = jax.make_jaxpr(lambda *xs: timed.fn(*jax.tree.unflatten(tree, xs)))(*flat)
 
     def inputs(i: int) -> Any:
+        if case.mode != "forward":
+            raise ValueError(f"a scalar-prefetch operand of a {case.mode} call is not modelled")
         return jax.tree.leaves(real())[i]
 
     return closed, inputs
+
+
+def _spec_flops(spec: KernelSpec, case: Case, seed: int) -> int:
+    """The SPEC's FLOPs for the case's mode (declared, or derived as the harness does)."""
+    if case.mode == "forward":
+        return int(spec.flops(case))
+    from ci_bench.measure.modes import abstract_inputs, differentiable, mode_costs
+
+    inputs = abstract_inputs(spec, case, seed)
+    return mode_costs(spec, case, inputs, differentiable(spec, inputs))[0]
 
 
 def analyze_case(
@@ -72,7 +83,7 @@ def analyze_case(
         top = Scope(closed.jaxpr, closed.consts, inputs)
         tpu = walk(closed.jaxpr, top, "tpu")
         gpu = walk(closed.jaxpr, Scope(closed.jaxpr, closed.consts, inputs), "gpu")
-        spec_flops = int(spec.flops(case))
+        spec_flops = _spec_flops(spec, case, seed)
         return case_model(
             tpu,
             targets,
