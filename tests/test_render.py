@@ -13,7 +13,7 @@ import pytest
 
 from ci_bench.judge.compare import compare
 from ci_bench.report.comment import markdown_report
-from ci_bench.report.render import terminal_report
+from ci_bench.report.terminal import terminal_report
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 from tests.factories import case, results
