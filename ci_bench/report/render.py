@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 
 import tabulate as tabulate_module
@@ -211,9 +212,9 @@ def _cells(rows: list[list[str]], tablefmt: str) -> list[list[str]]:
 
 
 @contextlib.contextmanager
-def _tight_headers() -> Iterator[None]:
-    """tabulate widens every column to its header plus 2; the run table's columns are set
-    by their values instead, so that it stays within 120 columns."""
+def tight_headers() -> Iterator[None]:
+    """tabulate widens every column to its header plus 2; a terminal table's columns are
+    set by their values instead, so that it stays within 120 columns."""
     saved = tabulate_module.MIN_PADDING
     tabulate_module.MIN_PADDING = 0
     try:
@@ -258,7 +259,7 @@ def results_table(
     colalign = dict(zip(marked, ("left", "left", *("right",) * (len(marked) - 2)), strict=True))
 
     def render(headers: Sequence[str], body: list[list[str]]) -> str:
-        with _tight_headers():
+        with tight_headers():
             return tabulate(
                 _cells(body, tablefmt),
                 headers=list(headers),
@@ -283,7 +284,16 @@ def results_table(
         lines.append("")
     lines += notes
     lines += [f"{escape(c.id)}: error: {escape(c.error or 'error')}" for c in errors]
-    return "\n".join(lines)
+    if tablefmt != "simple" or width is None:
+        return "\n".join(lines)
+    return "\n".join(wrap(line, width) if line is not table else line for line in lines)
+
+
+def wrap(text: str, width: int = WIDTH) -> str:
+    """A note line folded to the terminal's width, continuation lines indented."""
+    if len(text) <= width:
+        return text
+    return textwrap.fill(text, width, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def cost_check_notes(cases: Sequence[CaseResult]) -> list[str]:

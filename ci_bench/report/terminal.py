@@ -24,6 +24,8 @@ from ci_bench.report.render import (
     p_text,
     short_ref,
     short_shas,
+    tight_headers,
+    wrap,
 )
 from ci_bench.schema import CaseVerdict, KernelSummary, Report
 
@@ -43,15 +45,17 @@ REPORT_HEADERS = (
     "mem Δ",
     "verdict",
 )
+# Left out first: what the verdict does not rest on; the memory change (its regression is
+# in the verdict cell) before the speed figures.
 DROP_ORDER = (
     "bound",
     "GB/s",
     "native ms",
     "baseline ms",
     "MFU / HBM",
+    "mem Δ",
     "TFLOPS",
     "speedup",
-    "mem Δ",
     "MDC",
 )
 
@@ -127,7 +131,11 @@ def verdict_table(
         rows.append([row[h] for h in plain])
 
     def render(hs: Sequence[str], body: list[list[str]]) -> str:
-        return tabulate(body, headers=list(hs), tablefmt="simple", disable_numparse=True)
+        align = ["left" if h in ("case", "verdict") else "right" for h in hs]
+        with tight_headers():
+            return tabulate(
+                body, headers=list(hs), tablefmt="simple", disable_numparse=True, colalign=align
+            )
 
     marked = dict(zip(plain, headers, strict=True))
     return fit_columns(headers, rows, render, [marked[h] for h in DROP_ORDER], width)
@@ -171,13 +179,18 @@ def footer(report: Report) -> str:
 def terminal_report(report: Report, *, wide: bool = False) -> str:
     """Plain-text report for a terminal: the interpreter's banner where it applies, the
     table (within ``WIDTH`` columns unless ``wide``), the headline, notes and footer."""
-    table, left_out = verdict_table(grouped(report.cases), report, None if wide else WIDTH)
-    lines = [interpreted_banner(), ""] if report.meta.settings.interpret else []
-    lines += [table, ""]
+    width = None if wide else WIDTH
+    table, left_out = verdict_table(grouped(report.cases), report, width)
+
+    def fold(line: str) -> str:
+        return line if width is None else wrap(line, width)
+
+    head = [fold(interpreted_banner()), ""] if report.meta.settings.interpret else []
+    notes = []
     if left_out:
-        lines.append(f"(left out to fit {WIDTH} columns: {', '.join(left_out)}; --wide shows them)")
-    lines.append(report.headline)
-    lines += [f"note: {k.kernel}: {short_shas(k.note)}" for k in report.kernels if k.note]
-    lines += [f"warning: {short_shas(w)}" for k in report.kernels for w in k.warnings]
-    lines.append(footer(report))
-    return "\n".join(lines) + "\n"
+        notes.append(f"(left out to fit {WIDTH} columns: {', '.join(left_out)}; --wide shows them)")
+    notes.append(report.headline)
+    notes += [f"note: {k.kernel}: {short_shas(k.note)}" for k in report.kernels if k.note]
+    notes += [f"warning: {short_shas(w)}" for k in report.kernels for w in k.warnings]
+    notes += footer(report).splitlines()
+    return "\n".join([*head, table, "", *map(fold, notes)]) + "\n"
