@@ -1,5 +1,5 @@
-"""The setup action's ci_venv.sh for real: the venv is keyed by what pip resolves, not by the text of
-pyproject.toml, and old venvs are evicted. A tiny project without dependencies keeps it
+"""The setup action's ci_venv.sh for real: the venv is keyed by what pip resolves, not by the
+text of pyproject.toml, and old venvs are evicted. A tiny project without dependencies keeps it
 quick (venv creation and pip run for real, against the package index)."""
 
 from __future__ import annotations
