@@ -1,5 +1,5 @@
-"""scripts/ci_venv.sh for real: the venv is keyed by what pip resolves, not by the text of
-pyproject.toml, and old venvs are evicted. A tiny project without dependencies keeps it
+"""The setup action's ci_venv.sh for real: the venv is keyed by what pip resolves, not by the
+text of pyproject.toml, and old venvs are evicted. A tiny project without dependencies keeps it
 quick (venv creation and pip run for real, against the package index)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ci_venv.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / ".github" / "actions" / "setup" / "ci_venv.sh"
 PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=69"]
@@ -38,7 +38,7 @@ def setup(folder: Path, cache: Path, *, deps: str = "", comment: str = "") -> st
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     }
     done = subprocess.run(
-        ["bash", str(SCRIPT), "-", "."],
+        ["bash", str(SCRIPT), "-", "-e", "."],
         cwd=folder,
         env=env,
         capture_output=True,

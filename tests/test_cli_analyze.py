@@ -156,7 +156,7 @@ from ci_bench.spec import MatrixProfile
 from kernels.matmul import SPEC as MATMUL, BlockSizes, matmul_tiled
 ONE = MatrixProfile(({{"B": 1, "M": 512, "K": 512, "N": 512}},), ("bfloat16",))
 SPEC = dataclasses.replace(
-    MATMUL, name="mm", matrix={{"smoke": ONE}},
+    MATMUL, name="mm", matrix={{"smoke": ONE}}, modes=("forward",),
     pallas=functools.partial(matmul_tiled, block_sizes=BlockSizes({blocks})),
 )
 """

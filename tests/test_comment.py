@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from markdown_it import MarkdownIt
 
+import ci_bench
 from ci_bench import docs_url
 from ci_bench.judge.ab import ab_report
 from ci_bench.judge.compare import compare
@@ -114,8 +115,10 @@ def test_a_pr_comment_leads_with_the_verdict_then_this_prs_change_then_drift():
     # The footer names the PR head and links the benchmark run.
     assert f"PR head `{HEAD[:12]}`" in text
     assert f"[benchmark run]({RUN})" in text
-    # The method links ci-bench's own documentation at the version that wrote it.
+    # The method links to ci-bench's own docs at the installed version, not the caller's repo.
     assert docs_url("README.md", "verdicts-you-can-trust-method") in text
+    assert f"https://github.com/ci-bench/ci-bench/blob/v{ci_bench.__version__}/README.md#" in text
+    assert "octo/kernels/blob" not in text
 
 
 def test_the_visible_tables_fit_a_comment_without_scrolling(report):  # noqa: F811

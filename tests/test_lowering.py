@@ -60,9 +60,11 @@ def test_project_kernels_lower_to_mosaic_for_every_smoke_case(tmp_path):
     assert doc["schema_version"] == 2
     # No config target-chips and no TPU here: every chip the model knows is checked.
     assert doc["meta"]["chips"] == ["v4", "v5e", "v5p", "v6e", "7x"]
-    # matmul: 6 forward and 6 backward cases (its backward kernels lower too); gla: 6
-    assert len(doc["cases"]) == 18
-    assert sum(c["id"].endswith("/backward") for c in doc["cases"]) == 6
+    # matmul and gla: 6 forward and 6 backward cases each (the backward kernels lower too)
+    assert len(doc["cases"]) == 24
+    by_kernel = {k: [c for c in doc["cases"] if c["kernel"] == k] for k in ("matmul", "gla")}
+    for cases in by_kernel.values():
+        assert sum(c["id"].endswith("/backward") for c in cases) == 6
     for case in doc["cases"]:
         assert case["status"] == "ok", case
         assert case["kind"] == "mosaic"

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import json
 
-from ci_bench.schema import BASELINE_READABLE, BASELINE_SCHEMA_VERSION, BaselineFile, Results
+from ci_bench.schema import (
+    BASELINE_READABLE,
+    BASELINE_SCHEMA_VERSION,
+    RESULTS_SCHEMA_VERSION,
+    BaselineFile,
+    Results,
+)
 from ci_bench.store.files import read_model
 from tests.conftest import FIXTURES, run_cli, write_project
 
@@ -36,7 +42,7 @@ def test_forward_baselines_promoted_at_the_old_format_still_compare(tmp_path):
         "run", "--profile", "smoke", "--repeats", "5", "--warmup", "1", "-o", str(out), cwd=tmp_path
     )
     assert run.returncode == 0, run.stderr
-    results = read_model(out, Results, what="results", schema_version=3)
+    results = read_model(out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
     # a baseline compares only on the device it was measured on: this machine's, here
     old = json.loads(OLD.read_text())
     old["entries"][0]["device"] = results.meta.device.model_dump(mode="json")
