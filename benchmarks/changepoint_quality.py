@@ -61,7 +61,8 @@ def measured_deviations(pattern: str) -> tuple[list[float], str]:
     for path in paths:
         for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
             if case.get("status") == "ok":
-                medians.setdefault(case["id"], []).append(case["pallas"]["median_ms"])
+                key = f"{case['id']} {case.get('mode', 'forward')}"
+                medians.setdefault(key, []).append(case["pallas"]["median_ms"])
     deviations: list[float] = []
     for values in medians.values():
         if len(values) >= 3:
@@ -73,7 +74,7 @@ def measured_deviations(pattern: str) -> tuple[list[float], str]:
     mad = 1.4826 * statistics.median(abs(d) for d in deviations)
     worst = max(abs(d) for d in deviations)
     what = (
-        f"measured: {len(paths)} runs of {len(medians)} case(s) ({', '.join(sorted(medians))}); "
+        f"measured: {len(paths)} runs of {len(medians)} case(s); "
         f"run-to-run deviation of the median: sd {sd:.1%}, robust (1.4826·MAD) {mad:.1%}, "
         f"largest {math.expm1(worst):+.1%}"
     )
