@@ -1,6 +1,7 @@
 """``drift`` is a warning only when it is established like a regression (issue 24): past the
 threshold and significant against the baseline, confirmed by the A/B job's own measurement
-of the head, and outside the A/B's interval. Anything less is information in the row."""
+of the head, outside the A/B's interval, and beyond twice what the head's two runs disagree
+by (this case's or the matrix's typical). Anything less is information in the row."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.factories import case, results
 from tests.test_compare import A, B, baseline_of, lookup
 
 T = Thresholds()
+C = "matmul/B4-M128-K256-N128/float32"
 
 
 def pr_of(stored_ms, shard_ms, head_ms, base_ms, *, spread: float = 0.01):
@@ -77,3 +79,28 @@ def test_an_ab_that_cannot_rule_out_the_pr_keeps_the_row_noisy_with_its_own_p():
     assert row.p_value == ab.cases[0].p_value != baseline.cases[0].p_value
     assert row.reason.startswith("A/B against the base: ratio 1.100")
     assert "; against the baseline: +30.0% mean" in row.reason
+
+
+def test_an_excess_within_twice_the_heads_run_to_run_difference_is_information():
+    # Both runs of the head are well above the baseline (+30 %, +12 %: each significant),
+    # but they differ by 16 %: one stored run can be off by as much. Not drift.
+    _, pr = pr_of({A: 1.0}, {A: 1.3}, {A: 1.12}, {A: 1.12})
+    (row,) = pr.cases
+    assert row.verdict == "pass"
+    assert "against the baseline: +30.0% mean" in row.reason
+    # The same excess with two runs of the head that agree (+30 %, +24 %) is drift.
+    _, pr = pr_of({A: 1.0}, {A: 1.3}, {A: 1.24}, {A: 1.24})
+    assert pr.cases[0].verdict == "drift"
+    assert "the two runs of the head differ by 4.8%" in pr.cases[0].reason
+
+
+def test_when_the_matrixs_runs_disagree_one_cases_agreeing_runs_are_not_enough():
+    # A's two runs agree, but across the matrix separate runs of the same code differ by
+    # 20 % (B, C): A's +30 % against one stored run is within twice that.
+    _, pr = pr_of(
+        {A: 1.0, B: 1.0, C: 1.0}, {A: 1.3, B: 1.2, C: 1.2}, {A: 1.3, B: 1.0, C: 1.0},
+        {A: 1.3, B: 1.0, C: 1.0},
+    )  # fmt: skip
+    rows = {v.id: v.verdict for v in pr.cases}
+    assert rows == {A: "pass", B: "pass", C: "pass"}
+    assert pr.counts.get("drift", 0) == 0
