@@ -12,8 +12,9 @@ small cases, and prints for each method the false-alarm rate and the detection r
              with ``--ab-repeats`` rounds (the config's ab-repeats, 200);
 - pr:        the pull-request verdict the workflows run (mode both): the A/B decides; a
              baseline excess is ``drift`` (a warning, never a PR regression) only when it
-             is significant, confirmed by the A/B job's own measurement of the head and
-             outside the A/B's interval; otherwise it is information in the row.
+             is significant, confirmed by the A/B job's own measurement of the head,
+             outside the A/B's interval and beyond twice what the head's two runs disagree
+             by; otherwise it is information in the row.
 
     python benchmarks/detection_quality.py --trials 20 --json detection.json
 

@@ -45,14 +45,19 @@ def test_an_excess_the_second_measurement_does_not_repeat_is_information_not_dri
     assert pr.exit_code == ExitCode.OK
 
 
-def test_a_confirmed_excess_outside_the_ab_interval_is_drift_either_way():
+def test_a_confirmed_slowdown_outside_the_ab_interval_is_drift_a_speedup_information():
     _, slower = pr_of({A: 1.0, B: 1.0}, {A: 1.3, B: 1.0}, {A: 1.3, B: 1.0}, {A: 1.3, B: 1.0})
     rows = {v.id: v for v in slower.cases}
     assert rows[A].verdict == "drift"
     assert "confirmed by the A/B job's own measurement of the head (+30.0%" in rows[A].reason
     assert rows[B].verdict == "pass"
+    # Faster than the baseline, established the same way: good news, not a warning; the
+    # baseline's figure stays in the row (the comment counts it in one collapsed line).
     _, faster = pr_of({A: 1.0}, {A: 0.7}, {A: 0.7}, {A: 0.7})
-    assert faster.cases[0].verdict == "drift"
+    (row,) = faster.cases
+    assert row.verdict == "pass"
+    assert row.mean_change == pytest.approx(-0.3)
+    assert "against the baseline: -30.0% mean" in row.reason
 
 
 def test_a_baseline_noisy_case_the_ab_clears_passes_and_the_p_value_is_the_abs():

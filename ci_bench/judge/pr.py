@@ -3,10 +3,10 @@
 On a shared or drifting runner a stored baseline cannot tell this PR's slowdown from drift
 or from an earlier merge; the same-process A/B of head against the merge base can. So the
 A/B decides whether the PR regressed a case. A baseline excess is ``drift`` (a warning,
-never a PR failure) only when it is established like a regression: significant, confirmed
-by a second measurement of the head, outside the A/B's interval, and larger than twice what
-the two measurements of the head disagree by (a single stored run can be off by as much);
-a smaller one stays in the row as information. The specification's baseline diff stays in
+never a PR failure) only when it is established like a regression: slower, significant,
+confirmed by a second measurement of the head, outside the A/B's interval, and larger than
+twice what the two measurements of the head disagree by (a single stored run can be off by
+as much); anything less stays in the row as information. The specification's baseline diff stays in
 every row.
 """
 
@@ -69,10 +69,11 @@ def drift_confirmation(
 ) -> str | None:
     """Why the baseline excess is real drift, or None when it is not established.
 
-    Drift is judged like a regression: past the threshold and significant against the
-    baseline (``b``), then confirmed by a second, independent measurement of the head (the
-    A/B job's) against the same baseline, and not this pull request's: the A/B's interval
-    for head against base leaves out the baseline's change. Samples within a run cannot
+    Drift is judged like a regression: slower past the threshold and significant against the
+    baseline (``b``; a faster head is good news that needs no warning), then confirmed by a
+    second, independent measurement of the head (the A/B job's) against the same baseline,
+    and not this pull request's: the A/B's interval for head against base leaves out the
+    baseline's change. Samples within a run cannot
     tell a moved machine from one stored run that was off: so the excess must also exceed
     ``DRIFT_SPREAD_FACTOR`` times how far two runs of the same head disagree, this case's
     or the matrix's typical ``spread``, whichever is larger.
@@ -86,6 +87,8 @@ def drift_confirmation(
         return None
     again = measure_change(head, stored, t)
     direction = past_threshold(b.mean_change, b.tflops_ratio, t)
+    if direction != "slower":
+        return None  # like a regression: only a slowdown is re-measured and worth a warning
     if again.direction != direction or again.p_value >= t.significance:
         return None
     if a.ratio_low is None or a.ratio_high is None:
