@@ -172,6 +172,25 @@ def labels_outside_their_chart(driver) -> list[str]:
     )
 
 
+def labels_on_top_of_each_other(driver) -> list[str]:
+    return driver.execute_script(
+        """
+        var out = [];
+        document.querySelectorAll("svg").forEach(function (svg) {
+          var ts = Array.prototype.slice.call(svg.querySelectorAll("text"))
+            .map(function (t) { return [t.textContent, t.getBoundingClientRect()]; })
+            .filter(function (p) { return p[1].width > 0; });
+          for (var i = 0; i < ts.length; i++) for (var j = i + 1; j < ts.length; j++) {
+            var a = ts[i][1], b = ts[j][1];
+            if (a.left < b.right - 1 && b.left < a.right - 1 &&
+                a.top < b.bottom - 1 && b.top < a.bottom - 1) out.push(ts[i][0] + " / " + ts[j][0]);
+          }
+        });
+        return out;
+        """
+    )
+
+
 @pytest.mark.parametrize("scale", ["ms", "delta"])
 def test_noise_never_looks_like_a_step_and_no_label_is_clipped(browser, scale):
     choose(browser, "f-scale", scale)
@@ -195,6 +214,7 @@ def test_noise_never_looks_like_a_step_and_no_label_is_clipped(browser, scale):
         assert plotted_spread(flat) < (0.1 if scale == "ms" else 0.25)
         assert plotted_spread(step) > 2.5 * plotted_spread(flat)
         assert labels_outside_their_chart(browser) == []
+        assert labels_on_top_of_each_other(browser) == []
         assert severe_console_errors(browser) == []
         save_screenshot(browser, f"dashboard-{scale}.png")
     finally:
@@ -215,7 +235,8 @@ def test_an_interpreted_history_says_so_everywhere(tmp_path):
         choose(driver, "f-view", "table")
         heads = [th.text for th in driver.find_elements("css selector", "table.history-table th")]
         assert {"median ms†", "TFLOPS†", "MFU†"} <= set(heads)
-        assert labels_outside_their_chart(driver) == []
-        assert severe_console_errors(driver) == []
         choose(driver, "f-view", "charts")
+        assert labels_outside_their_chart(driver) == []
+        assert labels_on_top_of_each_other(driver) == []
+        assert severe_console_errors(driver) == []
         save_screenshot(driver, "dashboard-interpreted.png")

@@ -204,7 +204,7 @@
     svg.appendChild(sv("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
     svg.appendChild(sv("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
     svg.appendChild(sv("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle" }, "FLOP/byte (log)"));
-    svg.appendChild(sv("text", { x: 2, y: T - 6 }, group.interpreted ? "TFLOPS (interp.)" : "TFLOPS"));
+    svg.appendChild(sv("text", { x: 2, y: T - 12 }, group.interpreted ? "TFLOPS (interp.)" : "TFLOPS"));
     [[lx0, "start"], [lx1, "end"]].forEach(function (tick) {
       svg.appendChild(sv("text", { x: x(tick[0]), y: H - B + 12, "text-anchor": tick[1] },
         fmt(Math.pow(10, tick[0]), 2)));
