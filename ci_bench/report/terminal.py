@@ -95,6 +95,9 @@ def report_row(v: CaseVerdict, mode: str) -> list[str]:
     metrics = cur.metrics if cur else None
     base_ms = v.baseline.pallas.mean_ms if v.baseline and v.baseline.pallas else None
     delta = "–" if v.mean_change is None else f"{v.mean_change:+.1%}"
+    if mode == "ab" and v.mean_change is not None and None not in (v.ratio_low, v.ratio_high):
+        # An A/B report's Δ is the paired change: its 95 % interval follows it.
+        delta += f" [{v.ratio_low - 1:+.1%}, {v.ratio_high - 1:+.1%}]"  # type: ignore[operator]
     return [
         v.id,
         fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),
