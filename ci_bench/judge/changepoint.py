@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures
 
 SIGMA_FLOOR = 1e-3  # in log units: 0.1 %
 MIN_SIZE = 2  # points per segment: one odd commit is an outlier, not a level
@@ -60,6 +59,10 @@ def detect(values: Sequence[float], *, min_size: int = MIN_SIZE) -> list[ChangeP
     n = len(values)
     if n < 2 * min_size:
         return []
+    # ruptures (with scipy.stats) takes about a second to import: only the history
+    # commands need it, so every other command starts that much faster.
+    import ruptures
+
     logs = np.log(np.asarray(values, dtype=float))
     algo = ruptures.Pelt(model="l1", min_size=min_size, jump=1).fit(logs.reshape(-1, 1))
     ends = algo.predict(pen=penalty(n, noise_sigma(logs)))
