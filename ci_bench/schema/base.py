@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ci_bench.text import NAME_MAX, NAME_PATTERN, PARAM_PATTERN, SEMVER_PATTERN
 
@@ -32,3 +34,32 @@ ParamName = Annotated[str, Field(pattern=PARAM_PATTERN)]
 # A case id (<kernel>/<params>/<dtype> where the case is at hand): printable, bounded.
 CaseId = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,512}$")]
 Dtype = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+
+
+def _aware_utc(value: datetime) -> datetime:
+    """Every timestamp as aware UTC: a naive one is read as UTC (what ci-bench writes), an
+    offset is converted, so timestamps from any file compare and sort without a crash."""
+    try:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:30+01:00 has no UTC time in datetime's range
+        raise ValueError("timestamp out of range once converted to UTC") from None
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_aware_utc)]
+# A git commit (SHA-1 or SHA-256, abbreviated or whole) and a plain http(s) link target.
+GIT_SHA_PATTERN = r"^[0-9a-f]{7,64}$"
+HTTP_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+=@-]*)*$"
+# ``--shard I/N`` as recorded in a results file, or the shards a merge holds ("1/4+2/4").
+SHARD_PATTERN = r"^[1-9]\d{0,5}/[1-9]\d{0,5}(\+[1-9]\d{0,5}/[1-9]\d{0,5})*$"
+
+
+def json_text(value: Any, *, indent: int | None = 2, compact: bool = False) -> str:
+    """Strict JSON text with a newline: never ``NaN``/``Infinity``, which JSON readers refuse.
+
+    A non-finite number here is a bug in the code that built ``value``: it raises.
+    """
+    separators = (",", ":") if compact else None
+    text = json.dumps(
+        value, indent=indent, allow_nan=False, separators=separators, sort_keys=compact
+    )
+    return text + "\n"

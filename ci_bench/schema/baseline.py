@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import model_validator
 
-from ci_bench.schema.base import KernelName, Model, Version
+from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunSettings
 from ci_bench.text import SEMVER
 
@@ -20,8 +19,8 @@ class Provenance(Model):
     tag: str | None = None
     commit: str | None = None
     ref: str | None = None
-    promoted_at: datetime
-    measured_at: datetime
+    promoted_at: UtcDatetime
+    measured_at: UtcDatetime
     tool_version: str
     profile: str | None
 

@@ -7,12 +7,11 @@ rather than a results file with fake timings. Format history: docs/FORMATS.md.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ci_bench.schema.base import Model
+from ci_bench.schema.base import Model, UtcDatetime
 
 LOWERING_SCHEMA_VERSION = 1
 LoweringPlatform = Literal["tpu", "cuda"]
@@ -45,7 +44,7 @@ class LoweredCase(Model):
 
 class LoweringMeta(Model):
     tool_version: str
-    started_at: datetime
+    started_at: UtcDatetime
     platform: LoweringPlatform
     profile: str | None
     jax: str

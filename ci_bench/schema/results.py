@@ -7,12 +7,21 @@ an older reader would misread; readers refuse other versions with a clear messag
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from collections import Counter
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ci_bench.schema.base import CaseId, Dtype, KernelName, Model, ParamName, Version
+from ci_bench.schema.base import (
+    SHARD_PATTERN,
+    CaseId,
+    Dtype,
+    KernelName,
+    Model,
+    ParamName,
+    UtcDatetime,
+    Version,
+)
 
 RESULTS_SCHEMA_VERSION = 2
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown).
@@ -288,11 +297,11 @@ class GitInfo(Model):
 
 class RunMeta(Model):
     tool_version: str
-    started_at: datetime
-    finished_at: datetime | None = None
+    started_at: UtcDatetime
+    finished_at: UtcDatetime | None = None
     complete: bool = Field(description="false while a run is in progress or was interrupted")
     profile: str | None
-    shard: str | None = None
+    shard: str | None = Field(None, pattern=SHARD_PATTERN, max_length=64_000)
     case_globs: list[str] = Field(default_factory=list, description="--case filters")
     adhoc: bool = Field(False, description="one ad-hoc --shape case, not a profile")
     git: GitInfo = GitInfo()
@@ -320,10 +329,12 @@ class Results(Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Results:
-        ids = [c.id for c in self.cases]
-        if len(ids) != len(set(ids)):
-            dup = sorted({i for i in ids if ids.count(i) > 1})
-            raise ValueError(f"duplicate case ids: {', '.join(dup)}")
+        # Counted, not searched: a file of 60,000 repeated ids is checked in linear time.
+        counts = Counter(c.id for c in self.cases)
+        if len(counts) != len(self.cases):
+            dup = sorted(i for i, n in counts.items() if n > 1)
+            more = f" (+{len(dup) - 3} more)" if len(dup) > 3 else ""
+            raise ValueError(f"duplicate case ids: {', '.join(dup[:3])}{more}")
         for case in self.cases:
             if self.meta.kernels.get(case.kernel) != case.version:
                 raise ValueError(
@@ -331,3 +342,14 @@ class Results(Model):
                     f"says {self.meta.kernels.get(case.kernel, 'nothing')}"
                 )
         return self
+
+    def uncovered(self) -> tuple[list[str], list[str]]:
+        """(ids of ``meta.matrix`` with no case, case ids outside it); ([], []) when the
+        file does not know its matrix (format 1). Completeness judged from the cases held,
+        never from ``meta.complete`` alone."""
+        if self.meta.matrix is None:
+            return [], []
+        held = {c.id for c in self.cases}
+        matrix = set(self.meta.matrix)
+        missing = [i for i in self.meta.matrix if i not in held]
+        return missing, [c.id for c in self.cases if c.id not in matrix]
