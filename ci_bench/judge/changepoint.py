@@ -40,6 +40,13 @@ class ChangePoint:
         return self.change > 0
 
 
+def _median(values: Sequence[float]) -> float:
+    """The median without overflow: ``a/2 + b/2`` rather than ``(a + b) / 2`` near 1e308."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else ordered[mid - 1] / 2 + ordered[mid] / 2
+
+
 def noise_sigma(logs: np.ndarray) -> float:
     """Robust noise estimate from first differences (a step moves one difference only)."""
     diffs = np.diff(logs)
@@ -70,7 +77,8 @@ def detect(values: Sequence[float], *, min_size: int = MIN_SIZE) -> list[ChangeP
     segments = [values[a:b] for a, b in itertools.pairwise(bounds)]
     changes = []
     for i in range(1, len(segments)):
-        before = float(np.median(segments[i - 1]))
-        after = float(np.median(segments[i]))
-        changes.append(ChangePoint(bounds[i], before, after, after / before - 1.0))
+        before, after = _median(segments[i - 1]), _median(segments[i])
+        # In log space: after / before overflows for levels 1e-300 -> 1e300 (inf, not a size).
+        change = math.expm1(min(math.log(after) - math.log(before), 700.0))
+        changes.append(ChangePoint(bounds[i], before, after, change))
     return changes

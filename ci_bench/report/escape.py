@@ -16,6 +16,8 @@ ZWJ = "\u200d"
 # Only what can change structure: code spans, cell splits, links and images, escapes.
 _MARKDOWN = re.compile(r"([\\`|\[\]])")
 _MENTION = re.compile(r"([@#])(?=[\w-])")
+# GitHub turns bare ``https://…`` and ``www.…`` into links (its autolink extension).
+_AUTOLINK = re.compile(r"(?i)\b(https?|ftp)(:)(?=//)|\b(www)(\.)")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -24,11 +26,13 @@ def md_inline(text: str, limit: int = 300) -> str:
 
     HTML is entity-escaped; backslashes, backticks, ``|`` (a cell cannot split) and
     brackets (no links or images) are backslash-escaped; ``@``/``#`` followed by a name get
-    a zero-width joiner; newlines become spaces, so no heading or list can start.
+    a zero-width joiner, and so do bare URLs (``https:``, ``www.``), which GitHub would
+    link; newlines become spaces, so no heading or list can start.
     """
     line = one_line(text, limit)
     line = "".join(_HTML.get(c, c) for c in line)
     line = _MARKDOWN.sub(r"\\\1", line)
+    line = _AUTOLINK.sub(lambda m: "".join(g for g in m.groups() if g) + ZWJ, line)
     return _MENTION.sub(lambda m: m[1] + ZWJ, line)
 
 
