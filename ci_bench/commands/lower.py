@@ -14,7 +14,7 @@ from ci_bench import __version__
 from ci_bench.commands.bench import cases_for, load_specs, utc_now
 from ci_bench.commands.run import request_from
 from ci_bench.errors import ExitCode, InputError
-from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.files import dump_model, write_text
 from ci_bench.text import split_list
 
 
@@ -56,7 +56,7 @@ def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: 
         cases=done,
     )
     if args.output is not None:
-        atomic_write_text(args.output, dump_model(results))
+        write_text(args.output, dump_model(results), what="lowering", replace=args.force)
     rows = [
         [c.id, c.status, c.kind or "–", ", ".join(c.custom_calls) or "–", c.error or ""]
         for c in done
