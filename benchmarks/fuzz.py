@@ -42,6 +42,7 @@ sys.path.insert(0, str(HERE))
 from tests.fuzz_commands import make_input, recipe, subcommands, weights  # noqa: E402
 from tests.fuzz_seeds import Seeds, describe, make_seeds  # noqa: E402
 from tests.fuzzing import (  # noqa: E402
+    ESCAPED,
     Failure,
     Outcome,
     Workspace,
@@ -66,6 +67,21 @@ class Running:
     out: Path
     err: Path
     started: float
+    proc: subprocess.Popen | None = None  # exec mode (its object reaps it, not waitpid)
+
+    def poll(self) -> int | None:
+        """The exit code (negative: a signal), or None while it runs."""
+        if self.proc is not None:
+            return self.proc.poll()
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        return None if pid == 0 else os.waitstatus_to_exitcode(status)
+
+    def kill(self) -> None:
+        with_group_killed(self.pid)
+        if self.proc is not None:
+            self.proc.wait()
+        else:
+            os.waitpid(self.pid, 0)
 
 
 def generate(seeds: Seeds, seed: int, index: int, parsers: dict, disk: bool):
@@ -100,9 +116,9 @@ def _child(inp, ws: Workspace, env: dict[str, str], out: Path, err: Path) -> Non
             code = main(list(inp.argv))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 2
-        except BaseException:  # what the console script would print, then exit 1
+        except BaseException:  # what the console script would print (exit 120, not 1)
             traceback.print_exc()
-            code = 1
+            code = ESCAPED
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
@@ -113,6 +129,7 @@ def start(index, mode, inp, seeds, parent, timeout) -> Running:
     ws = Workspace.create(seeds, inp, parent)
     env = ws.env(seeds, inp)
     out, err = ws.root / "stdout", ws.root / "stderr"
+    proc = None
     if mode == "fork":
         pid = os.fork()
         if pid == 0:
@@ -120,7 +137,7 @@ def start(index, mode, inp, seeds, parent, timeout) -> Running:
     else:
         with out.open("wb") as o, err.open("wb") as e:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ci_bench.commands.cli", *inp.argv],
+                [sys.executable, "-m", "tests.fuzz_entry", *inp.argv],
                 cwd=ws.work,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -130,17 +147,16 @@ def start(index, mode, inp, seeds, parent, timeout) -> Running:
             )
         pid = proc.pid
     now = time.perf_counter()
-    return Running(index, mode, inp, ws, pid, now + timeout, out, err, now)
+    return Running(index, mode, inp, ws, pid, now + timeout, out, err, now, proc)
 
 
-def finish(job: Running, status: int | None, parsers) -> tuple[list[Failure], Outcome]:
+def finish(job: Running, code: int | None, parsers) -> tuple[list[Failure], Outcome]:
     read = lambda p: p.read_bytes().decode("utf-8", "backslashreplace") if p.exists() else ""  # noqa: E731
     outcome = Outcome(None, read(job.out), read(job.err))
     outcome.seconds = time.perf_counter() - job.started
-    if status is None:
+    if code is None:
         outcome.hung = True
     else:
-        code = os.waitstatus_to_exitcode(status)
         outcome.code = code if code >= 0 else None
         outcome.signal = -code if code < 0 else None
     try:
@@ -189,15 +205,13 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
             per_command[inp.command] += mode == "fork"
         time.sleep(0.005)
         for job in list(running):
-            pid, status = os.waitpid(job.pid, os.WNOHANG)
-            if pid == 0 and time.perf_counter() < job.deadline:
+            code = job.poll()
+            if code is None and time.perf_counter() < job.deadline:
                 continue
-            if pid == 0:
-                with_group_killed(job.pid)
-                os.waitpid(job.pid, 0)
-                status = None
+            if code is None:
+                job.kill()
             running.remove(job)
-            found, outcome = finish(job, status, parsers)
+            found, outcome = finish(job, code, parsers)
             seconds[job.inp.command].append(outcome.seconds)
             for failure in found:
                 failures[failure.kind][failure.signature] += 1

@@ -100,7 +100,12 @@ RECIPES = {
     "list": Recipe(("list", "--profile", "smoke"), ("config",), cost=3),
     "check-spec": Recipe(("check-spec",), ("config",), cost=3),
     "lower": Recipe(("lower", "--platform", "tpu", "-q", "-o", "o-lowering.json"), ("config",), 5),
-    "run": Recipe(("run", "--resume", "results.json", "-q"), ("results", "config"), cost=5),
+    # The seed run's own settings: resuming its file measures nothing and rewrites it.
+    "run": Recipe(
+        ("run", "--resume", "results.json", "-q", "--repeats", "5", "--warmup", "1"),
+        ("results", "config"),
+        cost=5,
+    ),
     "ab": Recipe(
         (
             *("ab", "--base", "HEAD~1", "--repeats", "2", "--warmup", "0", "-q", "--case", ID),

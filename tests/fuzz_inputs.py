@@ -22,6 +22,7 @@ CANARY = "ZQX"
 # Text that must stay inert in every markdown, annotation and HTML output.
 MARKUP = [
     "<b>ZQX</b>",
+    "<img src=ZQX onerror=alert(1)>",
     "[ZQX](https://evil.example/ZQX)",
     "![ZQX](https://evil.example/ZQX.png)",
     "@ZQX-team",
@@ -446,7 +447,8 @@ CONFIG_BROKEN = [
     'thresholds = { mean-slowdown = "x" }',
     "x = " + "[" * 2000 + "]" * 2000,
 ]
-CONFIG_VALID = ["warmup = 3", "repeats = 7", 'pr-profile = "smoke"', "confirm = false"]
+# Valid lines that change no measurement setting (a resumed run must still match its file).
+CONFIG_VALID = ['pr-profile = "smoke"', "confirm = false", "ab-repeats = 50", 'pr-mode = "ab"']
 
 
 def mutate_config(seed: bytes, rng: random.Random, inp: Input) -> bytes | str:

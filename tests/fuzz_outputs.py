@@ -18,6 +18,7 @@ from typing import Any
 from tests.fuzz_inputs import CANARY, Input
 
 EVIL = "evil.example"
+TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".js", ".txt", ".css")
 
 
 def strict_json(text: str) -> tuple[Any, str | None]:
@@ -70,7 +71,11 @@ def markup_problem(markdown: str) -> str | None:
         token = stack.pop(0)
         if token.type in ("code_inline", "code_block", "fence"):
             continue
-        if token.type in ("html_inline", "html_block") and CANARY in token.content:
+        after = stack[0] if stack else None  # the text a tag wraps: <b>ZQX</b>
+        wrapped = after is not None and after.type == "text" and CANARY in after.content
+        if token.type == "html_block" and CANARY in token.content:
+            return "raw HTML from input"
+        if token.type == "html_inline" and (CANARY in token.content or wrapped):
             return "raw HTML from input"
         if token.type in ("link_open", "image"):
             href = str(token.attrs.get("href") or token.attrs.get("src") or "")
@@ -140,11 +145,13 @@ def _outputs_file(text: str) -> str | None:
 def check_file(path: Path, rel: str, inp: Input) -> str | None:
     """Why the file a command wrote is not valid for its reader (None: it is)."""
     name = path.name
+    if not name.endswith(TEXT_FILES) and inp.env.get("GITHUB_OUTPUT") != rel:
+        return None  # a chart, a trace: not text
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return None if name.endswith(".png") else f"{name}: not UTF-8"
+        return f"{name}: not UTF-8"
     if inp.env.get("GITHUB_OUTPUT") == rel:
         return _outputs_file(text)
     if name == "data.js":
@@ -174,18 +181,18 @@ def check_file(path: Path, rel: str, inp: Input) -> str | None:
 
 def check_stdout(inp: Input, out: str) -> str | None:
     argv = inp.argv
+    formats = [b for a, b in itertools.pairwise(argv) if a == "--format"]
+    fmt = formats[-1] if formats else None  # argparse keeps the last
     wants_json = (
         inp.command == "schema"
         or (inp.command == "export" and "-o" not in argv and "--output" not in argv)
-        or any(a == "--format" and b == "json" for a, b in itertools.pairwise(argv))
+        or (fmt == "json" and inp.command != "export")
     )
     if wants_json and out.strip():
         _, problem = strict_json(out)
         if problem:
             return problem
-    markdown = inp.command == "ci" or any(
-        a == "--format" and b == "markdown" for a, b in itertools.pairwise(argv)
-    )
+    markdown = inp.command == "ci" or fmt == "markdown"
     if markdown:
         lines = [line for line in out.splitlines() if not line.startswith("::")]
         problem = markup_problem("\n".join(lines))

@@ -41,6 +41,7 @@ from tests.fuzz_inputs import DEVICE, DIR, FIFO, REMOVE, Input
 from tests.fuzz_seeds import Seeds
 
 DOCUMENTED_EXITS = {0, 1, 2, 3, 4, 130, 143}
+ESCAPED = 120  # tests/fuzz_entry.py, benchmarks/fuzz.py: an exception escaped main
 ERROR_LINE = re.compile(r"^ci-bench( [\w-]+)?: error: \S")
 FULL_DISK_BYTES = 64 * 1024
 
@@ -146,7 +147,7 @@ class Workspace:
         if done.returncode != 0:
             raise RuntimeError("tmpfs could not be mounted")
         self.full = full
-        with contextlib.suppress(OSError), (full / ".filler").open("wb") as handle:
+        with contextlib.suppress(OSError), (full / ".filler").open("wb", buffering=0) as handle:
             while True:  # until the disk is full
                 handle.write(b"\0" * 4096)
                 handle.flush()
@@ -243,7 +244,7 @@ def run_exec(inp: Input, ws: Workspace, env: dict[str, str], timeout: float) -> 
     started = time.perf_counter()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "ci_bench.commands.cli", *inp.argv],
+            [sys.executable, "-m", "tests.fuzz_entry", *inp.argv],
             cwd=ws.work,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -342,13 +343,14 @@ def judge_process(inp: Input, outcome: Outcome, ws: Workspace) -> list[Failure]:
         return [Failure("crash", f"{cmd}: killed by {name}", outcome.err[-2000:])]
     if outcome.code == 5:
         return [Failure("crash", f"{cmd}: {_crash_signature(outcome, ws)}", outcome.err[-2000:])]
-    if "Traceback (most recent call last)" in outcome.err:
-        return [Failure("crash", f"{cmd}: traceback: {_where(outcome.err)}", outcome.err[-2000:])]
+    if outcome.code == ESCAPED:
+        where = _where(outcome.err)
+        return [Failure("crash", f"{cmd}: escaped main: {where}", outcome.err[-2000:])]
     if outcome.code not in DOCUMENTED_EXITS:
         return [Failure("crash", f"{cmd}: exit {outcome.code}", outcome.err[-2000:])]
     found = []
     errors = [line for line in outcome.err.splitlines() if ERROR_LINE.match(line)]
-    if outcome.code == 2 and len(errors) != 1:
+    if outcome.code == 2 and (len(errors) != 1 or "Traceback (most recent" in outcome.err):
         found.append(
             Failure("invalid-output", f"{cmd}: exit 2 with {len(errors)} error lines", outcome.err)
         )

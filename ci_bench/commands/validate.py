@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci_bench.errors import InputError
+from ci_bench.schema.base import HTTP_URL
 from ci_bench.store.files import os_reason, target_problem
 
 # numpy/jax PRNG seeds are unsigned 32-bit; a larger seed fails deep inside jax.
@@ -126,12 +127,9 @@ def shard_arg(text: str) -> str:
     return f"{index}/{count}"
 
 
-_HTTP_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+=@-]*)*")
-
-
 def http_url(text: str) -> str:
     """A plain http(s) URL (it becomes the target of links in the dashboard)."""
-    if len(text) > 2048 or not _HTTP_URL.fullmatch(text):
+    if len(text) > 2048 or not HTTP_URL.fullmatch(text):
         raise argparse.ArgumentTypeError(f"not a plain http(s) URL: {text[:80]!r}")
     return text.rstrip("/")
 

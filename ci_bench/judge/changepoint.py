@@ -41,10 +41,14 @@ class ChangePoint:
 
 
 def _median(values: Sequence[float]) -> float:
-    """The median without overflow: ``a/2 + b/2`` rather than ``(a + b) / 2`` near 1e308."""
+    """The median without overflow or underflow: ``a + (b - a) / 2`` for the middle pair
+    (``(a + b) / 2`` is infinite near 1e308, ``a/2 + b/2`` zero at 5e-324)."""
     ordered = sorted(values)
     mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else ordered[mid - 1] / 2 + ordered[mid] / 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    low, high = ordered[mid - 1], ordered[mid]
+    return low + (high - low) / 2
 
 
 def noise_sigma(logs: np.ndarray) -> float:

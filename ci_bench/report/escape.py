@@ -17,7 +17,8 @@ ZWJ = "\u200d"
 _MARKDOWN = re.compile(r"([\\`|\[\]])")
 _MENTION = re.compile(r"([@#])(?=[\w-])")
 # GitHub turns bare ``https://…`` and ``www.…`` into links (its autolink extension).
-_AUTOLINK = re.compile(r"(?i)\b(https?|ftp)(:)(?=//)|\b(www)(\.)")
+_SCHEME = re.compile(r"(?i)\b(https?|ftp):(?=//)")
+_WWW = re.compile(r"(?i)\b(www)\.")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -32,7 +33,7 @@ def md_inline(text: str, limit: int = 300) -> str:
     line = one_line(text, limit)
     line = "".join(_HTML.get(c, c) for c in line)
     line = _MARKDOWN.sub(r"\\\1", line)
-    line = _AUTOLINK.sub(lambda m: "".join(g for g in m.groups() if g) + ZWJ, line)
+    line = _WWW.sub(rf"\1{ZWJ}.", _SCHEME.sub(rf"\1:{ZWJ}", line))
     return _MENTION.sub(lambda m: m[1] + ZWJ, line)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -47,10 +48,26 @@ def _aware_utc(value: datetime) -> datetime:
 
 UtcDatetime = Annotated[datetime, AfterValidator(_aware_utc)]
 # A git commit (SHA-1 or SHA-256, abbreviated or whole) and a plain http(s) link target.
-GIT_SHA_PATTERN = r"^[0-9a-f]{7,64}$"
-HTTP_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+=@-]*)*$"
+GIT_SHA = re.compile(r"[0-9a-f]{7,64}")
+HTTP_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+=@-]*)*")
 # ``--shard I/N`` as recorded in a results file, or the shards a merge holds ("1/4+2/4").
-SHARD_PATTERN = r"^[1-9]\d{0,5}/[1-9]\d{0,5}(\+[1-9]\d{0,5}/[1-9]\d{0,5})*$"
+SHARD = re.compile(r"[1-9]\d{0,5}/[1-9]\d{0,5}(\+[1-9]\d{0,5}/[1-9]\d{0,5})*")
+
+
+def matching(pattern: re.Pattern[str], what: str, limit: int = 2048) -> AfterValidator:
+    """A string validator with a message a person can act on (not the regex itself)."""
+
+    def check(value: str) -> str:
+        if len(value) > limit or not pattern.fullmatch(value):
+            raise ValueError(f"not {what}: {value[:40]!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+GitSha = Annotated[str, matching(GIT_SHA, "a git commit (7 to 64 hex digits)")]
+HttpUrl = Annotated[str, matching(HTTP_URL, "a plain http(s) URL")]
+ShardText = Annotated[str, matching(SHARD, "I/N (e.g. 1/4), or shards joined by +", 64_000)]
 
 
 def json_text(value: Any, *, indent: int | None = 2, compact: bool = False) -> str:

@@ -7,6 +7,7 @@ records must stay small enough for the contents API. Format history: docs/FORMAT
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -78,6 +79,13 @@ class HistoryRecord(Model):
     peak_gbps: float | None = None
     kernels: dict[str, str] = Field(description="kernel name -> version")
     cases: list[CasePoint]
+
+    @model_validator(mode="after")
+    def _one_point_per_case(self) -> HistoryRecord:
+        counts = Counter(p.id for p in self.cases)
+        if len(counts) != len(self.cases):
+            raise ValueError(f"case {next(i for i, n in counts.items() if n > 1)} twice")
+        return self
 
     @property
     def key(self) -> tuple[str, str, str]:

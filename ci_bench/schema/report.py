@@ -6,15 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ci_bench.schema.base import (
-    GIT_SHA_PATTERN,
-    HTTP_URL_PATTERN,
-    KEBAB,
-    CaseId,
-    KernelName,
-    Model,
-    Version,
-)
+from ci_bench.schema.base import KEBAB, CaseId, GitSha, HttpUrl, KernelName, Model, Version
 from ci_bench.schema.baseline import Provenance
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunMeta
 from ci_bench.schema.verdicts import FailPolicy, Verdict
@@ -100,12 +92,5 @@ class Report(Model):
     cases: list[CaseVerdict]
     # Rendered into the PR comment's footer from an artifact pull-request code wrote: a
     # commit is hex, a run link a plain http(s) URL, or the report is refused.
-    head_sha: str | None = Field(
-        None, pattern=GIT_SHA_PATTERN, description="the pull request's head commit"
-    )
-    run_url: str | None = Field(
-        None,
-        pattern=HTTP_URL_PATTERN,
-        max_length=2048,
-        description="the workflow run that measured it",
-    )
+    head_sha: GitSha | None = Field(None, description="the pull request's head commit")
+    run_url: HttpUrl | None = Field(None, description="the workflow run that measured it")

@@ -13,12 +13,12 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ci_bench.schema.base import (
-    SHARD_PATTERN,
     CaseId,
     Dtype,
     KernelName,
     Model,
     ParamName,
+    ShardText,
     UtcDatetime,
     Version,
 )
@@ -246,10 +246,23 @@ class CaseResult(Model):
         stats = self.analysis.get("pallas")
         return stats.memory.peak_bytes if stats and stats.memory else None
 
+    def _id_matches(self) -> bool:
+        """The id is ``<kernel>/<params>/<dtype>`` of this case; the params may come in
+        another key order (JSON objects are unordered: ``jq -S`` sorts them)."""
+        tokens = [f"{k}{v}" for k, v in self.params.items()]
+        if self.id == f"{self.kernel}/{'-'.join(tokens)}/{self.dtype}":
+            return True
+        parts = self.id.split("/")
+        return (
+            len(parts) == 3
+            and (parts[0], parts[2]) == (self.kernel, self.dtype)
+            and all(v >= 0 for v in self.params.values())  # no "-" inside a token
+            and sorted(parts[1].split("-")) == sorted(tokens)
+        )
+
     @model_validator(mode="after")
     def _consistent(self) -> CaseResult:
-        params = "-".join(f"{k}{v}" for k, v in self.params.items())
-        if self.id != f"{self.kernel}/{params}/{self.dtype}":
+        if not self._id_matches():
             raise ValueError(
                 f"case id {self.id[:80]!r} is not <kernel>/<params>/<dtype> of this case"
             )
@@ -301,7 +314,7 @@ class RunMeta(Model):
     finished_at: UtcDatetime | None = None
     complete: bool = Field(description="false while a run is in progress or was interrupted")
     profile: str | None
-    shard: str | None = Field(None, pattern=SHARD_PATTERN, max_length=64_000)
+    shard: ShardText | None = None
     case_globs: list[str] = Field(default_factory=list, description="--case filters")
     adhoc: bool = Field(False, description="one ad-hoc --shape case, not a profile")
     git: GitInfo = GitInfo()

@@ -75,7 +75,8 @@ def validation_message(exc: ValidationError) -> str:
     """First pydantic error as ``field.path: message``, on one line."""
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    return " ".join(f"{where}: {err['msg']}".split())[:500]
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return " ".join(f"{where}: {message}".split())[:500]
 
 
 def too_deep(value: Any, limit: int) -> bool:
