@@ -123,7 +123,9 @@ def shard_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"wants I/N, e.g. 1/4, got {text[:40]!r}")
     index, count = int(match[1]), int(match[2])
     if not 1 <= index <= count <= SHARDS_MAX:
-        raise argparse.ArgumentTypeError(f"{index}/{count}: wants 1 <= I <= N <= {SHARDS_MAX}")
+        raise argparse.ArgumentTypeError(
+            f"--shard {index}/{count}: the index must be between 1 and N, N at most {SHARDS_MAX}"
+        )
     return f"{index}/{count}"
 
 
