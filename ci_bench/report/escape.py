@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ci_bench.schema.base import HTTP_URL
 from ci_bench.text import one_line
 
 # Zero-width joiner: ``@user`` and ``#123`` stay readable but no longer notify or link.
@@ -51,7 +52,6 @@ def md_code(text: str, limit: int = 300) -> str:
 
 
 _PLAIN_ID = re.compile(r"[\w./=+-]{1,512}")
-_SAFE_URL = re.compile(r"https://[\w.-]+(?::\d+)?(?:/[\w.~%+=-]*)*")
 
 
 def md_id(text: str) -> str:
@@ -61,8 +61,9 @@ def md_id(text: str) -> str:
 
 
 def safe_url(url: str | None) -> str | None:
-    """``url`` if it is a plain https URL fit for a markdown link target, else None."""
-    return url if url and _SAFE_URL.fullmatch(url) else None
+    """``url`` if it is a plain http(s) URL fit for a link target, else None: the same rule
+    a report's ``run_url`` and the dashboard's links follow (``schema.base.HTTP_URL``)."""
+    return url if url and len(url) <= 2048 and HTTP_URL.fullmatch(url) else None
 
 
 def workflow_data(text: str) -> str:
