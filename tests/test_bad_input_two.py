@@ -554,3 +554,30 @@ def test_bare_urls_in_untrusted_text_do_not_autolink():
         text.replace(ZWJ, "")
         == "see https://evil.example/x or www.evil.example, mail a@evil.example"
     )
+
+
+# --- found by the new fuzzer on this branch ---------------------------------------------------
+
+
+def test_a_baseline_or_history_record_holding_a_case_twice_is_refused(tmp_path, results_file):
+    store = tmp_path / "b"
+    assert call("promote", str(results_file), "--baselines-dir", str(store), cwd=tmp_path).code == 0
+    (baseline,) = store.glob("*.json")
+    edited(baseline, lambda d: d["entries"][0]["cases"].append(d["entries"][0]["cases"][0]))
+    outcome = call("compare", str(results_file), "--baselines-dir", str(store), cwd=tmp_path)
+    assert_one_line_error(outcome, baseline.name, f"case {ID} twice")
+    line = history_line(results_file, tmp_path / "h")
+    record = json.loads(line.read_text())
+    record["cases"].append(record["cases"][0])
+    line.write_text(json.dumps(record) + "\n")
+    outcome = call("history", "--history", str(tmp_path / "h"), "--no-baselines", cwd=tmp_path)
+    assert_one_line_error(outcome, f"{line.name}:1", "twice")
+
+
+def test_a_file_with_its_keys_sorted_still_reads(tmp_path, results_file):
+    """JSON objects are unordered: ``jq -S`` (sorted keys) must not break the case ids."""
+    results_file.write_text(json.dumps(json.loads(results_file.read_text()), sort_keys=True))
+    outcome = call("merge", str(results_file), "-o", str(tmp_path / "m.json"), cwd=tmp_path)
+    assert outcome.code == 0, outcome.err
+    ids = [c["id"] for c in json.loads((tmp_path / "m.json").read_text())["cases"]]
+    assert ids == [ID, ID4]

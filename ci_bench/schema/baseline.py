@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -42,7 +43,10 @@ class BaselineEntry(Model):
     def _only_ok_cases(self) -> BaselineEntry:
         bad = [c.id for c in self.cases if c.status != "ok"]
         if bad:
-            raise ValueError(f"a baseline holds only ok cases, not {', '.join(bad)}")
+            raise ValueError(f"a baseline holds only ok cases, not {', '.join(bad[:3])}")
+        counts = Counter(c.id for c in self.cases)
+        if len(counts) != len(self.cases):
+            raise ValueError(f"case {next(i for i, n in counts.items() if n > 1)} twice")
         return self
 
 

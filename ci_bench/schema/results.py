@@ -340,6 +340,21 @@ class Results(Model):
     meta: RunMeta
     cases: list[CaseResult]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unique_ids_first(cls, data: object) -> object:
+        """Duplicate ids are counted before any case is validated: a file of 60,000 copies
+        of one case is refused after one linear pass, not 60,000 case validations."""
+        cases = data.get("cases") if isinstance(data, dict) else None
+        if isinstance(cases, list):
+            raw = (c.get("id") for c in cases if isinstance(c, dict))
+            ids = Counter(i for i in raw if isinstance(i, str))  # others fail their field
+            dup = sorted(i for i, n in ids.items() if n > 1)
+            if dup:
+                more = f" (+{len(dup) - 3} more)" if len(dup) > 3 else ""
+                raise ValueError(f"duplicate case ids: {', '.join(dup[:3])}{more}")
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Results:
         # Counted, not searched: a file of 60,000 repeated ids is checked in linear time.

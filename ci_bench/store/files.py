@@ -22,6 +22,7 @@ import errno
 import json
 import math
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -95,6 +96,9 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def _bad_text(text: str) -> bool:
     """A lone surrogate (``"\\ud800"`` in JSON): not Unicode, and unwritable as UTF-8."""
     try:
@@ -125,6 +129,29 @@ def invalid_value(value: object) -> str | None:
     return None
 
 
+def suspect(value: Any, limit: int, *, text: bool) -> bool:
+    """One fast pass (no paths built): could ``value`` be too deep, hold a non-finite number
+    or (``text``) a non-Unicode string? Only then are the slower, path-naming checks run."""
+    stack = [(value, 1)]
+    isfinite = math.isfinite
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if type(item) is dict else item
+        if text and type(item) is dict and any(_bad_text(str(k)) for k in item):
+            return True
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+            elif (kind is float and not isfinite(child)) or (
+                text and kind is str and _bad_text(child)
+            ):
+                return True
+    return False
+
+
 def non_finite(value: object) -> str | None:
     """The dotted path of the first NaN or infinity in a JSON-like value, iteratively."""
     found = invalid_value(value)
@@ -153,11 +180,15 @@ def parse_json(data: bytes | str, source: str, what: str, *, max_depth: int = MA
         raise InputError(f"{source}: invalid JSON: {' '.join(str(exc).split())[:200]}") from None
     except RecursionError:
         raise InputError(deep) from None
-    if too_deep(value, max_depth):
-        raise InputError(deep)
-    bad = invalid_value(value)
-    if bad:
-        raise InputError(f"{source}: {bad}")
+    # A lone surrogate can only come from a \uD800-\uDFFF escape: strings are checked
+    # when the text holds one.
+    escapes = _SURROGATE_ESCAPE.search(text) is not None
+    if suspect([value], max_depth + 1, text=escapes):
+        if too_deep(value, max_depth):
+            raise InputError(deep)
+        bad = invalid_value(value)
+        if bad:
+            raise InputError(f"{source}: {bad}")
     return value
 
 
