@@ -385,6 +385,8 @@ def make_input(
             hostile_env(command, rng, inp)
     elif roll < 0.95 or not disk or not disk_full(command, parser, inp):
         hostile_env(command, rng, inp)
+    if "--force" in inp.argv:  # drawn after the output: it makes an existing one fair game
+        inp.broken_by = [(w, o) for w, o in inp.broken_by if "without --force" not in w]
     return inp
 
 
