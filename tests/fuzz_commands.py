@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from tests.fuzz_files import mutate_seed
 from tests.fuzz_inputs import (
     CANARY,
     DEVICE,
@@ -20,7 +21,6 @@ from tests.fuzz_inputs import (
     HUGE_DIGITS,
     MARKUP,
     Input,
-    mutate_seed,
     symlink_to,
 )
 from tests.fuzz_seeds import Seeds

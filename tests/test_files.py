@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ci_bench.errors import InputError
-from ci_bench.store import files
+from ci_bench.store import files, writer
 from ci_bench.store.files import (
     Checkpoint,
     WriteError,
@@ -24,7 +24,7 @@ from ci_bench.store.files import (
 
 def no_space(after: int = 0):
     """A ``_write_all`` that fails as a full disk does, after ``after`` bytes."""
-    real = files._write_all
+    real = writer._write_all
 
     def write_all(fd: int, data: bytes) -> None:
         if after:
@@ -141,7 +141,7 @@ def test_a_device_node_is_never_replaced(tmp_path):
 def test_a_full_disk_keeps_the_previous_file_and_says_so(tmp_path, monkeypatch):
     path = tmp_path / "r.json"
     write_text(path, "first\n", what="results")
-    monkeypatch.setattr(files, "_write_all", no_space(after=3))
+    monkeypatch.setattr(writer, "_write_all", no_space(after=3))
     with pytest.raises(WriteError) as caught:
         write_text(path, "second\n", what="results", replace=True)
     assert str(caught.value) == (
@@ -164,7 +164,7 @@ def test_a_checkpoint_says_what_its_last_save_held(tmp_path, monkeypatch):
     checkpoint = Checkpoint(path, "results")
     checkpoint.write("one case\n", holds="1 measured case")
     checkpoint.write("two cases\n", holds="2 measured cases")  # its own file: replaced
-    monkeypatch.setattr(files, "_write_all", no_space())
+    monkeypatch.setattr(writer, "_write_all", no_space())
     with pytest.raises(WriteError) as caught:
         checkpoint.write("three cases\n", holds="3 measured cases")
     assert str(caught.value).endswith(f"{path} still holds the previous save (2 measured cases)")
@@ -206,7 +206,7 @@ def test_appending_where_it_cannot_is_one_line(tmp_path, kind):
 def test_a_failed_append_is_undone(tmp_path, monkeypatch):
     path = tmp_path / "outputs"
     path.write_text("verdict<<EOF\npass\nEOF\n")
-    monkeypatch.setattr(files, "_write_all", no_space(after=4))
+    monkeypatch.setattr(writer, "_write_all", no_space(after=4))
     with pytest.raises(WriteError, match="nothing was appended; its earlier content is kept"):
         append_text(path, "regressions<<EOF\n0\nEOF\n", what="step outputs")
     assert path.read_text() == "verdict<<EOF\npass\nEOF\n"
