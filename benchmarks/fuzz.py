@@ -54,6 +54,8 @@ from tests.fuzzing import (  # noqa: E402
 )
 
 KINDS = ["crash", "hang", "silent-pass", "false-refusal", "invalid-output", "fault-unreported"]
+# The fuzzer's own faults: counted apart (never a ci-bench failure), and never fatal to a run.
+HARNESS = "harness-error"
 
 
 @dataclass
@@ -161,6 +163,10 @@ def finish(job: Running, code: int | None, parsers) -> tuple[list[Failure], Outc
         outcome.signal = -code if code < 0 else None
     try:
         return judge(job.inp, outcome, job.ws, parsers[job.inp.command]), outcome
+    except Exception as exc:  # a fault of the oracles: reported, the run goes on
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        signature = f"judging: {type(exc).__name__} at {Path(where.filename).name}:{where.lineno}"
+        return [Failure(HARNESS, signature, repr(exc))], outcome
     finally:
         job.ws.remove()
 
@@ -197,8 +203,14 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
         while todo and len(running) < args.jobs:
             index, mode = todo.pop(0)
             if index not in inputs:
-                inputs[index] = generate(seeds, args.seed, index, parsers, disk_why is None)
+                try:
+                    inputs[index] = generate(seeds, args.seed, index, parsers, disk_why is None)
+                except Exception as exc:  # a fault of the generator: reported, skipped
+                    failures[HARNESS][f"generating: {type(exc).__name__}: {exc}"[:120]] += 1
+                    inputs[index] = None
             inp = inputs[index]
+            if inp is None:
+                continue
             limit = args.timeout * (2 if recipe(inp.command, parsers[inp.command]).cost >= 5 else 1)
             running.append(start(index, mode, inp, seeds, parent, limit))
             runs[mode] += 1
@@ -229,17 +241,33 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
                 rate = done / (time.perf_counter() - started)
                 distinct = sum(len(c) for c in failures.values())
                 print(f"  {done} runs ({rate:.1f}/s), {distinct} distinct failures", flush=True)
+                if args.json:  # what was found so far survives an interrupted run
+                    partial = summary_of(args, inputs, runs, started, per_command, seconds)
+                    write_figures(args.json, {**partial, **found_so_far(failures, examples)})
+    return {
+        **summary_of(args, inputs, runs, started, per_command, seconds),
+        **found_so_far(failures, examples),
+    }
+
+
+def summary_of(args, inputs, runs, started, per_command, seconds) -> dict:
     return {
         "code": str(CODE),
         "seed": args.seed,
-        "inputs": len(inputs),
+        "inputs": sum(i is not None for i in inputs.values()),
         "runs": dict(runs),
         "seconds": round(time.perf_counter() - started, 1),
         "commands": dict(sorted(per_command.items())),
         "median_seconds": {k: round(sorted(v)[len(v) // 2], 2) for k, v in sorted(seconds.items())},
-        "failures": {k: dict(failures[k]) for k in KINDS},
-        "examples": examples,
     }
+
+
+def found_so_far(failures: dict, examples: dict) -> dict:
+    return {"failures": {k: dict(failures[k]) for k in [*KINDS, HARNESS]}, "examples": examples}
+
+
+def write_figures(path: Path, data: dict) -> None:
+    path.write_text(as_json(data) + "\n")
 
 
 def with_group_killed(pid: int) -> None:
@@ -258,14 +286,15 @@ def report(figures: dict) -> None:
     print("per command: " + ", ".join(f"{k} {v}" for k, v in figures["commands"].items()))
     print("median s:    " + ", ".join(f"{k} {v}" for k, v in figures["median_seconds"].items()))
     total = 0
-    for kind in KINDS:
+    for kind in [*KINDS, HARNESS]:
         found = figures["failures"][kind]
         total += len(found)
         print(f"{kind:17s} {sum(found.values()):5d} runs, {len(found):3d} distinct")
         for signature, count in sorted(found.items(), key=lambda kv: -kv[1]):
             example = figures["examples"].get(f"{kind}: {signature}", {}).get("input", "")
             print(f"    {count:4d} x {signature}  (e.g. --replay {example})")
-    print(f"distinct failures: {total}")
+    harness = len(figures["failures"][HARNESS])
+    print(f"distinct failures: {total - harness} (and {harness} of the fuzzer itself)")
 
 
 def replay(spec: str, seeds: Seeds, timeout: float) -> None:
@@ -304,7 +333,7 @@ def main() -> int:
     figures = fuzz(args, seeds)
     report(figures)
     if args.json:
-        args.json.write_text(as_json(figures) + "\n")
+        write_figures(args.json, figures)
     return 0
 
 

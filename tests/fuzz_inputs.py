@@ -147,6 +147,21 @@ def _set(doc: Any, path: tuple, value: Any) -> Any:
     return doc
 
 
+def _meta(doc: Any) -> dict | None:
+    """The results' ``meta`` object, if an earlier mutation left one."""
+    meta = doc.get("meta") if isinstance(doc, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _cases(doc: Any) -> list[dict]:
+    """The document's case objects (a baseline's first entry's), whatever is left of them."""
+    holder = doc
+    if isinstance(doc, dict) and isinstance(doc.get("entries"), list) and doc["entries"]:
+        holder = doc["entries"][0]
+    cases = holder.get("cases") if isinstance(holder, dict) else None
+    return [c for c in cases if isinstance(c, dict)] if isinstance(cases, list) else []
+
+
 def _resolve(doc: Any, pattern: tuple, rng: random.Random) -> tuple | None:
     path: tuple = ()
     node = doc
@@ -211,12 +226,12 @@ def m_number(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
 def m_huge_metrics(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     """Finite but extreme roofline figures (what a plot's axes must survive)."""
     value = rng.choice([1e308, 5e-324, 1e-300, 1e300])
-    for case in doc.get("cases", []) if isinstance(doc, dict) else []:
-        if isinstance(case, dict) and isinstance(case.get("metrics"), dict):
+    for case in _cases(doc):
+        if isinstance(case.get("metrics"), dict):
             case["tflops"] = value
             case["metrics"]["arithmetic_intensity"] = value
             case["metrics"]["achieved_gbps"] = value
-        if isinstance(case, dict) and isinstance(case.get("median_ms"), float):
+        if isinstance(case.get("median_ms"), float):
             case["median_ms"] = value  # a history line
     inp.notes.append(f"metrics {value:g}")
     return doc
@@ -267,21 +282,21 @@ def m_timestamp(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
 
 
 def m_duplicate_case(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
-    cases = doc.get("cases") if isinstance(doc, dict) else None
-    if kind == "baseline" and isinstance(doc, dict) and doc.get("entries"):
-        cases = doc["entries"][0].get("cases")
-    if isinstance(cases, list) and cases:
-        cases.append(copy.deepcopy(rng.choice(cases)))
+    cases = _cases(doc)
+    holder = doc["entries"][0] if kind == "baseline" and cases else doc
+    if cases and isinstance(holder, dict) and isinstance(holder.get("cases"), list):
+        holder["cases"].append(copy.deepcopy(rng.choice(cases)))
         inp.breaks(f"{kind}: a case id twice")
     return doc
 
 
 def m_many_duplicates(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     """60,000 copies of one small error case (9 MB): a quadratic check hangs on it."""
-    if kind != "results" or not doc.get("cases"):
+    cases = _cases(doc)
+    if kind != "results" or not cases:
         return doc
-    case = doc["cases"][0]
-    small = {k: case[k] for k in ("id", "kernel", "version", "params", "shape", "dtype")}
+    case = cases[0]
+    small = {k: case.get(k) for k in ("id", "kernel", "version", "params", "shape", "dtype")}
     small.update(status="error", error="x")
     doc["cases"] = [small] * 60_000
     inp.breaks("results: 60,000 duplicate case ids")
@@ -291,13 +306,14 @@ def m_many_duplicates(doc: Any, rng: random.Random, inp: Input, kind: str) -> An
 
 def m_bad_name(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     name = rng.choice(["../../escaped", "/abs", "Matmul", "a" * 100, "x\x00y", ""])
-    if kind == "results":
-        version = doc["meta"]["kernels"].pop("matmul", "0.1.0")
-        doc["meta"]["kernels"][name] = version
-        for case in doc["cases"]:
+    meta = _meta(doc)
+    if kind == "results" and meta is not None and isinstance(meta.get("kernels"), dict):
+        version = meta["kernels"].pop("matmul", "0.1.0")
+        meta["kernels"][name] = version
+        for case in _cases(doc):
             case["kernel"] = name
-            case["id"] = case["id"].replace("matmul/", f"{name}/", 1)
-    elif kind == "baseline":
+            case["id"] = str(case.get("id")).replace("matmul/", f"{name}/", 1)
+    elif kind == "baseline" and isinstance(doc, dict):
         doc["kernel"] = name
     else:
         return doc
@@ -306,29 +322,30 @@ def m_bad_name(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
 
 
 def m_shard(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
-    if kind == "results":
-        doc["meta"]["shard"] = rng.choice([f"1/{HUGE_DIGITS}", "0/2", "3/2", "x", "1/2/3"])
+    meta = _meta(doc)
+    if kind == "results" and meta is not None:
+        meta["shard"] = rng.choice([f"1/{HUGE_DIGITS}", "0/2", "3/2", "x", "1/2/3"])
         inp.breaks("results: meta.shard not I/N")
     return doc
 
 
 def m_incomplete(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     """Completeness the file claims against what it holds (the gate must not trust it)."""
-    if kind != "results":
+    meta, cases = _meta(doc), _cases(doc)
+    if kind != "results" or meta is None or len(cases) < 2:
         return doc
-    meta = doc["meta"]
     way = rng.choice(["false", "false-empty-matrix", "false-measured-matrix", "true-missing"])
     if way.startswith("false"):
         meta["complete"], meta["finished_at"] = False, None
         if way == "false-empty-matrix":
             meta["matrix"] = []
         elif way == "false-measured-matrix":
-            doc["cases"] = doc["cases"][:1]
-            meta["matrix"] = [doc["cases"][0]["id"]]
+            doc["cases"] = cases[:1]
+            meta["matrix"] = [cases[0].get("id")]
         inp.notes.append(f"complete {way}")
         inp.breaks(f"results {way}", GATES)
     else:
-        doc["cases"] = doc["cases"][:1]
+        doc["cases"] = cases[:1]
         inp.notes.append("complete true, a case of the matrix missing")
         inp.breaks("results do not cover their matrix", frozenset({"promote"}))
     return doc
