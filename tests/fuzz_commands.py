@@ -387,6 +387,8 @@ def make_input(
         hostile_env(command, rng, inp)
     if "--force" in inp.argv:  # drawn after the output: it makes an existing one fair game
         inp.broken_by = [(w, o) for w, o in inp.broken_by if "without --force" not in w]
+    if "--no-baselines" in inp.argv:  # the baseline folder is not read at all
+        inp.broken_by = [(w, o) for w, o in inp.broken_by if "--baselines-dir" not in w]
     return inp
 
 

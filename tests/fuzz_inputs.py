@@ -383,9 +383,14 @@ def text_mutation(
         out = data[:at] + rng.choice([b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\x80"]) + data[at:]
     elif way == "nonfinite":
         literal = rng.choice(["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
-        out = re.sub(r"(?<=: )-?\d+\.\d+(e-?\d+)?", literal, text, count=1).encode()
-        if out == data:
-            out = text.replace(": 0", f": {literal}", 1).encode()
+        # After a key's colon, pretty or compact (a history line has no spaces).
+        for number in (r'(?<=":)(\s*)-?\d+\.\d+([eE]-?\d+)?', r'(?<=":)(\s*)-?\d+'):
+            out = re.sub(number, rf"\g<1>{literal}", text, count=1).encode()
+            if out != data:
+                break
+        if out == data:  # no number to damage: this input is not broken
+            inp.notes.append(f"{kind}: no number for {literal}")
+            return data
     elif way == "deep":
         depth = rng.choice([65, 200, 3000])
         out = text.replace('"cases": [', '"cases": [' + "[" * depth + "]" * depth + ",", 1)

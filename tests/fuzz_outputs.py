@@ -148,6 +148,8 @@ def check_file(path: Path, rel: str, inp: Input) -> str | None:
     if not name.endswith(TEXT_FILES) and inp.env.get("GITHUB_OUTPUT") != rel:
         return None  # a chart, a trace: not text
     data = path.read_bytes()
+    if data.startswith(b"\x89PNG"):  # a chart under whatever name it was given
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

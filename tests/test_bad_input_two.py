@@ -362,3 +362,11 @@ def test_a_file_with_its_keys_sorted_still_reads(tmp_path, results_file):
     assert outcome.code == 0, outcome.err
     ids = [c["id"] for c in json.loads((tmp_path / "m.json").read_text())["cases"]]
     assert ids == [ID, ID4]
+
+
+def test_a_report_holding_a_case_twice_is_refused(tmp_path, results_file):
+    report = tmp_path / "report.json"
+    assert call("compare", str(results_file), "-o", str(report), cwd=tmp_path).code == 0
+    edited(report, lambda d: d["cases"].append(d["cases"][0]))
+    args = ["record", str(results_file), "--history", str(tmp_path / "h"), "--report", str(report)]
+    assert_one_line_error(call(*args, cwd=tmp_path), "report.json", "twice")

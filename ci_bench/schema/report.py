@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ci_bench.schema.base import KEBAB, CaseId, GitSha, HttpUrl, KernelName, Model, Version
 from ci_bench.schema.baseline import Provenance
@@ -94,3 +95,10 @@ class Report(Model):
     # commit is hex, a run link a plain http(s) URL, or the report is refused.
     head_sha: GitSha | None = Field(None, description="the pull request's head commit")
     run_url: HttpUrl | None = Field(None, description="the workflow run that measured it")
+
+    @model_validator(mode="after")
+    def _one_verdict_per_case(self) -> Report:
+        counts = Counter(c.id for c in self.cases)
+        if len(counts) != len(self.cases):
+            raise ValueError(f"case {next(i for i, n in counts.items() if n > 1)} twice")
+        return self
