@@ -81,6 +81,7 @@ class Input:
     # Why an exit 0 would be a silent pass, and for which commands (None: any command
     # reading the damaged file).
     broken_by: list[tuple[str, frozenset[str] | None]] = field(default_factory=list)
+    pristine: Any = None  # the seed document: what an earlier mutation left untouched
 
     def breaks(self, why: str, only: frozenset[str] | None = None) -> None:
         self.broken_by.append((why, only))
@@ -298,7 +299,7 @@ def m_many_duplicates(doc: Any, rng: random.Random, inp: Input, kind: str) -> An
     case = cases[0]
     small = {k: case.get(k) for k in ("id", "kernel", "version", "params", "shape", "dtype")}
     small.update(status="error", error="x")
-    doc["cases"] = [small] * 60_000
+    doc["cases"] = [*cases, *[small] * 60_000]  # the cases as they were, damage included
     inp.breaks("results: 60,000 duplicate case ids")
     inp.notes.append("hang probe")
     return doc
@@ -335,17 +336,23 @@ def m_incomplete(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     if kind != "results" or meta is None or len(cases) < 2:
         return doc
     way = rng.choice(["false", "false-empty-matrix", "false-measured-matrix", "true-missing"])
+    # Drop a case an earlier mutation did not touch, so its damage stays in the file.
+    seed = _cases(inp.pristine) if inp.pristine is not None else []
+    clean = [c for c in cases if c in seed]
+    kept = [c for c in cases if c not in seed] + clean[:-1]
+    if way in ("false-measured-matrix", "true-missing") and not clean:
+        return doc
     if way.startswith("false"):
         meta["complete"], meta["finished_at"] = False, None
         if way == "false-empty-matrix":
             meta["matrix"] = []
         elif way == "false-measured-matrix":
-            doc["cases"] = cases[:1]
-            meta["matrix"] = [cases[0].get("id")]
+            doc["cases"] = kept
+            meta["matrix"] = [c.get("id") for c in kept]
         inp.notes.append(f"complete {way}")
         inp.breaks(f"results {way}", GATES)
     else:
-        doc["cases"] = cases[:1]
+        doc["cases"] = kept
         inp.notes.append("complete true, a case of the matrix missing")
         inp.breaks("results do not cover their matrix", frozenset({"promote"}))
     return doc
@@ -418,6 +425,7 @@ def mutate_json(seed: bytes, rng: random.Random, inp: Input, kind: str) -> bytes
     if roll < 0.3:
         return text_mutation(seed, rng, inp, kind)
     doc = json.loads(seed)
+    inp.pristine = json.loads(seed)
     ops, weights = zip(*DOC_MUTATIONS, strict=True)
     for _ in range(rng.randint(1, 2)):
         op = rng.choices(ops, weights)[0]

@@ -364,9 +364,9 @@ def test_a_file_with_its_keys_sorted_still_reads(tmp_path, results_file):
     assert ids == [ID, ID4]
 
 
-def test_a_report_holding_a_case_twice_is_refused(tmp_path, results_file):
-    report = tmp_path / "report.json"
-    assert call("compare", str(results_file), "-o", str(report), cwd=tmp_path).code == 0
-    edited(report, lambda d: d["cases"].append(d["cases"][0]))
-    args = ["record", str(results_file), "--history", str(tmp_path / "h"), "--report", str(report)]
-    assert_one_line_error(call(*args, cwd=tmp_path), "report.json", "twice")
+def test_record_reads_the_config_it_is_given(tmp_path, results_file):
+    """Only --remote needs the config, but a --config that names nothing is a typo."""
+    args = ["record", str(results_file), "--history", str(tmp_path / "h")]
+    outcome = call(*args, "--config", str(tmp_path / "missing.toml"), cwd=tmp_path)
+    assert_one_line_error(outcome, "missing.toml", "config file not found")
+    assert not (tmp_path / "h").exists()

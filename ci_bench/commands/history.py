@@ -187,6 +187,8 @@ def _client(env: Mapping[str, str], config: Config) -> GitHubClient:
 
 
 def cmd_record(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    # Read even when only --remote needs it: a --config that names nothing is a typo.
+    config = load_config(args.config, cwd) if args.config or args.remote else None
     results = _load_results(args.results)
     verdicts = {}
     if args.report:
@@ -204,7 +206,8 @@ def cmd_record(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out:
         origin=str(args.results),
     )
     if args.remote:
-        client = _client(env, load_config(args.config, cwd))
+        assert config is not None
+        client = _client(env, config)
         outcome, path = append_through_api(
             client, record, branch=args.branch, folder=args.folder, keep=args.keep
         )

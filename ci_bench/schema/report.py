@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from ci_bench.schema.base import KEBAB, CaseId, GitSha, HttpUrl, KernelName, Model, Version
 from ci_bench.schema.baseline import Provenance
@@ -95,10 +94,3 @@ class Report(Model):
     # commit is hex, a run link a plain http(s) URL, or the report is refused.
     head_sha: GitSha | None = Field(None, description="the pull request's head commit")
     run_url: HttpUrl | None = Field(None, description="the workflow run that measured it")
-
-    @model_validator(mode="after")
-    def _one_verdict_per_case(self) -> Report:
-        counts = Counter(c.id for c in self.cases)
-        if len(counts) != len(self.cases):
-            raise ValueError(f"case {next(i for i, n in counts.items() if n > 1)} twice")
-        return self
