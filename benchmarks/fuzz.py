@@ -23,6 +23,7 @@ import contextlib
 import io
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -244,6 +245,7 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
                 if args.json:  # what was found so far survives an interrupted run
                     partial = summary_of(args, inputs, runs, started, per_command, seconds)
                     write_figures(args.json, {**partial, **found_so_far(failures, examples)})
+    shutil.rmtree(parent, ignore_errors=True)
     return {
         **summary_of(args, inputs, runs, started, per_command, seconds),
         **found_so_far(failures, examples),
