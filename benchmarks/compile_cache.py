@@ -1,7 +1,7 @@
 """Does the compilation cache outside the workspace pay? First run vs second run.
 
 The workflows keep JAX's persistent compilation cache under the runner's tool cache
-(scripts/ci_venv.sh), where ``actions/checkout``'s ``git clean -ffdx`` cannot delete it.
+(the setup action's ci_venv.sh), where ``actions/checkout``'s ``git clean -ffdx`` cannot delete it.
 This runs ``ci-bench run`` twice from a fresh workspace each time (as two CI jobs would) with
 one cache folder outside both, and prints each run's wall time, the time spent compiling
 (the cases' first calls, ``compile.pallas_ms + compile.native_ms``) and its share.

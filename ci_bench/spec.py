@@ -6,10 +6,12 @@ the layout behind it (the contract lives in ``ci_bench.contract.spec``).
 
 from ci_bench.contract.spec import (
     COMPUTE_UNITS,
+    MODES,
     PROFILES,
     Case,
     KernelSpec,
     MatrixProfile,
+    Mode,
     SpecError,
     Tolerance,
     as_inputs,
@@ -19,10 +21,12 @@ from ci_bench.contract.spec import (
 
 __all__ = [
     "COMPUTE_UNITS",
+    "MODES",
     "PROFILES",
     "Case",
     "KernelSpec",
     "MatrixProfile",
+    "Mode",
     "SpecError",
     "Tolerance",
     "as_inputs",

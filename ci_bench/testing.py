@@ -12,16 +12,20 @@ pytest runs with ``--run-accelerator`` (the ci_bench pytest plugin adds both).
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
 import pytest
 
-from ci_bench.commands.config import load_config, resolve
 from ci_bench.contract.matrix import find_case
 from ci_bench.contract.spec import KernelSpec
-from ci_bench.judge.compare import judge
-from ci_bench.schema import CaseVerdict, Thresholds
+from ci_bench.errors import ExitCode
+from ci_bench.judge.compare import outcome_of
+from ci_bench.outcome import exit_code
+from ci_bench.pipeline.config import Config, load_config, resolve
+from ci_bench.pipeline.request import build_request
+from ci_bench.schema import BaselineFile, CaseVerdict, Thresholds
 from ci_bench.store.baselines import find_baseline, load_baseline
 
 accelerator = pytest.mark.accelerator
@@ -41,48 +45,79 @@ def assert_no_regression(
     *,
     baseline: str | Path | None = None,
     thresholds: Thresholds | None = None,
-    warmup: int = 5,
-    repeats: int = 20,
+    warmup: int | None = None,
+    repeats: int | None = None,
 ) -> CaseVerdict:
     """Measure one case here and fail the test if it regressed against its stored baseline.
 
-    ``baseline`` defaults to the config's store (nearest version at or below the kernel's).
-    No baseline for this device skips the test, with the reason, rather than passing it.
+    A one-case run of the pipeline: the config's settings (warmup, repeats, timer,
+    thresholds, unless given here), the same measuring session, the same judge (toolchain,
+    timer and device rules) and the same exit-code rule as CI. ``baseline`` defaults to the
+    config's store (nearest version at or below the kernel's). No baseline for this device
+    skips the test, with the reason, rather than passing it.
     """
     from ci_bench.measure.devices import fingerprint
-    from ci_bench.measure.harness import run_case
-    from ci_bench.measure.roofline import peak_lookup
-    from ci_bench.measure.settings import HarnessSettings
+    from ci_bench.pipeline.measuring import in_process_runs
+    from ci_bench.pipeline.plan import Gate, plan_for
+    from ci_bench.pipeline.run import Ports, judged
 
     spec = _spec(kernel)
     case = find_case(spec, case_id)
     config = load_config(None, Path.cwd())
-    if baseline is None:
-        found = find_baseline(resolve(config, config.baselines_dir), spec.name, spec.version)
-        if found.baseline is None:
-            pytest.skip(f"{spec.name}: {found.note}")
-        stored = found.baseline
-    else:
-        stored = load_baseline(Path(baseline), spec.name)
+    if thresholds is not None:
+        config = config.model_copy(update={"thresholds": thresholds})
+    stored = _stored(spec, config, baseline)
     device = fingerprint()
     entry = stored.entry_for(device)
     if entry is None:
         pytest.skip(f"{stored.kernel} v{stored.version}: no baseline for {device.identity}")
-    reference = next((c for c in entry.cases if c.id == case_id), None)
-    if reference is None:
+    if not any(c.id == case_id for c in entry.cases):
         pytest.skip(f"{case_id} is not in the {stored.kernel} v{stored.version} baseline")
-    settings = HarnessSettings(warmup=warmup, repeats=repeats, seed=config.seed)
-    current = run_case(spec, case, settings, peak_lookup(device.device_kind, device.platform))
-    if current.status != "ok":
-        raise AssertionError(f"{case_id}: {current.error}")
-    verdict = judge(current, reference, thresholds or config.thresholds)
-    assert current.pallas is not None
-    assert reference.pallas is not None
-    if verdict.verdict == "regression":
+    flags = {
+        "kernel": [spec.name],
+        "case": [case_id],
+        "warmup": warmup,
+        "repeats": repeats,
+        "baseline": [Path(baseline)] if baseline is not None else [],
+        "quiet": True,
+        "mode": "baseline",
+    }
+    request = build_request(flags, config)
+    # A one-case plan: the pipeline's measuring session, judge and exit-code rule, in this
+    # process (pytest holds the accelerator), publishing nothing.
+    plan = plan_for("all", None, Gate(), mode="baseline", comment=False, publish=False)
+    report = judged(
+        plan,
+        request,
+        os.environ,
+        Ports(open_runs=in_process_runs, in_process=True),
+        save_to=None,
+        specs={spec.name: spec},
+        cases=[case],
+    )
+    verdict = next(v for v in report.cases if v.id == case_id)
+    current = verdict.current
+    if current is None or current.status != "ok":
+        raise AssertionError(f"{case_id}: {verdict.reason}")
+    if verdict.verdict in ("incomparable", "new"):
+        pytest.skip(f"{case_id}: {verdict.reason}")
+    if exit_code(outcome_of(report.cases, report.policy, report.run_states)) != ExitCode.OK:
+        base = verdict.baseline.pallas if verdict.baseline else None
+        assert current.pallas is not None
+        was = f"{base.mean_ms:.3f}ms" if base else "?"
         raise AssertionError(
-            f"Performance regression: {current.pallas.mean_ms:.3f}ms vs baseline "
-            f"{reference.pallas.mean_ms:.3f}ms ({verdict.reason})"
+            f"Performance regression: {current.pallas.mean_ms:.3f}ms vs baseline {was} "
+            f"({verdict.reason})"
         )
     if verdict.verdict == "noisy":
         warnings.warn(f"{case_id}: {verdict.reason}", stacklevel=2)
     return verdict
+
+
+def _stored(spec: KernelSpec, config: Config, baseline: str | Path | None) -> BaselineFile:
+    if baseline is not None:
+        return load_baseline(Path(baseline), spec.name)
+    found = find_baseline(resolve(config, config.baselines_dir), spec.name, spec.version)
+    if found.baseline is None:
+        pytest.skip(f"{spec.name}: {found.note}")
+    return found.baseline

@@ -34,6 +34,7 @@ PATHS = (
     "/repos/{owner}/{repo}/issues/{issue_number}/comments",
     "/repos/{owner}/{repo}/issues/comments/{comment_id}",
     "/repos/{owner}/{repo}/issues/{issue_number}/labels",
+    "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}",
     "/repos/{owner}/{repo}/pulls",
     "/repos/{owner}/{repo}/pulls/{pull_number}",
     "/repos/{owner}/{repo}/pulls/{pull_number}/files",

@@ -127,12 +127,43 @@ class FakeGitHub:
         self.repos[full_name.lower()] = repo
         return repo
 
-    def add_issue(self, full_name: str, title: str = "Issue", body: str = "") -> int:
+    def add_issue(
+        self, full_name: str, title: str = "Issue", body: str = "", labels: tuple[str, ...] = ()
+    ) -> int:
         """Open a plain issue (not a pull request); returns its number."""
         repo = self.repos[full_name.lower()]
         number = len(repo.issues) + 1
-        repo.issues[number] = {"title": title, "body": body, "created_at": now(), "pull": None}
+        repo.issues[number] = {
+            "title": title,
+            "body": body,
+            "created_at": now(),
+            "pull": None,
+            "labels": list(labels),
+        }
         return number
+
+    def set_pull(
+        self,
+        full_name: str,
+        number: int,
+        head_sha: str,
+        base_sha: str,
+        labels: tuple[str, ...] | None = None,
+    ) -> None:
+        """Make issue ``number`` a pull request at these commits (of a local repository)."""
+        issue = self.repos[full_name.lower()].issues[number]
+        if labels is not None:
+            issue["labels"] = list(labels)
+        issue["pull"] = {
+            "head": "feature",
+            "base": self.repos[full_name.lower()].default_branch,
+            "draft": False,
+            "head_sha": head_sha,
+            "base_sha": base_sha,
+        }
+
+    def labels(self, full_name: str, number: int) -> list[str]:
+        return list(self.repos[full_name.lower()].issues[number].get("labels", []))
 
     def files(self, full_name: str, branch: str | None = None) -> dict[str, bytes]:
         """The file tree at the tip of ``branch`` (the default branch when omitted)."""
@@ -247,7 +278,12 @@ class FakeGitHub:
 
     def _pull_json(self, repo: Repo, number: int) -> dict[str, Any]:
         issue = repo.issues[number]
-        shas = {side: _resolve(repo, issue["pull"][side]) for side in ("head", "base")}
+        # A test's pull request may name its commits directly (they live in a local git
+        # repository, not in the fake's own history).
+        shas = {
+            side: issue["pull"].get(f"{side}_sha") or _resolve(repo, issue["pull"][side])
+            for side in ("head", "base")
+        }
         repo_json = self._repo_json(repo)
         return self._shapes.pull(repo.full_name, number, issue, shas, repo_json, self.login)
 
@@ -296,6 +332,27 @@ class FakeGitHub:
     def _delete_comment(self, c: _Call) -> Answer:
         del c.repo.comments[c.comment()]
         return 204, None, {}
+
+    def _remove_label(self, c: _Call) -> Answer:
+        """DELETE .../labels/{name}: 200 with the labels left, 404 if it was not there."""
+        labels = c.repo.issues[c.issue()].setdefault("labels", [])
+        name = c.args["name"]
+        if name not in labels:
+            raise ApiError(404, "Label does not exist")
+        labels.remove(name)
+        return 200, [self._label_json(c.repo, label) for label in labels], {}
+
+    def _label_json(self, repo: Repo, name: str) -> dict[str, Any]:
+        number = sum(ord(ch) for ch in name)
+        return {
+            "id": number,
+            "node_id": f"LA_{number}",
+            "url": f"{self.url}/repos/{repo.full_name}/labels/{name}",
+            "name": name,
+            "description": None,
+            "color": "ededed",
+            "default": False,
+        }
 
     def _get_pull(self, c: _Call) -> Answer:
         return 200, self._pull_json(c.repo, c.issue(pull=True)), {}
@@ -456,6 +513,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _REPO + _COMMENT, "_get_comment"),
         ("PATCH", _REPO + _COMMENT, "_edit_comment"),
         ("DELETE", _REPO + _COMMENT, "_delete_comment"),
+        ("DELETE", _REPO + _ISSUE + "/labels/(?P<name>[^/]+)", "_remove_label"),
         ("GET", _REPO + r"/pulls/(?P<number>\d+)", "_get_pull"),
         ("GET", _REPO + "/pulls", "_list_pulls"),
         ("POST", _REPO + "/pulls", "_create_pull"),

@@ -56,7 +56,7 @@ def test_a_baseline_made_from_the_same_results_passes(tmp_path, project, real_re
     report = json.loads(report_path.read_text())
     assert report["verdict"] == "pass"
     assert {c["verdict"] for c in report["cases"]} == {"pass"}
-    assert len(report["cases"]) == 6
+    assert len(report["cases"]) == 12  # 6 forward, 6 backward (issue 21)
 
 
 def test_promote_twice_refuses_and_leaves_the_file_byte_identical(tmp_path, project, real_results):
@@ -78,6 +78,43 @@ def test_promote_twice_refuses_and_leaves_the_file_byte_identical(tmp_path, proj
     )
     assert forced.returncode == 0
     assert "replaced:" in forced.stdout
+
+
+def test_promote_with_a_release_tag_keeps_unchanged_kernels_and_promotes_the_rest(
+    tmp_path, project
+):
+    folder = tmp_path / "b"
+    old = write_results(tmp_path / "old.json", results([case(i, 1.0) for i in IDS]))
+    assert (
+        run_cli(
+            "promote", str(old), "--baselines-dir", str(folder), "--tag", "v0.1.0", cwd=project
+        ).returncode
+        == 0
+    )
+    path = folder / "matmul_v0.1.0.json"
+    before = path.read_bytes()
+    # The next release bumped gla, not matmul: the tag promotes gla, keeps matmul's numbers.
+    both = results([case(i, 2.0) for i in IDS] + [case("gla/T64/float32", 1.0)])
+    new = write_results(tmp_path / "new.json", both)
+    done = run_cli(
+        "promote", str(new), "--baselines-dir", str(folder), "--tag", "v0.2.0", cwd=project
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"unchanged: {path}" in done.stdout
+    assert f"created: {folder / 'gla_v0.1.0.json'}" in done.stdout
+    assert path.read_bytes() == before
+    forced = run_cli(
+        "promote",
+        str(new),
+        "--baselines-dir",
+        str(folder),
+        "--tag",
+        "v0.2.0",
+        "--force",
+        cwd=project,
+    )
+    assert forced.returncode == 0
+    assert f"replaced: {path}" in forced.stdout
 
 
 def test_a_baseline_25_percent_faster_is_a_regression_shown_first(tmp_path, project):

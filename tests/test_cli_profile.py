@@ -37,8 +37,9 @@ def test_profile_writes_an_xplane_trace_and_prints_the_peak_buffer_table(tmp_pat
     ("args", "message"),
     [
         (["--kernel", "matmul", "--case", "matmul/x/float32"], "parameters must look like"),
-        (["--kernel", "matmul"], "exactly one --case"),
-        (["--kernel", "nope", "--case", CASE], "profile needs one --kernel"),
+        (["--kernel", "matmul"], "profile needs a --case ID"),
+        (["--kernel", "nope", "--case", CASE], "unknown kernel 'nope'"),
+        (["--kernel", "matmul", "--kernel", "gla", "--case", CASE], "at most one --kernel"),
     ],
 )
 def test_profile_rejects_bad_selections_in_one_line(tmp_path, project, args, message):

@@ -30,9 +30,16 @@ def test_smoke_profile_runs_validates_and_marks_unaligned_and_batched_correct(tm
     cases = {c.id: c for c in results.cases}
     assert "matmul/B1-M127-K513-N255/float32" in cases
     assert any(c.params["B"] > 1 for c in results.cases)
+    # forward and backward (the VJP alone) for every point and dtype (issue 21)
+    assert {c.mode for c in results.cases} == {"forward", "backward"}
+    assert "matmul/B1-M127-K513-N255/float32/backward" in cases
     for case in results.cases:
         assert case.status == "ok", case.error
-        assert case.correctness.ok
+        if case.mode == "forward":
+            assert case.correctness.ok
+        else:  # every input's gradient checked against jax.vjp of the reference
+            assert set(case.gradients) == {"a", "b"}
+            assert all(g.ok for g in case.gradients.values())
         assert case.pallas.repeats == 20
         assert case.pallas.warmup == 5
         for impl in ("pallas", "native"):
@@ -46,13 +53,14 @@ def test_smoke_profile_runs_validates_and_marks_unaligned_and_batched_correct(tm
         # the interpreted Pallas call is a loop, so XLA's count for it is not trusted
         assert case.analysis["pallas"].cost.has_loops
         p = case.params
+        calls = 1 if case.mode == "forward" else 2  # backward: dA and dB, a matmul each
         assert case.tflops == pytest.approx(
-            2 * p["B"] * p["M"] * p["K"] * p["N"] / (case.pallas.mean_ms / 1e3) / 1e12
+            calls * 2 * p["B"] * p["M"] * p["K"] * p["N"] / (case.pallas.mean_ms / 1e3) / 1e12
         )
     # the table goes to stdout, progress to stderr
     assert "matmul/B1-M127-K513-N255/float32" in done.stdout
     assert "speedup" in done.stdout
-    assert "[1/6]" in done.stderr
+    assert "[1/12]" in done.stderr
 
 
 def test_adhoc_case_uses_the_specification_interface(tmp_path, project):
@@ -151,8 +159,9 @@ def test_list_prints_kernels_and_case_ids(project):
 def test_schema_command_prints_the_json_schema(project):
     done = run_cli("schema", cwd=project)
     schema = json.loads(done.stdout)
-    assert schema["properties"]["schema_version"]["enum"] == [1, 2]
-    assert schema["properties"]["schema_version"]["default"] == 2
+    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3, 4]
+    assert schema["properties"]["schema_version"]["default"] == 4
+    assert schema["$defs"]["CaseResult"]["properties"]["mode"]["default"] == "forward"
     assert schema["$defs"]["RunSettings"]["properties"]["timer"]["default"] == "wallclock"
     assert "CaseResult" in schema["$defs"]
 

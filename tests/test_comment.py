@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 import pytest
 from markdown_it import MarkdownIt
 
+import ci_bench
 from ci_bench.judge.ab import ab_report
 from ci_bench.judge.compare import compare
 from ci_bench.judge.pr import pr_report
@@ -108,9 +109,11 @@ def test_a_pr_comment_leads_with_the_verdict_then_this_prs_change_then_drift():
     for mark in "¹²³⁴":
         assert f"\n{mark} " in text or text.startswith(f"{mark} ")
     # The footer names the PR head and links the benchmark run.
-    assert f"PR head {HEAD[:12]}" in text
+    assert f"PR head `{HEAD[:12]}`" in text
     assert f"[benchmark run]({RUN})" in text
-    assert "https://github.com/octo/kernels/blob/HEAD/README.md#" in text
+    # The method links to ci-bench's own docs at the installed version, not the caller's repo.
+    assert f"https://github.com/ci-bench/ci-bench/blob/v{ci_bench.__version__}/README.md#" in text
+    assert "octo/kernels/blob" not in text
 
 
 def test_the_visible_tables_fit_a_comment_without_scrolling(report):  # noqa: F811

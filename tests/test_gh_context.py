@@ -64,8 +64,11 @@ def test_dispatch_inputs_are_typed():
         repeats=7,
         baseline_version="0.1.0",
         fail_on="error,noisy",
+        default_branch="main",  # the example repository's, the A/B base when none is given
     )
-    assert parse_event("workflow_dispatch", payload("workflow_dispatch.json"), None) == Dispatch()
+    assert parse_event("workflow_dispatch", payload("workflow_dispatch.json"), None) == Dispatch(
+        default_branch="main"
+    )
     data["inputs"]["repeats"] = "many"
     with pytest.raises(InputError, match="repeats"):
         parse_event("workflow_dispatch", data, None)

@@ -57,12 +57,21 @@ def test_project_kernels_lower_to_mosaic_for_every_smoke_case(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["kind"] == "lowering"
-    assert doc["schema_version"] == 1
-    assert len(doc["cases"]) == 12
+    assert doc["schema_version"] == 2
+    # No config target-chips and no TPU here: every chip the model knows is checked.
+    assert doc["meta"]["chips"] == ["v4", "v5e", "v5p", "v6e", "7x"]
+    # matmul and gla: 6 forward and 6 backward cases each (the backward kernels lower too)
+    assert len(doc["cases"]) == 24
+    by_kernel = {k: [c for c in doc["cases"] if c["kernel"] == k] for k in ("matmul", "gla")}
+    for cases in by_kernel.values():
+        assert sum(c["id"].endswith("/backward") for c in cases) == 6
     for case in doc["cases"]:
         assert case["status"] == "ok", case
         assert case["kind"] == "mosaic"
         assert "tpu_custom_call" in case["custom_calls"]
+        # The smoke profile's cases fit every chip's default scoped VMEM.
+        assert case["model"]["status"] == "ok"
+        assert all(chip["fits"] for chip in case["model"]["chips"].values())
 
 
 def test_cuda_without_the_plugin_is_a_one_line_usage_error(tmp_path):

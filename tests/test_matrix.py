@@ -14,7 +14,11 @@ def test_full_profile_is_the_specification_matrix():
     assert sizes == {(s, s, s) for s in (128, 1024, 4096, 127, 513)}
     assert {c.dtype for c in cases} == {"float32", "bfloat16"}
     assert {c["B"] for c in cases} == {1, 4, 16}
-    assert len(cases) == 5 * 2 * 3
+    forward = [c for c in cases if c.mode == "forward"]
+    assert len(forward) == 5 * 2 * 3
+    # every point and dtype is also timed backward and forward+backward (issue 21)
+    assert len(cases) == len(forward) * 3
+    assert {c.mode for c in cases} == {"forward", "backward", "forward+backward"}
 
 
 def test_smoke_keeps_an_unaligned_case_a_batch_and_both_dtypes():

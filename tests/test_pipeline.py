@@ -2,95 +2,47 @@
 
 ``tests/workflow_runner.py`` reads ``.github/workflows/*.yml`` and runs the ``run:`` steps
 of the jobs an event starts, in ``needs`` order, in clones of a real git repository, with
-the Actions environment, artifacts as folders and the local fake GitHub (traffic checked
-against GitHub's OpenAPI description). Events are GitHub's webhook examples
-(tests/fixtures/events), with their commit shas pointed at this test's repository; a fork
-and the ``benchmark`` label are derived from them in memory, as noted where it happens.
+the Actions environment, job outputs, artifacts as folders, ``workflow_run`` chaining and
+the local fake GitHub (traffic checked against GitHub's OpenAPI description). Events are
+GitHub's webhook examples pointed at the test repository's commits (tests/pipeline_repo.py).
 
-The project measured is one tiny matmul shape in two dtypes (two cases, one per shard),
-three repeats, so the whole pipeline runs in a couple of minutes on a small CPU.
+The kernel measured is tiny (two cases, one per shard, three repeats, twelve A/B rounds), so
+each workflow run takes well under a minute on a small CPU. Every scenario of the
+pipeline-in-code issue is here, each with its assertion.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import shutil
-import subprocess
-import sys
+import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.github_server import FakeGitHub
-from tests.workflow_runner import Runner, WorkflowRun, load
+from ci_bench.github.context import parse_event
+from ci_bench.pipeline.plan import gate
+from tests.pipeline_repo import (
+    MAINTAINER,
+    NUMBER,
+    REPO,
+    TOKEN,
+    World,
+    event,
+    failures,
+    git,
+    make_template,
+    new_world,
+    report_of,
+)
+from tests.workflow_runner import evaluate, interpolate, load, load_called, triggers
 
-ROOT = Path(__file__).resolve().parents[1]
-EVENTS = Path(__file__).parent / "fixtures" / "events"
-REPO = "Codertocat/Hello-World"  # the repository the webhook examples come from
-FORK = "someone-else/Hello-World"
-TOKEN = "ghs_pipeline_token"
-NUMBER = 2  # the examples' pull request number
-PYPROJECT = """\
-[tool.ci-bench]
-kernels = ["tiny_matmul"]
-warmup = 1
-repeats = 3
-ab-repeats = 4
-
-[tool.ci-bench.github]
-retries = 2
-backoff = 0.01
-max-rate-limit-wait = 2
-seconds-between-requests = 0
-seconds-between-writes = 0
-"""
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+TPU_JOBS = ("measure", "ab")
 
 
 @pytest.fixture(scope="module")
-def origin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A git repository laid out like an adopter's: workflows, scripts, a tiny kernel.
-
-    ``master`` (the examples' base branch) holds the project; ``feature`` adds two commits.
-    """
-    repo = tmp_path_factory.mktemp("origin")
-    git(repo, "init", "-q", "-b", "master")
-    git(repo, "config", "user.email", "ci@example.com")
-    git(repo, "config", "user.name", "CI")
-    for folder in (".github/workflows", "scripts", "constraints"):
-        shutil.copytree(ROOT / folder, repo / folder)
-    shutil.copy2(ROOT / "tests" / "fixtures" / "tiny_matmul.py", repo / "tiny_matmul.py")
-    (repo / "pyproject.toml").write_text(PYPROJECT)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "ci-bench with one tiny kernel")
-    base = git(repo, "rev-parse", "HEAD")
-    git(repo, "checkout", "-q", "-b", "feature")
-    heads = []
-    for n in (1, 2):
-        (repo / "NOTES.md").write_text(f"change {n}\n")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", f"change {n}")
-        heads.append(git(repo, "rev-parse", "HEAD"))
-    git(repo, "checkout", "-q", "master")
-    git(repo, "tag", "v0.2.0", base)
-    return {"path": repo, "base": base, "heads": heads}
-
-
-@pytest.fixture
-def server() -> Iterator[FakeGitHub]:
-    login = "github-actions[bot]"
-    with FakeGitHub(token=TOKEN, repos=(REPO,), login=login, default_branch="master") as fake:
-        fake.add_issue(REPO, "An issue")
-        fake.add_issue(REPO, "Update the README with new information.")  # number 2
-        yield fake
-        fake.assert_no_violations()
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_template(tmp_path_factory.mktemp("template"))
 
 
 @pytest.fixture(scope="module")
@@ -99,264 +51,417 @@ def jax_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("tool-cache") / "ci-bench" / "jax"
 
 
+def _world(template: Path, tmp_path: Path, jax_cache: Path, mode: str) -> Iterator[World]:
+    world, server = new_world(template, tmp_path, jax_cache, mode)
+    try:
+        yield world
+        server.assert_no_violations()
+    finally:
+        server.__exit__(None, None, None)
+
+
 @pytest.fixture
-def runner(origin, server, jax_cache, tmp_path) -> Runner:
-    return Runner(
-        origin=origin["path"],
-        root=tmp_path,
-        api_url=server.url,
-        repository=REPO,
-        token=TOKEN,
-        # What scripts/ci_venv.sh would write to GITHUB_ENV: this test's own environment.
-        installed={"CI_BENCH_VENV": sys.prefix, "CI_BENCH_JAX_CACHE": str(jax_cache)},
-        # The A/B job runs on pull requests by default; scenarios about the rest of the
-        # pipeline opt out the way a repository can (test_with_the_ab_job... opts back in).
-        variables={"CI_BENCH_PR_MODE": "baseline"},
-    )
+def world(template, tmp_path, jax_cache) -> Iterator[World]:
+    """Pull requests compared with the stored baselines only (no A/B job)."""
+    yield from _world(template, tmp_path, jax_cache, "baseline")
 
 
-def event(name: str, **changes: Any) -> dict[str, Any]:
-    """A webhook example with dotted-path changes, e.g. ``pull_request.head.sha``."""
-    data = copy.deepcopy(json.loads((EVENTS / name).read_text(encoding="utf-8")))
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split(".")
-        target = data
-        for key in parents:
-            target = target[key]
-        target[leaf] = value
-    return data
+@pytest.fixture
+def ab_world(template, tmp_path, jax_cache) -> Iterator[World]:
+    """The default pull-request mode: the A/B against the merge base decides."""
+    yield from _world(template, tmp_path, jax_cache, "both")
 
 
-def pull_request(origin, name: str, head: str, **changes: Any) -> dict[str, Any]:
-    """A pull-request example pointed at this repository's commits."""
-    return event(
-        name,
-        **{
-            "pull_request.head.sha": head,
-            "pull_request.base.sha": origin["base"],
-            "repository.full_name": REPO,
-            **changes,
-        },
-    )
+def keep(world: World, body: str, name: str = "comment.md") -> None:
+    """The comment a scenario checked, kept beside its runs for a reader, and in
+    ``$CI_BENCH_TEST_ARTIFACTS`` (``.ci/run`` sets it to its output folder)."""
+    (world.runner.root / name).write_text(body)
+    folder = os.environ.get("CI_BENCH_TEST_ARTIFACTS")
+    if folder:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "test").split("::")[-1].split(" ")[0]
+        target = Path(folder) / "pipeline" / test
+        target.mkdir(parents=True, exist_ok=True)
+        (target / name).write_text(body)
 
 
-def as_fork(payload: dict[str, Any]) -> dict[str, Any]:
-    """Derived, not from the package: the same pull request opened from a fork."""
-    payload["pull_request"]["head"]["repo"]["full_name"] = FORK
-    return payload
+# -- the happy path, faults included ---------------------------------------------------
 
 
-def with_label(payload: dict[str, Any], label: str) -> dict[str, Any]:
-    """Derived: the labeled example with the maintainers' ``benchmark`` label."""
-    payload["label"]["name"] = label
-    return payload
-
-
-def on_pr(runner: Runner, origin, payload: dict[str, Any]) -> WorkflowRun:
-    runs = runner.dispatch("pull_request_target", payload, "refs/heads/master", origin["base"])
-    assert [r.workflow for r in runs] == ["benchmark.yml"]
-    return runs[0]
-
-
-def comments(server: FakeGitHub) -> list[str]:
-    return [c["body"] for c in server.repos[REPO.lower()].comments.values() if c["issue"] == NUMBER]
-
-
-def report_of(run: WorkflowRun) -> dict[str, Any]:
-    return json.loads((run.artifacts / "ci-bench-report" / "report.json").read_text())
-
-
-def failures(run: WorkflowRun) -> str:
-    """Every failed step's output, for assertion messages."""
-    return "\n".join(
-        f"--- {j.job} {j.matrix} / {s.name}\n{s.output[-3000:]}"
-        for j in run.jobs
-        for s in j.steps
-        if s.outcome == "failure"
-    )
-
-
-def test_a_pull_request_is_measured_in_shards_reported_and_commented_once(
-    runner, origin, server, jax_cache
-):
-    first, second = origin["heads"]
+def test_a_pull_request_is_measured_in_shards_reported_and_commented_once(world):
+    first = world.commit("feature", world.base, "notes", NOTES="one\n")
     # GitHub creates the comment and still answers 502: it must not be created twice.
-    server.fail_next("POST", r"/issues/\d+/comments$", 502, after=True)
-    run = on_pr(runner, origin, pull_request(origin, "pull_request_opened.json", first))
+    world.server.fail_next("POST", r"/issues/\d+/comments$", 502, after=True)
+    run = world.on_pr(world.pull_request("opened", first))
 
-    assert run.ran == ["measure", "measure", "report", "comment", "lower"], failures(run)
-    assert {j.result for j in run.jobs if j.job != "ab" and j.job != "profile"} == {"success"}, (
-        failures(run)
-    )
-    assert run.concurrency_group == f"benchmark-{NUMBER}"
+    assert run.ran == ["plan", "measure", "measure", "report", "comment"], failures(run)
+    assert {j.result for j in run.jobs if j.result != "skipped"} == {"success"}, failures(run)
+    assert run.concurrency_group == f"ci-bench-benchmark-{NUMBER}"
     for leg in run.job("measure"):
-        # The labelled/pushed head, not the merge commit or the base branch.
-        assert git(leg.workspace, "rev-parse", "HEAD") == first
-        # The compilation cache lives outside the workspace (checkout's clean cannot drop it).
+        assert git(leg.workspace, "rev-parse", "HEAD") == first  # the head, not a merge
         assert not (leg.workspace / ".cache").exists()
-    assert any(jax_cache.rglob("*")), "no compilation cache entries outside the workspace"
     report = report_of(run)
-    assert sorted(c["id"] for c in report["cases"]) == [
-        "matmul/B1-M128-K128-N128/bfloat16",
-        "matmul/B1-M128-K128-N128/float32",
-    ]
+    assert sorted(c["id"] for c in report["cases"]) == ["work/N128/float32", "work/N192/float32"]
     assert report["meta"]["git"]["commit"] == first
-    [summary] = [j.summary for j in run.job("report")]
-    assert "matmul/B1-M128-K128-N128" in summary
-    pr_json = json.loads((run.artifacts / "ci-bench-report" / "pr.json").read_text())
-    assert pr_json["head_sha"] == first
-    assert pr_json["run_url"].endswith(f"/actions/runs/{run.run_id}")
-
-    [body] = comments(server)
-    (runner.root / "comment.md").write_text(body)  # kept with the run, for a reader
-    assert body.startswith("<!-- ci-bench sticky: benchmark|")
-    assert f"https://github.com/{REPO}/actions/runs/{run.run_id}" in body
-    assert f"`{first[:12]}`" in body
+    assert report["head_sha"] == first
+    body = world.the_comment()
+    keep(world, body)
+    assert body.startswith(f"<!-- ci-bench sticky: benchmark|pr {NUMBER} -->")
+    assert f"/actions/runs/{run.run_id}" in body
+    assert body.count(f"/actions/runs/{run.run_id})") == 1  # the run link, once
+    assert body.count(f"`{first[:12]}`") == 1  # the head, once
+    assert "Δ vs base (A/B)" not in body  # no A/B footnote in a baseline-only comment
     assert TOKEN not in body
 
-    # A second push: the same comment, edited, now about the new head.
-    rerun = on_pr(runner, origin, pull_request(origin, "pull_request_synchronize.json", second))
-    assert rerun.ran == ["measure", "measure", "report", "comment", "lower"], failures(rerun)
-    [edited] = comments(server)
+    second = world.commit("feature", first, "more notes", NOTES="two\n")
+    rerun = world.on_pr(world.pull_request("synchronize", second))
+    assert rerun.ran == ["plan", "measure", "measure", "report", "comment"], failures(rerun)
+    edited = world.the_comment()
     assert f"`{second[:12]}`" in edited
+    assert f"`{first[:12]}`" not in edited
     assert f"/actions/runs/{rerun.run_id}" in edited
 
 
-def test_a_lost_shard_is_reported_unmeasured_and_the_comment_still_posts(runner, origin, server):
-    runner.lose.add(("measure", json.dumps({"shard": 2})))
-    run = on_pr(
-        runner, origin, pull_request(origin, "pull_request_opened.json", origin["heads"][0])
-    )
+def test_a_comment_refused_by_github_fails_only_the_comment_job_and_loses_nothing(world):
+    head = world.commit("feature", world.base, "notes", NOTES="one\n")
+    world.server.fail_next("POST", r"/issues/\d+/comments$", 403, times=5)
+    run = world.on_pr(world.pull_request("opened", head))
 
-    assert run.result("measure") == "failure"
-    assert run.result("report") in ("success", "failure"), failures(run)
-    assert run.result("comment") == "success", failures(run)
-    assert len(comments(server)) == 1
-    report = report_of(run)
-    verdicts = {c["id"]: c["verdict"] for c in report["cases"]}
-    assert "matmul/B1-M128-K128-N128/float32" in verdicts
-    # A lost shard's cases are `unmeasured` (in the run's matrix, never measured), which
-    # fails the run by default: a lost shard never passes.
-    assert verdicts["matmul/B1-M128-K128-N128/bfloat16"] == "unmeasured"
-    assert report["exit_code"] != 0
-    assert run.result("report") == "failure"
+    assert run.result("report") == "success", failures(run)
+    assert run.result("comment") == "failure"
+    posted = run.job("comment")[0].step("Post the sticky comment")
+    assert "HTTP 403" in posted.output
+    assert "Traceback" not in posted.output
+    assert report_of(run)["head_sha"] == head  # the report artifact is all there
+    assert world.comments() == []
 
 
-def test_with_the_ab_job_the_report_is_one_pr_verdict(runner, origin, server):
-    runner.variables["CI_BENCH_PR_MODE"] = "both"
-    run = on_pr(
-        runner, origin, pull_request(origin, "pull_request_opened.json", origin["heads"][0])
-    )
+# -- the verdict is about this PR ------------------------------------------------------
 
-    assert sorted(run.ran) == ["ab", "comment", "lower", "measure", "measure", "report"], failures(
-        run
-    )
+
+def test_a_pr_behind_main_is_not_blamed_for_mains_speed_up(ab_world):
+    """The +5388 % case: main got 20x faster after the branch; the PR edits notes only."""
+    world = ab_world
+    slow = world.commit("slow-base", world.base, "a slow kernel", UNITS="40")
+    git(world.repo, "branch", "-f", "master", slow)
+    head = world.commit("feature", slow, "docs only", NOTES="a typo fixed\n")
+    fast = world.commit("speed-up", slow, "20x faster kernel", UNITS="2")
+    git(world.repo, "branch", "-f", "master", fast)  # main moved on after the branch
+    run = world.on_pr(world.pull_request("opened", head, base=fast))
+
+    assert sorted(run.ran) == sorted(["plan", "measure", "measure", "ab", "report", "comment"])
     assert run.result("report") == "success", failures(run)
     report = report_of(run)
-    assert report["mode"] == "pr"  # the A/B decides, the baseline diff shows drift
-    [body] = comments(server)  # one comment: the PR verdict, not a second A/B one
-    (runner.root / "comment.md").write_text(body)  # kept with the run, for a reader
-    assert "|pr -->" in body.splitlines()[0]
-    assert "Δ vs base (A/B)¹" in body
+    assert report["mode"] == "pr"
+    assert report["base_ref"] == f"merge base {slow[:12]}; the base branch is at {fast[:12]}"
+    assert {c["verdict"] for c in report["cases"]} <= {"new", "pass", "noisy"}
+    ratios = {c["id"]: c["ratio"] for c in report["cases"]}
+    assert all(abs(r - 1) < 0.5 for r in ratios.values()), ratios  # head ~ merge base
+    assert report["exit_code"] == 0
+    keep(world, world.the_comment())
+    assert "slower" not in world.headline()  # noisy at most: 8 rounds on a shared CPU
 
 
-def test_another_label_neither_starts_nor_cancels_a_run(runner, origin, server):
-    payload = pull_request(origin, "pull_request_labeled.json", origin["heads"][0])
-    assert payload["label"]["name"] == "bug"
-    run = on_pr(runner, origin, payload)
+def test_a_lost_ab_is_named_in_the_headline_and_fails_never_a_silent_baseline_verdict(ab_world):
+    world = ab_world
+    world.runner.lose.add(("ab", json.dumps({})))
+    head = world.commit("feature", world.base, "notes", NOTES="one\n")
+    run = world.on_pr(world.pull_request("opened", head))
 
-    assert run.ran == []  # every job skipped: nothing red, nothing measured
-    assert {j.result for j in run.jobs} == {"skipped"}
-    # Its concurrency group is its own, so it cannot cancel the PR's measuring run.
-    assert run.concurrency_group != f"benchmark-{NUMBER}"
-    assert comments(server) == []
-
-
-def test_a_fork_runs_only_on_the_label_and_only_the_labelled_commit(runner, origin, server):
-    head = origin["heads"][1]
-    pushed = as_fork(pull_request(origin, "pull_request_synchronize.json", head))
-    unlabelled = on_pr(runner, origin, pushed)
-    # Only the GitHub-hosted lowering check (read-only token); nothing on the TPU runners.
-    assert unlabelled.ran == ["lower"], failures(unlabelled)
-    assert unlabelled.concurrency_group != f"benchmark-{NUMBER}"
-    assert comments(server) == []
-
-    labelled = as_fork(
-        with_label(pull_request(origin, "pull_request_labeled.json", head), "benchmark")
-    )
-    run = on_pr(runner, origin, labelled)
-    assert run.ran == ["measure", "measure", "report", "comment"], failures(run)
-    assert run.concurrency_group == f"benchmark-{NUMBER}"
-    assert {git(leg.workspace, "rev-parse", "HEAD") for leg in run.job("measure")} == {head}
-    [body] = comments(server)
-    assert f"`{head[:12]}`" in body
+    assert run.result("ab") == "failure"
+    assert run.result("report") == "failure", failures(run)
+    report = report_of(run)
+    assert [s["state"] for s in report["run_states"]] == ["ab-missing"]
+    assert report["exit_code"] == 1
+    keep(world, world.the_comment())
+    assert "the A/B against the base is missing" in world.headline()
+    assert len(world.comments()) == 1
 
 
-def test_a_fork_cannot_edit_its_way_onto_the_tpu_runners():
-    """Only default-branch YAML may start self-hosted jobs for pull requests."""
-    for path in (ROOT / ".github" / "workflows").glob("*.yml"):
-        workflow = load(path.name)
-        on = workflow["on"]
-        self_hosted = any(
-            "self-hosted" in (job.get("runs-on") or []) for job in workflow["jobs"].values()
+@pytest.mark.parametrize(
+    ("misbehave", "error"), [("crash", "killed by signal SIGSEGV"), ("hang", "timed out after")]
+)
+def test_a_crashing_or_hanging_ab_case_is_an_error_and_the_other_is_measured(
+    template, tmp_path, jax_cache, misbehave, error
+):
+    # The A/B alone (pr-mode ab): its pairs run in workers with the shards' time limit.
+    for world in _world(template, tmp_path, jax_cache, "ab"):
+        head = world.commit(
+            "feature", world.base, misbehave, MISBEHAVE=misbehave, CONFIG="case-timeout = 15"
         )
-        if self_hosted:
-            assert "pull_request" not in on, f"{path.name}: PR-controlled YAML on TPU runners"
-    benchmark = load("benchmark.yml")
-    assert benchmark["permissions"] == {"contents": "read"}
-    for name, job in benchmark["jobs"].items():
-        writes = {k for k, v in (job.get("permissions") or {}).items() if v == "write"}
-        if name != "comment":
-            assert not writes, name
-        for step in job["steps"]:
-            if step.get("uses", "").startswith("actions/checkout"):
-                assert step["with"]["persist-credentials"] is False
-    # The only job with a write token checks out the default branch (no `ref`): no PR code.
-    comment = benchmark["jobs"]["comment"]
-    assert comment["permissions"] == {"contents": "read", "pull-requests": "write"}
-    assert "ref" not in comment["steps"][0]["with"]
+        run = world.on_pr(world.pull_request("opened", head))
+
+        assert run.ran == ["plan", "ab", "report", "comment"], failures(run)
+        assert run.result("ab") == "success", failures(run)
+        cases = {c["id"]: c for c in report_of(run)["cases"]}
+        assert cases["work/N192/float32"]["verdict"] == "error"
+        assert error in cases["work/N192/float32"]["reason"]
+        assert cases["work/N128/float32"]["ratio"] is not None  # measured as a pair
+        assert run.result("report") == "failure"
+        assert "work/N192/float32" in world.the_comment()
 
 
-def test_a_dispatch_runs_the_chosen_inputs_and_comments_nowhere(runner, origin, server):
-    inputs = {"kernels": "matmul", "profile": "smoke", "repeats": "2", "fail_on": "none"}
+def test_all_shards_failing_say_why_in_the_same_comment(world):
+    good = world.commit("feature", world.base, "notes", NOTES="one\n")
+    world.on_pr(world.pull_request("opened", good))
+    assert len(world.comments()) == 1
+    broken = world.commit("feature", good, "broken import", MISBEHAVE="import")
+    run = world.on_pr(world.pull_request("synchronize", broken))
+
+    assert run.result("measure") == "failure"
+    assert run.result("report") == "failure"
+    assert run.result("comment") == "success", failures(run)
+    body = world.the_comment()  # the same comment, edited: no stale verdict left up
+    keep(world, body)
+    assert f"benchmark failed for `{broken[:12]}`" in body
+    assert "no longer imports" in body
+    assert f"`{good[:12]}`" not in body
+    assert f"/actions/runs/{run.run_id}" in body
+
+
+# -- forks, labels, acceptance ---------------------------------------------------------
+
+
+def test_a_fork_runs_only_on_the_label_and_its_next_push_needs_the_label_again(world):
+    head = world.commit("fork", world.base, "fork change", NOTES="fork\n")
+    unlabelled = world.on_pr(world.pull_request("synchronize", head, fork=True))
+    # Nothing on the TPU runners; the comment job finds no comment to correct.
+    assert unlabelled.ran == ["plan", "comment"], failures(unlabelled)
+    assert unlabelled.concurrency_group != f"ci-bench-benchmark-{NUMBER}"
+    assert world.comments() == []
+
+    labelled = world.on_pr(world.pull_request("labeled", head, fork=True, label="benchmark"))
+    assert labelled.ran == ["plan", "measure", "measure", "report", "comment"], failures(labelled)
+    assert labelled.concurrency_group == f"ci-bench-benchmark-{NUMBER}"
+    assert {git(leg.workspace, "rev-parse", "HEAD") for leg in labelled.job("measure")} == {head}
+    assert f"`{head[:12]}`" in world.the_comment()
+
+    newer = world.commit("fork", head, "fork change 2", NOTES="fork 2\n")
+    pushed = world.on_pr(world.pull_request("synchronize", newer, fork=True))
+    assert pushed.ran == ["plan", "comment"], failures(pushed)  # no pull-request code ran
+    assert not any(j.job in TPU_JOBS and j.result != "skipped" for j in pushed.jobs)
+    body = world.the_comment()
+    keep(world, body)
+    assert f"`{newer[:12]}` is not measured yet" in body
+    assert "`benchmark`" in body
+
+
+def test_an_accepted_regression_passes_for_its_head_and_fails_again_after_a_push(
+    template, tmp_path, jax_cache
+):
+    for world in _world(template, tmp_path, jax_cache, "ab"):
+        slower = world.commit("feature", world.base, "8x the work", UNITS="16")
+        first = world.on_pr(world.pull_request("opened", slower))
+        assert first.result("report") == "failure", failures(first)
+        assert "regression" in {c["verdict"] for c in report_of(first)["cases"]}
+
+        accepted = world.on_pr(
+            world.pull_request(
+                "labeled", slower, label="benchmark-accept", labels=("benchmark-accept",)
+            )
+        )
+        assert accepted.result("report") == "success", failures(accepted)
+        report = report_of(accepted)
+        assert report["acceptance"] == {
+            "label": "benchmark-accept",
+            "by": MAINTAINER,
+            "head_sha": slower,
+        }
+        assert "accepted" in {c["verdict"] for c in report["cases"]}
+        body = world.the_comment()
+        keep(world, body, "accepted.md")
+        assert f"@{MAINTAINER}" in body
+        assert slower[:12] in body
+
+        again = world.commit("feature", slower, "another push", NOTES="n\n")
+        pushed = world.on_pr(world.pull_request("synchronize", again, labels=("benchmark-accept",)))
+        assert pushed.result("report") == "failure", failures(pushed)
+        assert "accepted" not in {c["verdict"] for c in report_of(pushed)["cases"]}
+        assert "benchmark-accept" not in world.server.labels(REPO, NUMBER)
+        assert pushed.result("comment") == "success", failures(pushed)
+        assert "label was removed" in world.the_comment(), pushed.job("comment")[0].steps
+
+
+def test_another_label_starts_no_measurement_and_cancels_nothing(world):
+    head = world.commit("feature", world.base, "notes", NOTES="one\n")
+    run = world.on_pr(world.pull_request("labeled", head, label="bug"))
+    assert run.ran == ["plan"]
+    assert run.concurrency_group != f"ci-bench-benchmark-{NUMBER}"
+    assert world.comments() == []
+
+
+def test_the_concurrency_group_agrees_with_the_plan_for_every_event():
+    """GitHub evaluates concurrency before any job: its expression restates the plan's
+    label rule, and must say 'measuring' exactly when the plan measures."""
+    workflow = load("ci-bench.yml")
+    group = workflow["concurrency"]["group"]
+    cases = []
+    for action in ("opened", "synchronize", "reopened", "labeled"):
+        for fork in (False, True):
+            for label in ("bug", "benchmark", "benchmark-accept"):
+                name = (
+                    "pull_request_labeled.json"
+                    if action == "labeled"
+                    else "pull_request_opened.json"
+                )
+                payload = event(name, action=action)
+                if fork:
+                    payload["pull_request"]["head"]["repo"]["full_name"] = "someone/fork"
+                if action == "labeled":
+                    payload["label"]["name"] = label
+                cases.append(payload)
+    for payload in cases:
+        context = {
+            "github": {
+                "event_name": "pull_request_target",
+                "event": payload,
+                "repository": payload["repository"]["full_name"],
+                "ref": "refs/heads/master",
+                "run_id": "7",
+                "workflow": "benchmark",
+            }
+        }
+        idle = "-idle-" in interpolate(group, context)
+        planned = gate(parse_event("pull_request_target", payload, None), "both")
+        assert idle is not planned.measure, (payload["action"], planned.reason)
+    assert evaluate("fromJSON('[1, 2]')", {}) == [1, 2]
+
+
+# -- other events ----------------------------------------------------------------------
+
+
+def test_a_dispatch_in_mode_both_without_a_base_compares_with_the_default_branch(ab_world):
+    world = ab_world
+    inputs = {"profile": "smoke", "repeats": "8", "fail_on": "none", "mode": "both"}
     payload = event("workflow_dispatch.json", inputs=inputs)
     payload["repository"]["full_name"] = REPO
-    runs = runner.dispatch(
-        "workflow_dispatch", payload, "refs/heads/master", origin["base"], "benchmark.yml"
+    payload["repository"]["default_branch"] = "master"
+    runs = world.runner.dispatch(
+        "workflow_dispatch", payload, "refs/heads/master", world.base, "benchmark.yml"
     )
-    assert [r.workflow for r in runs] == ["benchmark.yml"]
     [run] = runs
-    assert run.ran == ["measure", "measure", "report"], failures(run)
+    assert sorted(run.ran) == sorted(["plan", "measure", "measure", "ab", "report"]), failures(run)
     report = report_of(run)
-    assert report["meta"]["profile"] == "smoke"
-    assert report["meta"]["settings"]["repeats"] == 2
-    assert comments(server) == []
+    assert report["mode"] == "pr"  # the A/B ran: not a silent baseline-only verdict
+    assert report["base_ref"].startswith("master (the default branch)")
+    assert report["meta"]["settings"]["repeats"] == 8
+    assert world.comments() == []
 
 
-def test_a_tag_promotes_once_and_its_rerun_changes_nothing(runner, origin, server):
-    payload = event("push_tag.json", after=origin["base"])
+def test_a_tag_promotes_once_through_a_409_and_its_rerun_changes_nothing(world):
+    payload = event("push_tag.json", after=world.base)
     assert payload["ref"] == "refs/tags/v0.2.0"
-    runs = runner.dispatch("push", payload, payload["ref"], origin["base"])
+    # A concurrent change of the file on the default branch: the write is re-read, retried.
+    world.server.fail_next("PUT", r"/contents/", 409)
+    runs = world.runner.dispatch("push", payload, payload["ref"], world.base)
     assert [r.workflow for r in runs] == ["promote.yml"]
-    assert runs[0].ran == ["promote"], failures(runs[0])
     assert runs[0].result("promote") == "success", failures(runs[0])
-    files = server.files(REPO)
+    files = world.server.files(REPO)
     [name] = [p for p in files if p.startswith("baselines/")]
-    text = files[name].decode()
-    entry = json.loads(text)["entries"][0]
+    entry = json.loads(files[name].decode())["entries"][0]
     assert entry["provenance"]["tag"] == "v0.2.0"
     assert entry["device"]["hostname"] == ""
-    assert entry["settings"]["compilation_cache"] is None
-    assert str(runner.root) not in text
-    commits = len(server.commits)
+    assert str(world.runner.root) not in files[name].decode()
+    commits = len(world.server.commits)
 
-    again = runner.dispatch("push", payload, payload["ref"], origin["base"])
+    again = world.runner.dispatch("push", payload, payload["ref"], world.base)
     assert again[0].result("promote") == "success", failures(again[0])
     assert "unchanged" in again[0].job("promote")[0].step("Measure and promote").output
-    assert len(server.commits) == commits
-    assert server.files(REPO) == files
+    assert len(world.server.commits) == commits
 
 
-def test_a_release_starts_nothing_since_its_tag_push_already_promoted(runner, origin):
+def test_a_push_to_main_records_one_history_entry_with_the_pinned_toolchain(world):
+    world.runner.variables["CI_BENCH_HISTORY"] = "true"
+    payload = event("push_tag.json", ref="refs/heads/main", after=world.base)
+    payload["head_commit"]["message"] = "Faster kernel (#7)"  # derived: a squash merge
+    runs = world.runner.dispatch("push", payload, "refs/heads/main", world.base)
+    # The history run, then the dashboard it starts (workflow_run).
+    assert [r.workflow for r in runs] == ["history.yml", "pages.yml"]
+    assert runs[0].result("record") == "success", failures(runs[0])
+    assert runs[1].result("deploy") == "success", failures(runs[1])
+    files = world.server.files(REPO, "ci-bench-data")
+    [path] = [p for p in files if p.startswith("history/")]
+    record = json.loads(files[path].decode().splitlines()[0])
+    assert record["commit"] == world.base
+    assert record["pr"] == 7
+    assert not (runs[0].job("record")[0].workspace / ".venv").exists()
+
+
+def test_a_published_release_starts_only_the_package_build_its_tag_push_promoted():
     payload = event("release_published.json")
-    assert runner.dispatch("release", payload, "refs/tags/0.0.1", origin["base"]) == []
+    workflows = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+    started = [
+        p.name
+        for p in sorted(workflows.glob("*.yml"))
+        if triggers(load(p.name), "release", payload)
+    ]
+    assert started == ["package.yml"]
+
+
+# -- the lowering check, every pull request --------------------------------------------
+
+
+def test_every_pr_gets_lowering_in_the_one_comment_forks_included(world):
+    head = world.commit("fork", world.base, "fork change", NOTES="fork\n")
+    world.on_pr(world.pull_request("opened", head, fork=True), lowering=True)
+    lower, relay = world.lowering_runs
+    assert lower.result("lower") == "success", failures(lower)
+    assert relay.result("relay") == "success", failures(relay)
+    body = world.the_comment()
+    assert "cases lower for tpu" in body
+    # Exact feedback with nothing timed: the cost model against the merge base.
+    assert f"no structural change by the cost model against merge base {world.base[:12]}" in body
+    assert f"`{head[:12]}` is not measured yet" in body  # waiting for the label
+
+    labelled = world.on_pr(world.pull_request("labeled", head, fork=True, label="benchmark"))
+    assert labelled.result("comment") == "success", failures(labelled)
+    body = world.the_comment()  # the verdict joined the lowering section: one comment
+    keep(world, body)
+    assert "cases lower for tpu" in body
+    assert "not measured yet" not in body
+    assert f"/actions/runs/{labelled.run_id}" in body
+
+
+def _jobs_of(name: str) -> list[tuple[str, dict, dict]]:
+    """(file, trigger, job) for every job a workflow runs, called workflows' jobs included
+    (with the caller's trigger: a reusable workflow runs under its caller's event)."""
+    workflow = load(name)
+    found = []
+    for job in workflow["jobs"].values():
+        if "uses" in job:
+            called = load_called(job["uses"])
+            found += [(name, workflow["on"], inner) for inner in called["jobs"].values()]
+        else:
+            found.append((name, workflow["on"], job))
+    return found
+
+
+def test_no_fork_code_runs_where_credentials_or_the_tpu_runners_are():
+    """Structure: only default-branch YAML reaches self-hosted runners; every checkout of
+    pull-request code in a pull_request_target job is explicit and label-gated; only jobs
+    that run no pull-request code have a write token."""
+    workflows = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+    for path in workflows.glob("*.yml"):
+        text = path.read_text()
+        assert text.count("allow-unsafe-pr-checkout: true  # ") == text.count(
+            "allow-unsafe-pr-checkout"
+        ), f"{path.name}: every unsafe checkout carries its reason"
+        for name, on, job in _jobs_of(path.name):
+            runs_on = str(job.get("runs-on") or "")
+            if "self-hosted" in runs_on or "inputs.runner" in runs_on:
+                assert "pull_request" not in on, f"{name}: PR-controlled YAML on TPU runners"
+            writes = {k for k, v in (job.get("permissions") or {}).items() if v == "write"}
+            pr_code = False
+            for step in job["steps"]:
+                if not step.get("uses", "").startswith("actions/checkout"):
+                    continue
+                assert step["with"]["persist-credentials"] is False
+                ref = str(step["with"].get("ref", ""))
+                if "pull_request_target" in on and "head.sha" in ref:
+                    pr_code = True
+                    assert step["with"].get("allow-unsafe-pr-checkout") is True, name
+                    assert "needs.plan.outputs" in str(job.get("if", "")), name
+            assert not (pr_code and writes), f"{name} writes and runs PR code"
+    pipeline = load("ci-bench.yml")
+    assert pipeline["permissions"] == {"contents": "read"}
+    assert "ref" not in pipeline["jobs"]["plan"]["steps"][0]["with"]  # default branch
+    assert "ref" not in pipeline["jobs"]["comment"]["steps"][0]["with"]

@@ -75,8 +75,19 @@ def test_cases_of_the_matrix_never_measured_fail_as_unmeasured():
     assert verdicts[B].verdict == "unmeasured"
     assert "the run did not finish" in verdicts[B].reason
     assert report.exit_code == ExitCode.FAILED
+    # The file says it did not finish: that fails whatever the policy says of unmeasured
+    # cases (and whatever its own matrix lists).
     lenient = compare(run, lookup(None), T, FailPolicy(unmeasured=False))
-    assert lenient.exit_code == ExitCode.OK
+    assert [r.state for r in lenient.run_states] == ["unfinished"]
+    assert lenient.exit_code == ExitCode.FAILED
+
+
+def test_an_unfinished_file_never_passes_whatever_its_matrix_lists():
+    for matrix in ([], [A]):  # empty, or only the measured cases
+        run = results([case(A)], matrix=matrix, complete=False)
+        report = compare(run, lookup(baseline_of(results([case(A)]))), T, FailPolicy())
+        assert report.verdict == "unfinished"
+        assert report.exit_code == ExitCode.FAILED
 
 
 def test_a_lost_shard_leaves_its_cases_unmeasured():

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from ci_bench.commands.config import Config
-from ci_bench.commands.request import build_request, parse_fail_on
 from ci_bench.errors import InputError
 from ci_bench.github.context import parse_event
+from ci_bench.pipeline.config import Config
+from ci_bench.pipeline.request import build_request, parse_fail_on
 from ci_bench.schema import FailPolicy
 
 EVENTS = Path(__file__).parent / "fixtures" / "events"
@@ -53,7 +53,8 @@ DISPATCH_INPUTS = {
     [
         # No event: the config's default profile, the spec's repeats, baseline mode.
         ({}, None, {}, {"profile": "smoke", "repeats": 20, "ab_repeats": 200, "mode": "baseline"}),
-        # A pull request: the PR profile, the config's PR mode, A/B against the PR's base.
+        # A pull request: the PR profile, the config's PR mode, A/B against the merge base
+        # of its head and its base commit.
         (
             {},
             PR,
@@ -61,9 +62,18 @@ DISPATCH_INPUTS = {
             {
                 "profile": "ci",
                 "mode": "both",
-                "base_ref": "f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+                "base": ("merge-base", "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"),
             },
         ),
+        # A dispatch with an A/B and no base: the default branch's head.
+        (
+            {},
+            ("workflow_dispatch", "workflow_dispatch"),
+            {"inputs": {"mode": "both"}},
+            {"mode": "both", "base": ("default-branch", "main")},
+        ),
+        # A base given by hand is taken as it is.
+        ({"base": "v0.1.0", "mode": "ab"}, None, {}, {"base": ("ref", "v0.1.0")}),
         # Flags win over the event.
         ({"profile": "full", "mode": "baseline"}, PR, {}, {"profile": "full", "mode": "baseline"}),
         # A dispatch's inputs fill the selection, repeats, policy and pinned version.
@@ -108,7 +118,7 @@ def test_event_and_flags_resolve_into_one_request(flags, source, changes, expect
         "repeats": request.harness.repeats,
         "ab_repeats": request.ab_harness.repeats,
         "mode": request.mode,
-        "base_ref": request.base_ref,
+        "base": (request.base.kind, request.base.ref) if request.base else None,
         "pins": dict(request.baselines.pins),
         "noisy_fails": request.policy.fails("noisy"),
         "release": (request.release.kernel, request.release.version) if request.release else None,
@@ -184,7 +194,8 @@ def test_building_requests_and_judging_import_no_jax():
     """The pure rooms load without jax: their tests run in seconds."""
     code = (
         "import sys\n"
-        "import ci_bench.commands.request, ci_bench.judge.compare, ci_bench.judge.ab\n"
+        "import ci_bench.pipeline.request, ci_bench.pipeline.plan, ci_bench.judge.compare\n"
+        "import ci_bench.judge.ab, ci_bench.outcome\n"
         "import ci_bench.report.render, ci_bench.schema, ci_bench.contract.matrix\n"
         "print(sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
     )

@@ -6,14 +6,37 @@ from ci_bench.measure.roofline import PEAKS, compute_metrics, peak_for, tflops_o
 
 
 @pytest.mark.parametrize(
+    ("kind", "cores", "tflops", "gbps"),
+    [
+        # jax's per-TensorCore table times the TensorCores of one device (v4, v5p: 2).
+        ("TPU v4", 2, 275.0, 1230.0),
+        ("TPU v5 lite", 1, 197.0, 820.0),
+        ("TPU v5e", 1, 197.0, 820.0),
+        ("TPU v5", 2, 459.0, 2460.0),
+        ("TPU v5p", 2, 459.0, 2460.0),
+        ("TPU v6 lite", 1, 920.0, 1640.0),
+    ],
+)
+def test_tpu_peaks_are_jaxs_per_core_figures_times_the_cores(kind, cores, tflops, gbps):
+    from jax._src.pallas.mosaic.tpu_info import (
+        chip_version_from_device_kind,
+        get_tpu_info_for_chip,
+    )
+
+    info = get_tpu_info_for_chip(chip_version_from_device_kind(kind), cores)
+    peak = peak_for(kind)
+    assert peak is not None
+    assert peak.tflops["bfloat16"] == pytest.approx(info.bf16_ops_per_second * cores / 1e12)
+    assert peak.hbm_gbps == pytest.approx(info.mem_bw_bytes_per_second * cores / 1e9)
+    # The published chip figures, as jax's table has them (to its rounding).
+    assert peak.tflops["bfloat16"] == pytest.approx(tflops, rel=1e-2)
+    assert peak.hbm_gbps == pytest.approx(gbps, rel=1e-2)
+    assert "float32" not in peak.tflops  # no published float32 MXU peak on TPU
+
+
+@pytest.mark.parametrize(
     ("kind", "key"),
     [
-        ("TPU v4", "tpu-v4"),
-        ("TPU v5 lite", "tpu-v5e"),
-        ("TPU v5e", "tpu-v5e"),
-        ("TPU v5", "tpu-v5p"),
-        ("TPU v5p", "tpu-v5p"),
-        ("TPU v6 lite", "tpu-v6e"),
         ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
         ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
         ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
@@ -29,6 +52,7 @@ def test_device_kinds_map_to_the_peak_table(kind, key):
 def test_cpus_and_unknown_devices_have_no_peak():
     assert peak_for("cpu") is None
     assert peak_for("TPU v99") is None
+    assert peak_for("TPU v4 lite") is None  # v4i: not a chip the model's table covers
 
 
 def test_matmul_example_from_the_specification():

@@ -53,7 +53,8 @@ def test_an_interrupt_keeps_every_case_measured_so_far(tmp_path):
             save=saved.append,
             now=lambda: NOW,
         )
-    assert [len(r.cases) for r in saved] == [1, 2]
+    # the forward and backward cases of both dtypes of the first point, then the interrupt
+    assert [len(r.cases) for r in saved] == [1, 2, 3, 4]
     assert all(not r.meta.complete for r in saved)
     assert all(c.status == "ok" for c in saved[-1].cases)
 

@@ -38,9 +38,12 @@ def make_baseline(folder, scale_ms: float) -> None:
 
 
 @pytest.fixture
-def kernel_library(pytester):
+def kernel_library(pytester, monkeypatch):
     write_project(pytester.path, ["kernels.matmul"])
     pytester.syspathinsert(REPO)
+    # A kernel library's tests import its own package; this repository's `kernels/` is not
+    # installed (the wheel holds ci_bench only), so the subprocess gets it on its path.
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_perf=TEST_FILE)
     return pytester
 

@@ -20,14 +20,14 @@ from ci_bench.measure.workers import (
     default_workers,
     pin_env,
 )
-from ci_bench.schema import Results
+from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import read_model
 from tests.conftest import FIXTURES, REPO, run_cli, write_project
 from tests.factories import CPU, V5E
 
 
 def load(path) -> Results:
-    return read_model(path, Results, what="results", schema_version=2)
+    return read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
 
 
 def test_hang_segfault_and_exit_are_one_error_each_and_the_rest_is_measured(tmp_path):
@@ -89,7 +89,10 @@ def test_a_killed_run_resumes_measuring_only_the_rest(tmp_path):
     assert not first.meta.complete
     kept = {c.id: c for c in first.cases}
     assert 2 <= len(kept) < 4
-    done = run_cli("run", "--repeats", "2", "--resume", str(out), cwd=tmp_path, timeout=300)
+    # As a user writes it: resume the file and write it again (the output defaults to it).
+    done = run_cli(
+        "run", "--repeats", "2", "--resume", str(out), "-o", str(out), cwd=tmp_path, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert f"{len(kept)} case(s) already measured" in done.stderr
     assert f"[{4 - len(kept)}/{4 - len(kept)}]" in done.stderr

@@ -195,6 +195,8 @@ def evaluate(
             else _text(needle).lower() in _text(hay).lower()
         ),
         "startsWith": lambda s, p: _text(s).lower().startswith(_text(p).lower()),
+        "fromJSON": lambda text: json.loads(_text(text)),
+        "toJSON": lambda value: json.dumps(value, indent=2),
     }
     return _Parser(text, context, functions).parse()
 
@@ -224,12 +226,34 @@ def condition(text: Any, context: Mapping[str, Any], status: Mapping[str, bool])
 # -- workflows -----------------------------------------------------------------------------
 
 
-def load(name: str) -> dict[str, Any]:
+def load(name: str, folder: Path = WORKFLOWS) -> dict[str, Any]:
     """A workflow file; PyYAML reads the ``on`` key as True, so it is put back."""
-    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    data = yaml.safe_load((folder / name).read_text(encoding="utf-8"))
     if True in data:
         data["on"] = data.pop(True)
     return data
+
+
+# `uses:` of ci-bench's own reusable workflows and actions, from an adopter's repository
+# (OWNER/ci-bench/...@ref) or this one (./...): both are this checkout's files here.
+_OWN = re.compile(r"^(ci-bench/ci-bench/|\./)\.github/(workflows|actions)/([^@]+?)(?:@.+)?$")
+
+
+def load_called(uses: str, folder: Path = WORKFLOWS) -> dict[str, Any]:
+    """The reusable workflow a job calls: ci-bench's own (``ci-bench/ci-bench/...@ref``)
+    mapped onto this checkout's file, a local one (``./``) from the caller's folder."""
+    match = _OWN.match(uses)
+    if not match or match[2] != "workflows":
+        raise ExpressionError(f"no emulation for the reusable workflow {uses}")
+    return load(match[3], WORKFLOWS if match[1] != "./" else folder)
+
+
+def composite_action(uses: str) -> Path | None:
+    """The folder of one of ci-bench's own composite actions, or None for any other."""
+    match = _OWN.match(uses)
+    if not match or match[2] != "actions":
+        return None
+    return WORKFLOWS.parent / "actions" / match[3]
 
 
 def triggers(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
@@ -249,7 +273,10 @@ def triggers(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]
             return patterns is not None and any(
                 fnmatch.fnmatchcase(ref.removeprefix("refs/tags/"), p) for p in patterns
             )
-        return "branches" not in spec or any(
+        if "branches" not in spec:
+            # Only a tags filter: branch pushes do not run it (GitHub's rule).
+            return "tags" not in spec
+        return any(
             fnmatch.fnmatchcase(ref.removeprefix("refs/heads/"), p) for p in spec["branches"]
         )
     return True
@@ -270,6 +297,7 @@ class JobResult:
     steps: list[StepResult] = field(default_factory=list)
     workspace: Path | None = None
     summary: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
 
     def step(self, name: str) -> StepResult:
         return next(s for s in self.steps if s.name.startswith(name))
@@ -282,6 +310,14 @@ class WorkflowRun:
     concurrency_group: str | None
     jobs: list[JobResult]
     artifacts: Path
+    name: str = ""  # the workflow's `name:`
+    event: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conclusion(self) -> str:
+        """GitHub's: failure if any job failed, else success (skipped jobs do not count)."""
+        return "failure" if any(j.result == "failure" for j in self.jobs) else "success"
 
     def job(self, name: str) -> list[JobResult]:
         return [j for j in self.jobs if j.job == name]
@@ -313,6 +349,20 @@ class Runner:
     path_prefix: str = ""  # prepended to PATH, e.g. the venv's bin
     lose: set[tuple[str, str]] = field(default_factory=set)  # (job, matrix json): runner lost
     run_ids: itertools.count = field(default_factory=lambda: itertools.count(9001))
+    # Every run so far, by id: another run's artifacts (download-artifact's run-id).
+    runs: dict[int, WorkflowRun] = field(default_factory=dict)
+    # A template for workflow_run payloads (GitHub's webhook example), filled per run.
+    workflow_run_example: dict[str, Any] | None = None
+    # Files outside every workspace that a self-hosted runner keeps between jobs.
+    tool_cache: Path | None = None
+    # Run the Install steps (the setup action) for real instead of standing in for them:
+    # every job's (True) or these jobs' only.
+    run_install: bool | frozenset[str] = False
+    # The repository's workflows (an adopter's); ci-bench's own reusable ones are this
+    # checkout's.
+    workflows: Path = WORKFLOWS
+    # Environment every job gets on top of the runner's (e.g. JAX_PLATFORMS=cpu).
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def dispatch(
         self, event: str, payload: dict[str, Any], ref: str, sha: str, target: str | None = None
@@ -324,13 +374,49 @@ class Runner:
         if event == "workflow_dispatch" and target is None:
             raise ExpressionError("a workflow_dispatch names its workflow")
         runs = []
-        for path in sorted(WORKFLOWS.glob("*.yml")):
+        for path in sorted(self.workflows.glob("*.yml")):
             if target is not None and path.name != target:
                 continue
-            workflow = load(path.name)
+            workflow = load(path.name, self.workflows)
             if triggers(workflow, event, payload):
                 runs.append(self.run(path.name, workflow, event, payload, ref, sha))
+        for done in list(runs):
+            runs += self._chained(done, ref, sha)
         return runs
+
+    def _chained(self, done: WorkflowRun, ref: str, sha: str) -> list[WorkflowRun]:
+        """Workflows a finished run starts (``on: workflow_run``), with GitHub's payload:
+        the run's id, name, event, head commit and conclusion; for a pull request from
+        this repository its number, for a fork none (GitHub lists none)."""
+        started = []
+        for path in sorted(self.workflows.glob("*.yml")):
+            workflow = load(path.name, self.workflows)
+            spec = (
+                (workflow["on"] or {}).get("workflow_run")
+                if isinstance(workflow["on"], dict)
+                else None
+            )
+            if not spec or done.name not in spec.get("workflows", []):
+                continue
+            payload = json.loads(json.dumps(self.workflow_run_example or {}))
+            pr = done.payload.get("pull_request") or {}
+            head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
+            fork = head_repo is not None and head_repo != self.repository
+            run = payload.setdefault("workflow_run", {})
+            run.update(
+                id=done.run_id,
+                name=done.name,
+                event=done.event,
+                conclusion=done.conclusion,
+                status="completed",
+                head_sha=(pr.get("head") or {}).get("sha") or sha,
+                pull_requests=[] if fork or not pr else [{"number": pr.get("number")}],
+                head_repository={"full_name": head_repo or self.repository},
+            )
+            payload["action"] = "completed"
+            payload.setdefault("repository", {})["full_name"] = self.repository
+            started.append(self.run(path.name, workflow, "workflow_run", payload, ref, sha))
+        return started
 
     def run(
         self,
@@ -364,9 +450,14 @@ class Runner:
         }
         context = {"github": github, "inputs": inputs, "vars": self.variables, "env": {}}
         group = None
-        if "concurrency" in workflow:
-            spec = workflow["concurrency"]
-            group = interpolate(spec["group"] if isinstance(spec, dict) else spec, context)
+        # The run's group: its own, or (a caller) that of the workflow it calls.
+        called = [
+            load_called(j["uses"], self.workflows) for j in workflow["jobs"].values() if "uses" in j
+        ]
+        for spec in [workflow.get("concurrency"), *(c.get("concurrency") for c in called)]:
+            if spec:
+                group = interpolate(spec["group"] if isinstance(spec, dict) else spec, context)
+                break
         base_env = {
             "CI": "true",
             "GITHUB_ACTIONS": "true",
@@ -381,11 +472,37 @@ class Runner:
             "GITHUB_SERVER_URL": "https://github.com",
         }
         jobs: list[JobResult] = []
+        self._jobs(name, workflow, context, base_env, folder, artifacts, jobs, run_id, group)
+        finished = WorkflowRun(
+            name, run_id, group, jobs, artifacts, workflow.get("name", name), event, payload
+        )
+        self.runs[run_id] = finished
+        return finished
+
+    def _jobs(
+        self,
+        name: str,
+        workflow: dict[str, Any],
+        context: dict[str, Any],
+        base_env: dict[str, str],
+        folder: Path,
+        artifacts: Path,
+        jobs: list[JobResult],
+        run_id: int,
+        group: str | None,
+    ) -> str:
+        """Every job of ``workflow`` in needs order, appended to ``jobs``; a job that calls a
+        reusable workflow (``uses:``) runs the called workflow's jobs in its place, with its
+        ``with:`` as ``inputs``. Returns the combined result (a caller job's ``needs``)."""
         done: dict[str, str] = {}
+        outputs: dict[str, dict[str, str]] = {}
+        workflow_env = {k: interpolate(v, context) for k, v in (workflow.get("env") or {}).items()}
+        base_env = {**base_env, **workflow_env}
+        context = {**context, "env": {**context.get("env", {}), **workflow_env}}
         for job_name, job in _ordered(workflow["jobs"]):
             needs = job.get("needs", [])
             needs = [needs] if isinstance(needs, str) else needs
-            needs_ctx = {n: {"result": done[n], "outputs": {}} for n in needs}
+            needs_ctx = {n: {"result": done[n], "outputs": outputs.get(n, {})} for n in needs}
             status = {
                 "success": all(done[n] == "success" for n in needs),
                 "failure": any(done[n] == "failure" for n in needs),
@@ -395,7 +512,17 @@ class Runner:
                 jobs.append(JobResult(job_name, {}, "skipped"))
                 done[job_name] = "skipped"
                 continue
-            legs = _matrix(job.get("strategy", {}).get("matrix"))
+            if "uses" in job:  # a reusable workflow: its jobs run here
+                called = load_called(job["uses"], self.workflows)
+                declared = ((called["on"] or {}).get("workflow_call") or {}).get("inputs") or {}
+                given = {k: interpolate(v, job_ctx) for k, v in (job.get("with") or {}).items()}
+                inputs = {k: v.get("default", "") for k, v in declared.items()} | given
+                inner = {**context, "inputs": inputs}
+                done[job_name] = self._jobs(
+                    name, called, inner, base_env, folder, artifacts, jobs, run_id, group
+                )
+                continue
+            legs = _matrix(job.get("strategy", {}).get("matrix"), job_ctx)
             # Matrix legs run side by side, as on GitHub (the shards' runners).
             with ThreadPoolExecutor(max_workers=len(legs)) as pool:
                 futures = []
@@ -422,7 +549,13 @@ class Runner:
                     lost = JobResult(job_name, matrix, "failure")
                     jobs.append(lost if future is None else future.result())
             done[job_name] = WorkflowRun(name, run_id, group, jobs, artifacts).result(job_name)
-        return WorkflowRun(name, run_id, group, jobs, artifacts)
+            for leg in (j for j in jobs if j.job == job_name):
+                outputs.setdefault(job_name, {}).update(leg.outputs)
+        results = set(done.values())
+        for outcome in ("failure", "cancelled", "success"):
+            if outcome in results:
+                return outcome
+        return "skipped"
 
     def _job(
         self,
@@ -443,7 +576,8 @@ class Runner:
             "GITHUB_WORKSPACE": str(workspace),
             "GITHUB_STEP_SUMMARY": str(summary),
             "RUNNER_TEMP": str(files),
-            "RUNNER_TOOL_CACHE": str(files / "tool-cache"),
+            "RUNNER_TOOL_CACHE": str(self.tool_cache or files / "tool-cache"),
+            **self.extra_env,
         }
         env["PATH"] = (
             f"{self.path_prefix}{os.pathsep}{env['PATH']}" if self.path_prefix else env["PATH"]
@@ -452,49 +586,104 @@ class Runner:
         env.update(job_env)
         result = JobResult(name, matrix, "success", workspace=workspace)
         failed = False
+        steps_ctx: dict[str, dict[str, Any]] = {}
         for index, step in enumerate(job["steps"]):
             step_name = str(step.get("name") or step.get("uses") or step.get("run", ""))
-            step_ctx = {**context, "env": {**job_env}}
+            step_ctx = {**context, "env": {**job_env}, "steps": steps_ctx}
             status = {"success": not failed, "failure": failed}
             if not condition(step.get("if"), step_ctx, status):
                 result.steps.append(StepResult(step_name, "skipped"))
                 continue
             step_env = {k: interpolate(v, step_ctx) for k, v in (step.get("env") or {}).items()}
-            if "uses" in step:
-                with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
-                outcome = self._uses(step["uses"], with_, workspace, artifacts, base_env)
-                result.steps.append(StepResult(step_name, outcome))
-            elif step_name.startswith("Install"):
+            real = self.run_install is True or (
+                isinstance(self.run_install, frozenset) and name in self.run_install
+            )
+            if step_name.startswith("Install") and not real:
                 env.update(self.installed)
                 result.steps.append(StepResult(step_name, "skipped"))
                 continue
+            if "uses" in step and composite_action(step["uses"]) is not None:
+                with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
+                outcome, text = self._composite(step["uses"], with_, context, env, workspace, files)
+                result.steps.append(StepResult(step_name, outcome, text))
+            elif "uses" in step:
+                with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
+                outcome = self._uses(step["uses"], with_, workspace, artifacts, base_env)
+                result.steps.append(StepResult(step_name, outcome))
             else:
-                env_file, output = files / f"env-{index}", files / f"output-{index}"
-                env_file.touch()
-                output.touch()
                 script = interpolate(step["run"], step_ctx)
-                done = subprocess.run(
-                    ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                    cwd=workspace,
-                    env={
-                        **env,
-                        **step_env,
-                        "GITHUB_ENV": str(env_file),
-                        "GITHUB_OUTPUT": str(output),
-                    },
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                    check=False,
+                outcome, text, outputs = self._script(
+                    script, {**env, **step_env}, env, workspace, files, f"{index}"
                 )
-                env.update(_env_file(env_file))
-                outcome = "success" if done.returncode == 0 else "failure"
-                result.steps.append(StepResult(step_name, outcome, done.stdout + done.stderr))
+                result.steps.append(StepResult(step_name, outcome, text))
+                if step.get("id"):
+                    steps_ctx[step["id"]] = {"outputs": outputs, "outcome": outcome}
             if result.steps[-1].outcome == "failure" and not step.get("continue-on-error"):
                 failed = True
         result.result = "failure" if failed else "success"
         result.summary = summary.read_text(encoding="utf-8") if summary.exists() else ""
+        final_ctx = {**context, "steps": steps_ctx}
+        result.outputs = {
+            k: interpolate(v, final_ctx) for k, v in (job.get("outputs") or {}).items()
+        }
         return result
+
+    def _script(
+        self,
+        script: str,
+        env: dict[str, str],
+        job_env: dict[str, str],
+        workspace: Path,
+        files: Path,
+        key: str,
+    ) -> tuple[str, str, dict[str, str]]:
+        """One ``run:`` with bash as the runner does; what it writes to GITHUB_ENV joins
+        ``job_env`` for the later steps. Returns (outcome, output, step outputs)."""
+        env_file, output = files / f"env-{key}", files / f"output-{key}"
+        env_file.touch()
+        output.touch()
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+            cwd=workspace,
+            env={**env, "GITHUB_ENV": str(env_file), "GITHUB_OUTPUT": str(output)},
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        job_env.update(_env_file(env_file))
+        outcome = "success" if done.returncode == 0 else "failure"
+        return outcome, done.stdout + done.stderr, _env_file(output)
+
+    def _composite(
+        self,
+        action: str,
+        with_: dict[str, str],
+        context: dict[str, Any],
+        env: dict[str, str],
+        workspace: Path,
+        files: Path,
+    ) -> tuple[str, str]:
+        """A composite action of this repository (``./.github/actions/X`` or
+        ``ci-bench/ci-bench/.github/actions/X@ref``, mapped onto this checkout): its steps
+        run with its ``inputs`` and ``GITHUB_ACTION_PATH``."""
+        folder = composite_action(action)
+        assert folder is not None
+        spec = yaml.safe_load((folder / "action.yml").read_text(encoding="utf-8"))
+        declared = spec.get("inputs") or {}
+        inputs = {k: str(v.get("default", "")) for k, v in declared.items()} | with_
+        ctx = {**context, "inputs": inputs}
+        texts = []
+        for index, step in enumerate(spec["runs"]["steps"]):
+            step_env = {k: interpolate(v, ctx) for k, v in (step.get("env") or {}).items()}
+            run_env = {**env, **step_env, "GITHUB_ACTION_PATH": str(folder)}
+            outcome, text, _ = self._script(
+                interpolate(step["run"], ctx), run_env, env, workspace, files, f"a{index}"
+            )
+            texts.append(text)
+            if outcome == "failure":
+                return "failure", "".join(texts)
+        return "success", "".join(texts)
 
     def _uses(
         self,
@@ -508,30 +697,21 @@ class Runner:
         if name == "actions/checkout":
             ref = with_.get("ref") or base_env["GITHUB_SHA"]
             depth = [] if with_.get("fetch-depth") == "0" else ["--depth", "1"]
-            subprocess.run(
-                [
-                    "git",
-                    "clone",
-                    "-q",
-                    *depth,
-                    "--no-local",
-                    f"file://{self.origin}",
-                    str(workspace),
-                ],
-                check=True,
-                capture_output=True,
-            )
-            subprocess.run(
-                ["git", "-C", str(workspace), "fetch", "-q", "origin", ref],
-                check=True,
-                capture_output=True,
-            )
-            subprocess.run(
-                ["git", "-C", str(workspace), "checkout", "-q", "--detach", "FETCH_HEAD"],
-                check=True,
-                capture_output=True,
-            )
+            target = workspace / with_["path"] if with_.get("path") else workspace
+            steps = [
+                ["git", "clone", "-q", *depth, "--no-local", f"file://{self.origin}", str(target)],
+                ["git", "-C", str(target), "fetch", "-q", "origin", ref],
+                ["git", "-C", str(target), "checkout", "-q", "--detach", "FETCH_HEAD"],
+            ]
+            for command in steps:
+                if subprocess.run(command, capture_output=True, check=False).returncode:
+                    return "failure"  # e.g. a branch that does not exist (yet)
             return "success"
+        if name == "actions/upload-pages-artifact":
+            with_ = {"name": "github-pages", "path": with_.get("path", "_site")}
+            name = "actions/upload-artifact"
+        if name == "actions/deploy-pages":
+            return "success" if (artifacts / "github-pages").is_dir() else "failure"
         if name == "actions/upload-artifact":
             source = workspace / with_["path"]
             if not source.exists():
@@ -546,15 +726,23 @@ class Runner:
                 shutil.copy2(source, target / source.name)
             return "success"
         if name == "actions/download-artifact":
+            if with_.get("run-id"):  # another run's artifacts (needs a token, as on GitHub)
+                other = self.runs.get(int(with_["run-id"]))
+                if other is None or not with_.get("github-token"):
+                    return "failure"
+                artifacts = other.artifacts
             pattern = with_.get("pattern") or with_.get("name") or "*"
             target = workspace / with_.get("path", ".")
+            found_any = False
             for found in sorted(artifacts.iterdir()):
                 if fnmatch.fnmatchcase(found.name, pattern):
+                    found_any = True
                     merge = with_.get("merge-multiple") == "true" or "name" in with_
                     shutil.copytree(
                         found, target if merge else target / found.name, dirs_exist_ok=True
                     )
-            return "success"
+            # A named artifact that does not exist fails the step, as on GitHub.
+            return "failure" if "name" in with_ and not found_any else "success"
         raise ExpressionError(f"no emulation for the action {action}")
 
 
@@ -578,9 +766,12 @@ def _env_file(path: Path) -> dict[str, str]:
     return values
 
 
-def _matrix(spec: Any) -> list[dict[str, Any]]:
+def _matrix(spec: Any, context: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not spec:
         return [{}]
+    spec = {
+        k: evaluate(v, context) if isinstance(v, str) and "${{" in v else v for k, v in spec.items()
+    }
     keys = [k for k in spec if k not in ("include", "exclude")]
     return [
         dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(spec[k] for k in keys))

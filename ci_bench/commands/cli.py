@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 
 from ci_bench import __version__
-from ci_bench.commands import history
+from ci_bench.commands import analyze, history, init
 from ci_bench.commands.ab import cmd_ab
 from ci_bench.commands.ci import cmd_ci, cmd_comment
 from ci_bench.commands.compare import cmd_compare, cmd_merge, cmd_promote
@@ -44,6 +44,8 @@ COMMANDS = {
     "ab": cmd_ab,
     "plot": cmd_plot,
     **history.COMMANDS,
+    **analyze.COMMANDS,
+    **init.COMMANDS,
     "lower": cmd_lower,
     "check-spec": cmd_check_spec,
 }
@@ -73,7 +75,11 @@ def check_paths(args: argparse.Namespace) -> None:
     """Every output path of the command, checked before anything is read or measured."""
     command = args.command
     if command in ("run", "ab") and args.output is not None:
-        check_output_file(args.output, "--output", replace=command == "ab" or args.force)
+        # A resumed run rewrites the file it resumes: that is what it is for.
+        resuming = command == "run" and args.resume is not None and args.resume == args.output
+        check_output_file(
+            args.output, "--output", replace=command == "ab" or args.force or resuming
+        )
     if command in ("compare", "merge") and args.output is not None:
         check_output_file(args.output, "--output")
     if command in ("compare", "ab") and args.markdown is not None:
@@ -113,6 +119,9 @@ def crash_log(exc: BaseException) -> Path | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the documented exit code (README, "Exit codes")."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
+        # The reusable workflows' `config` input: the pyproject.toml with [tool.ci-bench].
+        args.config = Path(os.environ["CI_BENCH_CONFIG"])
     try:
         with _sigterm_as_interrupt():
             check_paths(args)
@@ -121,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.exit_code if isinstance(exc, CiBenchError) else ExitCode.USAGE
         sys.stderr.write(f"ci-bench: error: {one_line(str(exc))}\n")
         return int(code)
+    except BrokenPipeError:  # the reader went away (`| head`): nothing left to say
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)
     except Terminated:
         sys.stderr.write("ci-bench: terminated (SIGTERM); results measured so far were saved\n")
         return int(ExitCode.TERMINATED)

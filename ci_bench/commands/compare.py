@@ -3,67 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.request import Request
 from ci_bench.commands.run import request_from
-from ci_bench.errors import InputError
-from ci_bench.judge.compare import compare
+from ci_bench.pipeline.judging import baseline_report, load_results
 from ci_bench.report.comment import markdown_report
 from ci_bench.report.render import terminal_report
-from ci_bench.schema import RESULTS_READABLE, Report, Results
-from ci_bench.store.baselines import (
-    baseline_path,
-    lookups_for,
-)
-from ci_bench.store.files import atomic_write_text, dump_model, read_model
+from ci_bench.schema import Report
+from ci_bench.store.baselines import baseline_path
+from ci_bench.store.files import atomic_write_text, dump_model
 from ci_bench.store.merge import merge_results
 from ci_bench.store.transaction import promote_into
-
-
-def load_results(path: Path) -> Results:
-    return read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
-
-
-def baseline_report(
-    request: Request, results: Results, *, require_confirmation: bool = False
-) -> Report:
-    """Judge results against the baselines the request names.
-
-    An unfinished run fails through its ``unmeasured`` cases; a version-1 file does not
-    know its matrix, so an unfinished one is refused: the gate never passes what it did not
-    measure.
-    """
-    if not results.meta.complete and results.meta.matrix is None:
-        raise InputError(
-            f"{request.results_path or 'results'}: meta.complete: the run did not finish and "
-            "the file (format 1) does not say which cases are missing; re-run it"
-        )
-    source = request.baselines
-    lookups = lookups_for(results, baselines_folder(request), list(source.files), source.pins)
-    return compare(
-        results,
-        lookups,
-        request.thresholds,
-        request.policy,
-        require_confirmation=require_confirmation,
-    )
-
-
-def baselines_folder(request: Request) -> Path:
-    """The baseline folder to read: the store itself, or its copy at the request's ref."""
-    source = request.baselines
-    if source.ref is None:
-        return source.folder
-    from ci_bench.commands.git import export_folder
-
-    scratch = request.out_dir / "baselines-at-base"
-    shutil.rmtree(scratch, ignore_errors=True)
-    return export_folder(request.config.root, source.ref, source.folder, scratch)
 
 
 def emit_report(report: Report, fmt: str, out: TextIO) -> None:

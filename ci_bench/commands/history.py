@@ -13,18 +13,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.config import Config, load_config, resolve
 from ci_bench.commands.validate import Output, http_url, int_range, path_arg
 from ci_bench.errors import ExitCode, InputError
 from ci_bench.github.api import GitHubClient
 from ci_bench.github.context import PUBLIC_API
 from ci_bench.github.history import append_through_api
+from ci_bench.pipeline.config import Config, load_config, resolve
 from ci_bench.report.export import FORMATS, export
 from ci_bench.report.history import build_groups, changes_text, finite
 from ci_bench.report.site import site_files
 from ci_bench.schema.base import json_text
 from ci_bench.schema.history import HistoryRecord
-from ci_bench.schema.report import REPORT_SCHEMA_VERSION, Report
+from ci_bench.schema.report import REPORT_READABLE, Report
 from ci_bench.schema.results import RESULTS_READABLE, Results
 from ci_bench.store.baselines import check_store
 from ci_bench.store.files import read_json, read_model, write_text
@@ -192,9 +192,7 @@ def cmd_record(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out:
     results = _load_results(args.results)
     verdicts = {}
     if args.report:
-        report = read_model(
-            args.report, Report, what="report", schema_version=REPORT_SCHEMA_VERSION
-        )
+        report = read_model(args.report, Report, what="report", schema_version=REPORT_READABLE)
         verdicts = {c.id: c.verdict for c in report.cases}
     pr = args.pr if args.pr is not None else _pr_from_event(env)
     record = record_from_results(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench import __version__
-from ci_bench.commands import history
+from ci_bench.commands import analyze, history, init
 from ci_bench.commands.validate import (
     MAX_SECONDS,
     PEAK_MAX,
@@ -26,6 +26,7 @@ from ci_bench.commands.validate import (
 )
 from ci_bench.contract.spec import PROFILES
 from ci_bench.errors import InputError
+from ci_bench.pipeline.plan import ROLES
 from ci_bench.text import one_line
 
 FILE, FOLDER = Output("file"), Output("folder")
@@ -205,6 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
     ci = sub.add_parser("ci", help="what the GitHub event asks for: run, compare, report, promote")
     _add_selection(ci)
     _add_measurement(ci)
+    ci.add_argument(
+        "--role",
+        choices=ROLES,
+        default="all",
+        help="the workflow job this call is: plan (which jobs run), shard, ab, report, "
+        "comment, lower, relay, promote, record; all (default) does everything in one job",
+    )
+    ci.add_argument(
+        "--report-dir",
+        type=path_arg,
+        help="comment and relay roles: the downloaded artifact (default: --out-dir)",
+    )
     FOLDER.on(
         ci.add_argument(
             "--out-dir",
@@ -389,4 +402,6 @@ def build_parser() -> argparse.ArgumentParser:
     FILE.on(merge.add_argument("--output", "-o", type=path_arg, required=True))
     add_force(merge, "--output file")
     history.register(sub)
+    analyze.register(sub, _add_selection)
+    init.register(sub, _add_selection)
     return parser

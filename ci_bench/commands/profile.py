@@ -7,39 +7,49 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.bench import load_specs
-from ci_bench.commands.compare import load_results
 from ci_bench.commands.run import request_from
 from ci_bench.errors import InputError
+from ci_bench.pipeline.judging import load_results
+from ci_bench.pipeline.session import load_specs
+from ci_bench.text import split_list
 
 
 def cmd_profile(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    """Trace one case under a top-level jit; with --dump-hlo also dump HLO and buffers."""
+    """Trace cases under a top-level jit; with --dump-hlo also dump HLO and buffers.
+
+    One ``--case ID`` writes to ``--out``; several (repeated or comma-separated, e.g. a
+    dispatch input) each write to ``--out/<id with / as _>``. The kernel comes from the
+    case id when ``--kernel`` is not given.
+    """
     from ci_bench.contract.registry import kernel_module
     from ci_bench.measure.hlo import dump_case_hlo
     from ci_bench.measure.profiling import trace_case
 
     request = request_from(args, cwd)
     config, specs = request.config, load_specs(request)
-    kernels = list(request.selection.kernels)
-    if len(kernels) != 1 or kernels[0] not in specs:
-        known = ", ".join(specs)
-        raise InputError(f"profile needs one --kernel (known: {known}), got {kernels or 'none'}")
-    spec = specs[kernels[0]]
-    if len(request.selection.case_globs) != 1:
+    ids = split_list(list(request.selection.case_globs))
+    if not ids:
         raise InputError(
-            "profile needs exactly one --case ID, e.g. matmul/B1-M128-K128-N128/float32"
+            "profile needs a --case ID (repeatable), e.g. matmul/B1-M128-K128-N128/float32"
         )
-    case_id = request.selection.case_globs[0]
+    chosen = list(request.selection.kernels)
+    if len(chosen) > 1:
+        raise InputError(f"profile takes at most one --kernel, got {', '.join(chosen)}")
     if args.runs < 1:
         raise InputError("--runs must be >= 1")
-    out_dir: Path = args.out
-    info = trace_case(spec, case_id, out_dir / "trace", runs=args.runs, seed=config.seed)
-    out.write(info.describe() + "\n")
-    if args.dump_hlo:
-        module = kernel_module(request.modules, spec.name, config.root)
-        dump = dump_case_hlo(module, case_id, out_dir / "hlo", root=config.root)
-        out.write("\n" + dump.describe(args.top) + "\n")
+    for case_id in ids:
+        name = chosen[0] if chosen else case_id.split("/", 1)[0]
+        if name not in specs:
+            known = ", ".join(specs)
+            raise InputError(f"profile: {case_id}: unknown kernel {name!r} (known: {known})")
+        spec = specs[name]
+        out_dir: Path = args.out if len(ids) == 1 else args.out / case_id.replace("/", "_")
+        info = trace_case(spec, case_id, out_dir / "trace", runs=args.runs, seed=config.seed)
+        out.write(info.describe() + "\n")
+        if args.dump_hlo:
+            module = kernel_module(request.modules, spec.name, config.root)
+            dump = dump_case_hlo(module, case_id, out_dir / "hlo", root=config.root)
+            out.write("\n" + dump.describe(args.top) + "\n")
     return 0
 
 

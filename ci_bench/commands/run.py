@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.bench import cases_for, load_specs, measure, open_bench
-from ci_bench.commands.config import load_config
-from ci_bench.commands.request import Request, build_request
+from ci_bench.outcome import Outcome, exit_code
+from ci_bench.pipeline.config import load_config
+from ci_bench.pipeline.request import Request, build_request
+from ci_bench.pipeline.session import cases_for, load_specs, open_bench
 from ci_bench.schema import Results
 from ci_bench.store.files import atomic_write_text, dump_model
 
@@ -21,7 +22,7 @@ def request_from(args: argparse.Namespace, cwd: Path) -> Request:
     return build_request(flags, load_config(flags.get("config"), cwd))
 
 
-def saver(path: Path | None):
+def saver(path: Path | None) -> Callable[[Results], None]:
     """Write the growing results atomically after every case, so nothing measured is lost."""
 
     def save(results: Results) -> None:
@@ -32,13 +33,14 @@ def saver(path: Path | None):
 
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    from ci_bench.measure.runner import run_exit_code
+    from ci_bench.pipeline.measuring import measure, worker_runs
     from ci_bench.report.render import results_table, run_summary
 
     request = request_from(args, cwd)
     bench = open_bench(request, load_specs(request), env)
     output = request.output if request.output is not None else request.resume
-    results = measure(bench, saver(output))
+    with worker_runs(bench) as runs:
+        results = measure(bench, runs, saver(output), resume=request.resume)
     if output is not None:
         bench.progress.note(f"results written to {output}")
     if request.fmt == "json":
@@ -46,7 +48,9 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
     else:
         table = results_table(results.cases, "github" if request.fmt == "markdown" else "simple")
         out.write(table + "\n\n" + run_summary(results) + "\n")
-    return int(run_exit_code(results, request.policy.fails("error")))
+    ok = sum(c.status == "ok" for c in results.cases)
+    errors = len(results.cases) - ok
+    return int(exit_code(Outcome(states={"error": errors}, policy=request.policy, measured=ok)))
 
 
 def cmd_list(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:

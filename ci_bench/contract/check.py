@@ -2,8 +2,9 @@
 
 ``KernelSpec`` already refuses a bad name, version, matrix or tolerance when it is built;
 this adds what only shows across the matrix: the callables are callable, every dtype has a
-tolerance, the FLOPs and bytes models answer on every case with a non-negative int, and
-case ids are unique. Pure: nothing is imported, traced or run but the two cost models.
+tolerance, the FLOPs and bytes models (forward, and backward where declared) answer on
+every case with a non-negative int, and case ids are unique. Pure: nothing is imported,
+traced or run but the cost models; the tracing pass is ``ci_bench.measure.tracing``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from ci_bench.contract.spec import PROFILES, KernelSpec, Tolerance
 
 CALLABLES = ("pallas", "native", "reference", "make_inputs", "flops", "bytes_accessed")
+OPTIONAL_CALLABLES = ("backward_flops", "backward_bytes", "input_specs")
 
 
 def _model_problem(name: str, fn: Callable[..., Any], case: Any) -> str | None:
@@ -35,6 +37,16 @@ def spec_problems(spec: KernelSpec, max_per_model: int = 3) -> list[str]:
         f"{field} is not callable ({type(getattr(spec, field)).__name__})"
         for field in CALLABLES
         if not callable(getattr(spec, field))
+    ]
+    problems += [
+        f"{field} is not callable ({type(getattr(spec, field)).__name__})"
+        for field in OPTIONAL_CALLABLES
+        if getattr(spec, field) is not None and not callable(getattr(spec, field))
+    ]
+    problems += [
+        f"variants[{name!r}] is not callable ({type(fn).__name__})"
+        for name, fn in spec.variants.items()
+        if not callable(fn)
     ]
     for dtype, tol in spec.tolerances.items():
         if not isinstance(tol, Tolerance):
@@ -57,11 +69,21 @@ def spec_problems(spec: KernelSpec, max_per_model: int = 3) -> list[str]:
         for dtype in spec.matrix[profile].dtypes:
             if dtype not in spec.tolerances:
                 problems.append(f"profile {profile}: no tolerance for dtype {dtype}")
-        for name in ("flops", "bytes_accessed"):
+        forward = list({c.with_mode("forward").id: c.with_mode("forward") for c in cases}.values())
+        backward = list(
+            {
+                c.with_mode("backward").id: c.with_mode("backward")
+                for c in cases
+                if c.mode != "forward"
+            }.values()
+        )
+        models = [("flops", forward), ("bytes_accessed", forward)]
+        models += [("backward_flops", backward), ("backward_bytes", backward)]
+        for name, on in models:
             fn = getattr(spec, name)
             if not callable(fn):
                 continue
-            found = [m for c in cases if (m := _model_problem(name, fn, c))]
+            found = [m for c in on if (m := _model_problem(name, fn, c))]
             problems += found[:max_per_model]
             if len(found) > max_per_model:
                 problems.append(f"{name}: {len(found) - max_per_model} more cases like these")

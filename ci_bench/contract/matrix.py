@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ci_bench.contract.spec import PROFILES, Case, KernelSpec
+from ci_bench.contract.spec import MODES, PROFILES, Case, KernelSpec
 
 
 class SelectionError(ValueError, LookupError):
@@ -64,15 +64,24 @@ def profile_notes(
     return notes
 
 
+def matches(case: Case, pattern: str) -> bool:
+    """Does a ``--case`` glob select this case? A forward case's id has no mode (it is the
+    id cases had before modes existed), so it also answers to ``<id>/forward``: then
+    ``'*/forward'`` selects the forward cases alone, as ``'*/backward'`` does the backward."""
+    if fnmatch.fnmatchcase(case.id, pattern):
+        return True
+    return case.mode == "forward" and fnmatch.fnmatchcase(f"{case.id}/forward", pattern)
+
+
 def select(cases: Iterable[Case], patterns: Sequence[str]) -> list[Case]:
     """Cases whose id matches any glob (``matmul/B4-*``); every pattern must match one."""
     cases = list(cases)
     if not patterns:
         return cases
     for pattern in patterns:
-        if not any(fnmatch.fnmatchcase(c.id, pattern) for c in cases):
+        if not any(matches(c, pattern) for c in cases):
             raise SelectionError(f"--case {pattern!r} matches no case")
-    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+    return [c for c in cases if any(matches(c, p) for p in patterns)]
 
 
 def shard(cases: Sequence[Case], part: Shard | None) -> list[Case]:
@@ -96,8 +105,14 @@ def find_case(spec: KernelSpec, case_id: str) -> Case:
             if case.id == case_id:
                 return case
     parts = case_id.split("/")
+    mode = parts.pop() if len(parts) == 4 and parts[3] in MODES else "forward"
     if len(parts) != 3 or parts[0] != spec.name:
-        raise SelectionError(f"case id {case_id!r} is not {spec.name}/<params>/<dtype>")
+        raise SelectionError(
+            f"case id {case_id!r} is not {spec.name}/<params>/<dtype>[/<mode>] "
+            f"(modes: {', '.join(MODES)})"
+        )
+    if mode not in spec.modes:
+        raise SelectionError(f"case id {case_id!r}: {spec.name} has no mode {mode!r}")
     matches = [_PARAM.fullmatch(p) for p in parts[1].split("-")]
     if not all(matches):
         raise SelectionError(f"case id {case_id!r}: parameters must look like M128-K256")
@@ -108,4 +123,4 @@ def find_case(spec: KernelSpec, case_id: str) -> Case:
         raise SelectionError(f"case id {case_id!r}: {spec.name} takes parameters {keys}")
     if parts[2] not in spec.tolerances:
         raise SelectionError(f"case id {case_id!r}: {spec.name} has no dtype {parts[2]!r}")
-    return Case(spec.name, params, parts[2])
+    return Case(spec.name, params, parts[2], mode)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -100,3 +101,32 @@ def load_kernels(modules: Iterable[str], root: Path | None = None) -> Mapping[st
         specs[spec.name] = spec
         origin[spec.name] = module_path
     return MappingProxyType(specs)
+
+
+def load_isolated(folder: Path, modules: Sequence[str]) -> Mapping[str, KernelSpec]:
+    """Import kernel modules from ``folder`` (another checkout, e.g. an A/B base) without
+    disturbing the copies of the same packages already imported from this one.
+
+    The current modules of the same top-level packages are set aside, ``folder``'s are
+    imported, then the current ones are put back. Functions keep their own module globals,
+    so the other checkout's SPECs keep working; ci_bench itself is shared, so both obey one
+    contract.
+    """
+    tops = {m.split(".")[0] for m in modules if not is_file_path(m)}
+
+    def ours(name: str) -> bool:
+        return name.split(".")[0] in tops
+
+    saved = {n: m for n, m in sys.modules.items() if ours(n)}
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(folder))
+    importlib.invalidate_caches()
+    try:
+        return load_kernels(modules, folder)
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(folder))
+        for name in [n for n in sys.modules if ours(n)]:
+            del sys.modules[name]
+        sys.modules.update(saved)

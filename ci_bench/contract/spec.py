@@ -1,8 +1,9 @@
 """The contract a kernel package fulfils: one `SPEC` object per kernel module.
 
 A kernel module imports only this module from ci_bench. Everything the service needs to
-benchmark a kernel (inputs, the three implementations, the cost model, tolerances and the
-parameter matrix) is declared here, so third-party kernels plug in with one config line.
+benchmark a kernel (inputs, its implementations, the modes it is timed in, the cost model,
+tolerances and the parameter matrix) is declared here, so third-party kernels plug in with
+one config line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ DTYPES = ("float32", "bfloat16", "float16")
 PROFILES = ("smoke", "ci", "full")  # smallest first: a missing profile falls back down
 COMPUTE_UNITS = ("matrix", "vector")
 ComputeUnit = Literal["matrix", "vector"]
+# What a case times: the kernel's call, its VJP alone (residuals computed beforehand,
+# outside the timed region) or both in one call (forward, then the VJP of its output).
+MODES = ("forward", "backward", "forward+backward")
+Mode = Literal["forward", "backward", "forward+backward"]
+# The implementations every SPEC has; ``variants`` adds named others.
+PALLAS, NATIVE = "pallas", "native"
 
 
 class SpecError(ValueError):
@@ -33,15 +40,23 @@ class Case:
     kernel: str
     params: Mapping[str, int]
     dtype: str
+    mode: Mode = "forward"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        if self.mode not in MODES:
+            raise SpecError(f"unknown mode {self.mode!r}; expected one of {', '.join(MODES)}")
 
     @property
     def id(self) -> str:
-        """Stable, readable id, e.g. ``matmul/B4-M1024-K1024-N1024/bfloat16``."""
-        params = "-".join(f"{k}{v}" for k, v in self.params.items())
-        return f"{self.kernel}/{params}/{self.dtype}"
+        """Stable, readable id: ``matmul/B4-M1024-K1024-N1024/bfloat16`` for the forward
+        mode (the id cases had before modes existed, so stored baselines still match), the
+        mode appended otherwise: ``matmul/B4-M1024-K1024-N1024/bfloat16/backward``."""
+        return case_id(self.kernel, self.params, self.dtype, self.mode)
+
+    def with_mode(self, mode: Mode) -> Case:
+        """The same point and dtype in another mode."""
+        return Case(self.kernel, self.params, self.dtype, mode)
 
     def __getitem__(self, key: str) -> int:
         return self.params[key]
@@ -54,6 +69,25 @@ class Case:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Case) and other.id == self.id
+
+
+def case_id(kernel: str, params: Mapping[str, int], dtype: str, mode: str = "forward") -> str:
+    """``kernel/params/dtype`` and, for any mode but forward, ``/mode``."""
+    joined = "-".join(f"{k}{v}" for k, v in params.items())
+    base = f"{kernel}/{joined}/{dtype}"
+    return base if mode == "forward" else f"{base}/{mode}"
+
+
+def _check_modes(modes: Sequence[str], what: str) -> tuple[Mode, ...]:
+    modes = tuple(modes)
+    if not modes:
+        raise SpecError(f"{what}: at least one mode is needed ({', '.join(MODES)})")
+    for mode in modes:
+        if mode not in MODES:
+            raise SpecError(f"{what}: unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise SpecError(f"{what}: modes {modes} repeat one")
+    return modes  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -76,14 +110,19 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class MatrixProfile:
-    """Parameter points (dicts with the kernel's keys, in id order) times dtypes."""
+    """Parameter points (dicts with the kernel's keys, in id order) times dtypes times
+    modes. ``modes``: the modes this profile runs, of those the kernel declares (a kernel
+    narrowed to fewer modes narrows its profiles too); None: every mode it declares."""
 
     points: tuple[Mapping[str, int], ...]
     dtypes: tuple[str, ...]
+    modes: tuple[Mode, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "points", tuple(MappingProxyType(dict(p)) for p in self.points))
         object.__setattr__(self, "dtypes", tuple(self.dtypes))
+        if self.modes is not None:
+            object.__setattr__(self, "modes", _check_modes(self.modes, "matrix profile"))
         if not self.points or not self.dtypes:
             raise SpecError("a matrix profile needs at least one point and one dtype")
         for dtype in self.dtypes:
@@ -140,11 +179,12 @@ def as_inputs(value: Any, kernel: str = "kernel") -> Inputs:
 class KernelSpec:
     """Everything ci-bench needs to benchmark one kernel.
 
-    ``pallas``, ``native`` and ``reference`` take ``*inputs`` as returned by ``make_inputs``
-    and return an array (or a tuple/pytree of arrays). ``reference`` is the trusted
-    implementation for the correctness gate (typically float32 and simple); ``native`` is
-    what a user would write without Pallas, timed beside the kernel for the speedup.
-    Every field, with its rules: docs/KERNEL_CONTRACT.md.
+    ``pallas``, ``native``, ``reference`` and every variant take ``*inputs`` as returned by
+    ``make_inputs`` and return an array (or a tuple/pytree of arrays). ``reference`` is the
+    trusted implementation for the correctness gate (typically float32 and simple); the
+    ``subject`` (``pallas`` unless told) is the implementation judged, the ``baseline``
+    (``native`` unless told) what it is timed against for the speedup. One SPEC covers
+    every mode of the kernel. Every field, with its rules: docs/KERNEL_CONTRACT.md.
     """
 
     name: str
@@ -166,6 +206,27 @@ class KernelSpec:
     # the matrix-unit peak; "vector" (norms, softmax, elementwise) has no published peak, so
     # its MFU stays null rather than measured against a unit it does not use.
     compute_unit: ComputeUnit = "vector"
+    # The modes a case can time; a profile's ``modes`` picks among them.
+    modes: tuple[Mode, ...] = ("forward",)
+    # More implementations, by name, timed beside pallas and native in the same case.
+    variants: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    # Which implementation the verdicts judge (its numbers are the case's ``pallas``) and
+    # which it is measured against (the case's ``native``).
+    subject: str = PALLAS
+    baseline: str = NATIVE
+    # Cost of one backward (VJP) call; None derives it (docs/KERNEL_CONTRACT.md, "Modes").
+    backward_flops: Callable[[Case], int] | None = None
+    backward_bytes: Callable[[Case], int] | None = None
+    # Gradient tolerances per dtype; None uses ``tolerances``.
+    grad_tolerances: Mapping[str, Tolerance] | None = None
+    # The inputs as shapes and dtypes (jax.ShapeDtypeStruct) per case, so tracing, lowering
+    # and check-spec build no arrays; None: jax.eval_shape of make_inputs.
+    input_specs: Callable[[Case], Inputs] | None = None
+    # Names of the inputs, for messages ("incorrect gradient for b"); default: the
+    # parameter names of ``pallas``.
+    input_names: tuple[str, ...] = ()
+    # Positions of the inputs that are differentiated; None: every floating-point input.
+    grad_inputs: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
@@ -190,6 +251,74 @@ class KernelSpec:
         object.__setattr__(self, "tolerances", MappingProxyType(dict(self.tolerances)))
         object.__setattr__(self, "matrix", MappingProxyType(dict(self.matrix)))
         object.__setattr__(self, "shape_defaults", MappingProxyType(dict(self.shape_defaults)))
+        object.__setattr__(self, "variants", MappingProxyType(dict(self.variants)))
+        self._check_modes()
+        self._check_implementations()
+
+    def _check_modes(self) -> None:
+        modes = _check_modes(self.modes, f"kernel {self.name}")
+        object.__setattr__(self, "modes", modes)
+        for name in self.matrix:
+            if not self.profile_modes(name):
+                raise SpecError(
+                    f"kernel {self.name}: profile {name} runs none of the kernel's modes "
+                    f"({', '.join(modes)})"
+                )
+        if self.grad_tolerances is not None:
+            object.__setattr__(
+                self, "grad_tolerances", MappingProxyType(dict(self.grad_tolerances))
+            )
+            for name, profile in self.matrix.items():
+                if self.profile_modes(name) == ("forward",):
+                    continue
+                for dtype in profile.dtypes:
+                    if dtype not in self.grad_tolerances:
+                        raise SpecError(
+                            f"kernel {self.name}: no gradient tolerance for dtype {dtype}"
+                        )
+        object.__setattr__(self, "input_names", tuple(self.input_names))
+        if self.grad_inputs is not None:
+            object.__setattr__(self, "grad_inputs", tuple(self.grad_inputs))
+
+    def _check_implementations(self) -> None:
+        for name in self.variants:
+            if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > 32:
+                raise SpecError(
+                    f"kernel {self.name}: variant name {name!r} must match {NAME.pattern} "
+                    "(at most 32 characters)"
+                )
+            if name in (PALLAS, NATIVE):
+                raise SpecError(f"kernel {self.name}: variant name {name!r} is taken")
+        known = list(self.implementations)
+        for role in ("subject", "baseline"):
+            if getattr(self, role) not in known:
+                raise SpecError(
+                    f"kernel {self.name}: {role} {getattr(self, role)!r} is not an "
+                    f"implementation ({', '.join(known)})"
+                )
+        if self.subject == self.baseline:
+            raise SpecError(f"kernel {self.name}: subject and baseline are both {self.subject!r}")
+
+    @property
+    def implementations(self) -> Mapping[str, Callable[..., Any]]:
+        """Every implementation by name: pallas, native, then the variants."""
+        return MappingProxyType({PALLAS: self.pallas, NATIVE: self.native, **self.variants})
+
+    @property
+    def others(self) -> tuple[str, ...]:
+        """The implementations timed beside the subject and the baseline."""
+        return tuple(n for n in self.implementations if n not in (self.subject, self.baseline))
+
+    def tolerance(self, dtype: str, *, gradient: bool = False) -> Tolerance:
+        """The tolerance for outputs (or gradients) of this dtype."""
+        table = self.grad_tolerances if gradient and self.grad_tolerances else self.tolerances
+        return table[dtype]
+
+    def profile_modes(self, profile: str) -> tuple[Mode, ...]:
+        """The modes a declared profile runs: its own ``modes`` (all of the kernel's when
+        None), of those the kernel declares, in the profile's order."""
+        wanted = self.matrix[profile].modes or self.modes
+        return tuple(m for m in wanted if m in self.modes)
 
     def profile_for(self, profile: str) -> str:
         """The declared profile that stands in for ``profile``: itself, else the nearest
@@ -200,12 +329,13 @@ class KernelSpec:
         return next(p for p in order if p in self.matrix)
 
     def cases(self, profile: str) -> list[Case]:
-        """The profile's cases in declaration order (points outer, dtypes inner); an
-        undeclared profile uses ``profile_for``'s stand-in."""
-        prof = self.matrix[self.profile_for(profile)]
-        return [Case(self.name, p, d) for p in prof.points for d in prof.dtypes]
+        """The profile's cases in declaration order (points outer, then dtypes, modes
+        inner); an undeclared profile uses ``profile_for``'s stand-in."""
+        name = self.profile_for(profile)
+        prof, modes = self.matrix[name], self.profile_modes(name)
+        return [Case(self.name, p, d, m) for p in prof.points for d in prof.dtypes for m in modes]
 
-    def case_from_shape(self, shape: Sequence[int], dtype: str) -> Case:
+    def case_from_shape(self, shape: Sequence[int], dtype: str, mode: Mode = "forward") -> Case:
         """The specification's ad-hoc interface: ``--shape M,K,N --dtype bfloat16``."""
         keys = tuple(self.shape_defaults) + self.shape_keys
         if len(shape) == len(self.shape_keys):
@@ -219,6 +349,8 @@ class KernelSpec:
             )
         if dtype not in self.tolerances:
             raise SpecError(f"kernel {self.name}: no tolerance for dtype {dtype!r}")
+        if mode not in self.modes:
+            raise SpecError(f"kernel {self.name}: no mode {mode!r} (modes: {self.modes})")
         ordered = {k: params[k] for k in keys}
         MatrixProfile((ordered,), (dtype,))  # validates the values
-        return Case(self.name, ordered, dtype)
+        return Case(self.name, ordered, dtype, mode)

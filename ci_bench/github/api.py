@@ -33,10 +33,23 @@ class GitHubError(CiBenchError):
     exit_code = ExitCode.GITHUB
 
 
-def marker(workflow: str, device: str, mode: str = "baseline") -> str:
-    """The hidden first line that makes one comment per (workflow, device, mode) findable."""
-    clean = "".join(ch for ch in f"{workflow}|{device}|{mode}" if ch not in "<>-\n")
-    return f"<!-- ci-bench sticky: {clean} -->"
+def _clean(text: str) -> str:
+    return "".join(ch for ch in text if ch not in "<>-\n")
+
+
+def marker(key: str, number: int) -> str:
+    """The hidden first line that makes ONE comment per (workflow, pull request) findable,
+    whatever the mode and device (``key`` names the workflow family, e.g. ``benchmark``)."""
+    return f"<!-- ci-bench sticky: {_clean(key)}|pr {number} -->"
+
+
+def legacy_marker(key: str) -> str:
+    """What the markers of older ci-bench versions (one per workflow, device and mode)
+    start with: such a comment is edited into the new one, never left beside it."""
+    return f"<!-- ci-bench sticky: {_clean(key)}|"
+
+
+Compose = Callable[[str | None], str]
 
 
 class ApiSettings(BaseModel):
@@ -61,6 +74,9 @@ class ApiSettings(BaseModel):
     seconds_between_writes: float | None = Field(1.0, ge=0, le=3600)
     # Only this account's comments count as ours: anyone can paste the hidden marker.
     comment_author: str | None = "github-actions[bot]"
+    # The sticky comment's marker names this workflow family and the pull request, so each
+    # pull request has ONE comment whatever the mode and device.
+    comment_key: str = Field("benchmark", pattern=r"^[A-Za-z0-9_. ]{1,64}$")
 
 
 def github_message(exc: GithubException) -> str | None:
@@ -151,30 +167,32 @@ class GitHubClient:
         self._backoff = s.backoff
         self._repo = self._gh.get_repo(repository, lazy=True)
 
-    def upsert_comment(self, number: int, tag: str, body: str) -> tuple[str, str]:
+    def upsert_comment(
+        self, number: int, tag: str, body: str | Compose, *, legacy: str | None = None
+    ) -> tuple[str, str]:
         """Edit the comment that starts with ``tag`` in place, or create it; one per tag.
 
-        A create that fails with a 5xx or a timeout may still have created the comment, so
-        before creating again the comments are listed anew and the marker looked for.
+        ``body`` may be a function of the existing comment's body (without its marker), so a
+        job can rewrite its own section and keep the others. A comment that starts with
+        ``legacy`` (an older marker) is edited when no comment has ``tag``. A create that
+        fails with a 5xx or a timeout may still have created the comment, so before
+        creating again the comments are listed anew and the marker looked for.
         """
-        text = f"{tag}\n{body}"
-        if len(text) > COMMENT_LIMIT:
-            raise GitHubError(
-                f"comment body is {len(text)} characters; GitHub allows {COMMENT_LIMIT}"
-            )
+        compose = body if callable(body) else (lambda _old, text=body: text)
         with api_step(f"updating the comment on #{number}"):
             issue = self._repo.get_issue(number)
             for attempt in range(self._create_attempts):
-                found = next(
-                    (
-                        c
-                        for c in issue.get_comments()
-                        if (self.comment_author is None or c.user.login == self.comment_author)
-                        and c.body
-                        and c.body.startswith(tag)
-                    ),
-                    None,
+                found = self._find(issue, tag, legacy)
+                old = (
+                    found.body.split("\n", 1)[1]
+                    if found is not None and found.body.startswith(tag) and "\n" in found.body
+                    else None
                 )
+                text = f"{tag}\n{compose(old)}"
+                if len(text) > COMMENT_LIMIT:
+                    raise GitHubError(
+                        f"comment body is {len(text)} characters; GitHub allows {COMMENT_LIMIT}"
+                    )
                 if found is not None and found.body == text:
                     # After a failed create, our own comment is there: that create worked.
                     return ("created" if attempt else "unchanged"), found.html_url
@@ -191,6 +209,38 @@ class GitHubClient:
                         raise
                 time.sleep(self._backoff * 2**attempt)
             raise AssertionError("unreachable")
+
+    def find_comment(self, number: int, tag: str, legacy: str | None = None) -> str | None:
+        """The body of our sticky comment (without its marker), or None when there is none."""
+        with api_step(f"reading the comments of #{number}"):
+            found = self._find(self._repo.get_issue(number), tag, legacy)
+        if found is None:
+            return None
+        return found.body.split("\n", 1)[1] if "\n" in found.body else ""
+
+    def _find(self, issue: Any, tag: str, legacy: str | None) -> Any:
+        """Our comment with ``tag``; else the newest of ours with a ``legacy`` marker."""
+        ours = [
+            c
+            for c in issue.get_comments()
+            if (self.comment_author is None or c.user.login == self.comment_author) and c.body
+        ]
+        exact = next((c for c in ours if c.body.startswith(tag)), None)
+        if exact is not None or legacy is None:
+            return exact
+        older = [c for c in ours if c.body.startswith(legacy)]
+        return older[-1] if older else None
+
+    def remove_label(self, number: int, label: str) -> bool:
+        """Take ``label`` off the pull request; False when it was not there."""
+        with api_step(f"removing the label {label!r} from #{number}"):
+            try:
+                self._repo.get_issue(number).remove_from_labels(label)
+            except GithubException as exc:
+                if exc.status == 404:  # "Label does not exist": already gone
+                    return False
+                raise
+        return True
 
     def pull_head_sha(self, number: int) -> str:
         with api_step(f"reading pull request #{number}"):

@@ -32,6 +32,10 @@ class PullRequest:
     # A pull request from a fork runs with a read-only token: it cannot comment itself.
     from_fork: bool
     action: str
+    # The label a ``labeled`` event added, who sent the event, and the PR's labels now.
+    label: str | None = None
+    sender: str | None = None
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Dispatch:
     cases: list[str] = field(default_factory=list)
     mode: str | None = None
     base: str | None = None
+    # The repository's default branch: the A/B base when the dispatch names none.
+    default_branch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,8 @@ class WorkflowRun:
     conclusion: str | None
     head_sha: str
     pull_numbers: list[int]
+    # The run's code came from a fork (head repository other than this one).
+    from_fork: bool = False
 
 
 Event = PullRequest | Dispatch | Release | WorkflowRun
@@ -82,6 +90,8 @@ class ActionsContext:
     workflow: str | None
     step_summary: Path | None
     output: Path | None
+    # A push's head commit message (it names the pull request a merge came from).
+    head_message: str | None = None
 
     @property
     def run_url(self) -> str | None:
@@ -182,7 +192,7 @@ def _repeats(inputs: Mapping[str, Any]) -> int | None:
     return value
 
 
-def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
+def _dispatch(inputs: Mapping[str, Any], default_branch: str | None = None) -> Dispatch:
     inputs = _obj(inputs, "workflow_dispatch event payload: inputs")
     return Dispatch(
         kernels=_split(_input(inputs, "kernels")),
@@ -193,13 +203,14 @@ def _dispatch(inputs: Mapping[str, Any]) -> Dispatch:
         cases=_split(_input(inputs, "cases")),
         mode=_input(inputs, "mode"),
         base=_ref(_input(inputs, "base")),
+        default_branch=_ref(default_branch, "repository.default_branch"),
     )
 
 
-def _ref(value: str | None) -> str | None:
+def _ref(value: str | None, where: str = "inputs.base") -> str | None:
     """A git ref from a form: never something git would read as an option."""
     if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
-        raise InputError(f"workflow_dispatch event payload: inputs.base: not a git ref: {value!r}")
+        raise InputError(f"workflow_dispatch event payload: {where}: not a git ref: {value!r}")
     return value
 
 
@@ -214,6 +225,8 @@ def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
         else None
     )
     base_repo = _obj(base.get("repo"), f"{where}.pull_request.base.repo")
+    label = payload.get("label")
+    sender = payload.get("sender")
     return PullRequest(
         number=_int(pr.get("number"), f"{where}.pull_request.number", NUMBER_MAX),
         head_sha=_sha(head, "sha", f"{where}.pull_request.head"),
@@ -221,7 +234,23 @@ def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
         base_sha=_sha(base, "sha", f"{where}.pull_request.base"),
         from_fork=head_name != _text(base_repo, "full_name", f"{where}.pull_request.base.repo"),
         action=_text(payload, "action", where),
+        label=_text(_obj(label, f"{where}.label"), "name", f"{where}.label")
+        if label is not None
+        else None,
+        sender=_text(_obj(sender, f"{where}.sender"), "login", f"{where}.sender")
+        if sender is not None
+        else None,
+        labels=_labels(pr.get("labels"), f"{where}.pull_request.labels"),
     )
+
+
+def _labels(value: Any, where: str) -> tuple[str, ...]:
+    """The names of a pull request's labels (absent: none)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > 1000:
+        raise InputError(f"{where}: must be a list of labels")
+    return tuple(_text(_obj(item, where), "name", where) for item in value)
 
 
 def _workflow_run(payload: Mapping[str, Any], where: str) -> WorkflowRun:
@@ -231,6 +260,18 @@ def _workflow_run(payload: Mapping[str, Any], where: str) -> WorkflowRun:
     if not isinstance(pulls, list):
         raise InputError(f"{at}.pull_requests: must be a list, got {type(pulls).__name__}")
     conclusion = run.get("conclusion")
+    head_repo = run.get("head_repository")
+    head_name = (
+        _text(_obj(head_repo, f"{at}.head_repository"), "full_name", at)
+        if head_repo is not None
+        else None
+    )
+    base_repo = payload.get("repository")
+    base_name = (
+        _text(_obj(base_repo, f"{where}.repository"), "full_name", where)
+        if base_repo is not None
+        else None
+    )
     return WorkflowRun(
         run_id=_int(run.get("id"), f"{at}.id"),
         name=_text(run, "name", at, required=False),
@@ -241,6 +282,7 @@ def _workflow_run(payload: Mapping[str, Any], where: str) -> WorkflowRun:
             _int(_obj(p, f"{at}.pull_requests").get("number"), f"{at}.pull_requests.number")
             for p in pulls
         ],
+        from_fork=head_name is not None and base_name is not None and head_name != base_name,
     )
 
 
@@ -257,7 +299,13 @@ def parse_event(name: str, payload: Any, ref: str | None) -> Event | None:
         return _pull_request(payload, where)
     if name == "workflow_dispatch":
         inputs = payload.get("inputs")
-        return _dispatch({} if inputs is None else inputs)
+        repository = payload.get("repository")
+        default = (
+            _text(_obj(repository, f"{where}.repository"), "default_branch", where, required=False)
+            if repository is not None
+            else ""
+        )
+        return _dispatch({} if inputs is None else inputs, default or None)
     if name == "push":
         push_ref = _text(payload, "ref", where, required=False) or ref or ""
         if not push_ref.startswith("refs/tags/"):
@@ -300,4 +348,25 @@ def load_context(env: Mapping[str, str]) -> ActionsContext:
         workflow=env.get("GITHUB_WORKFLOW"),
         step_summary=Path(env["GITHUB_STEP_SUMMARY"]) if env.get("GITHUB_STEP_SUMMARY") else None,
         output=Path(env["GITHUB_OUTPUT"]) if env.get("GITHUB_OUTPUT") else None,
+        head_message=head_commit_message(payload) if name == "push" else None,
     )
+
+
+_PR_IN_MESSAGE = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+)", re.MULTILINE)
+
+
+def merged_pull_number(message: str | None) -> int | None:
+    """The pull request a push's head commit merged: "Title (#12)" or "Merge pull request
+    #12" in its first line; anything else means none, never an error."""
+    first = (message or "").splitlines()[0] if message else ""
+    match = _PR_IN_MESSAGE.search(first)
+    return int(match[1] or match[2]) if match else None
+
+
+def head_commit_message(payload: Any) -> str | None:
+    """A push event's head commit message, if the payload has one."""
+    if not isinstance(payload, Mapping):
+        return None
+    head = payload.get("head_commit")
+    message = head.get("message") if isinstance(head, Mapping) else None
+    return message if isinstance(message, str) else None

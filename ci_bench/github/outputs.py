@@ -45,6 +45,11 @@ def annotations(report: Report) -> list[str]:
             title = workflow_property(f"ci-bench memory regression: {case.id}")
             text = f"{case.id}: peak memory {case.memory_change:+.1%}"
             lines.append(f"::error title={title}::{workflow_data(text)}")
+    for run in report.run_states:
+        level = STATE[run.state].annotation
+        if level:
+            title = workflow_property(f"ci-bench {run.state}")
+            lines.append(f"::{level} title={title}::{workflow_data('run: ' + run.reason)}")
     return lines
 
 

@@ -12,6 +12,7 @@ from statistics import median
 
 from ci_bench.judge.compare import build_report, judge_memory
 from ci_bench.judge.ladder import Direction, Evidence, climb, past_threshold
+from ci_bench.judge.model import judge_models
 from ci_bench.judge.stats import (
     benjamini_hochberg,
     bootstrap_ratio_ci,
@@ -138,8 +139,14 @@ def ab_report(
     base_ref: str,
     thresholds: Thresholds,
     policy: FailPolicy,
+    *,
+    target_chips: Sequence[str] = (),
 ) -> Report:
-    """The A/B report: same model and rendering as a baseline comparison, mode 'ab'."""
+    """The A/B report: same model and rendering as a baseline comparison, mode 'ab'.
+
+    Where head and base carry their cost models, each case also gets the model's verdict
+    (head against base) on the target chips (see ``judge.model.judge_models``).
+    """
     by_id = {c.id: c for c in base_cases}
     pairs = [(c, by_id[c.id]) for c in head.cases if c.id in by_id]
     verdicts = judge_pairs(pairs, thresholds)
@@ -154,6 +161,7 @@ def ab_report(
         for c in head.cases
         if c.id not in by_id
     ]
+    verdicts = judge_models(verdicts, {}, head.meta, thresholds, target_chips)
     kernels = []
     for kernel, version in head.meta.kernels.items():
         base_version = next((c.version for c in base_cases if c.kernel == kernel), None)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ci_bench.contract.matrix import Shard
 from ci_bench.errors import ExitCode
 from ci_bench.judge.ladder import Direction, Evidence, climb, past_threshold
+from ci_bench.judge.model import judge_models, model_references, structural_count
 from ci_bench.judge.stats import Direction as StatsDirection
 from ci_bench.judge.stats import (
     benjamini_hochberg,
@@ -18,8 +19,10 @@ from ci_bench.judge.stats import (
     minimum_detectable_change,
     repeats_needed,
 )
+from ci_bench.outcome import Outcome, exit_code
 from ci_bench.schema import (
     VERDICT_PRECEDENCE,
+    Acceptance,
     BaselineEntry,
     CaseResult,
     CaseVerdict,
@@ -30,6 +33,7 @@ from ci_bench.schema import (
     Report,
     Results,
     RunMeta,
+    RunState,
     Thresholds,
     Verdict,
 )
@@ -224,6 +228,13 @@ def compare_kernel(
             verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
         elif base is None:
             verdicts.append(CaseVerdict(**common, verdict="new", reason="not in the baseline"))
+        elif base.implementations.subject != case.implementations.subject:
+            # Issue 21: a SPEC that names another subject times another implementation.
+            reason = (
+                f"baseline timed implementation {base.implementations.subject}, this run "
+                f"{case.implementations.subject}"
+            )
+            verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
         else:
             change = measure_change(case, base, thresholds)
             verdicts.append(Pending(case, base, change, toolchain))
@@ -252,26 +263,39 @@ def memory_regressions(verdicts: list[CaseVerdict]) -> int:
     return sum(v.memory_verdict == "regression" for v in verdicts)
 
 
-def overall(verdicts: list[CaseVerdict]) -> Verdict:
-    """The worst state present; a memory regression counts as a regression."""
-    present = {v.verdict for v in verdicts}
+def overall(verdicts: list[CaseVerdict], run_states: Sequence[RunState] = ()) -> Verdict:
+    """The worst state present, run states included; a memory regression counts as a
+    regression, a model verdict beside a timing verdict as its own state (``structural``)."""
+    present = {v.verdict for v in verdicts} | {r.state for r in run_states}
     if memory_regressions(verdicts):
         present.add("regression")
+    if structural_count(verdicts):
+        present.add("structural")
     return next((v for v in VERDICT_PRECEDENCE if v in present), "pass")
 
 
-def exit_code(verdicts: list[CaseVerdict], policy: FailPolicy) -> ExitCode:
-    """0 pass; 1 regression or a state the policy fails on; 3 nothing measured."""
-    counts = Counter(v.verdict for v in verdicts)
+def outcome_of(
+    verdicts: list[CaseVerdict], policy: FailPolicy, run_states: Sequence[RunState] = ()
+) -> Outcome:
+    """The judged run as an Outcome: its states (a structural model verdict beside a timing
+    verdict counts as ``structural``), memory regressions, cases measured."""
+    counts = Counter(v.verdict for v in verdicts) + Counter(r.state for r in run_states)
+    counts["structural"] += structural_count(verdicts)
     measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
-    if measured == 0:
-        return ExitCode.NOTHING_MEASURED
-    failing = memory_regressions(verdicts) or any(policy.fails(state) for state in counts)
-    return ExitCode.FAILED if failing else ExitCode.OK
+    return Outcome(
+        states=dict(counts),
+        policy=policy,
+        memory_regressions=memory_regressions(verdicts),
+        measured=measured,
+    )
 
 
-def headline(verdict: Verdict, counts: Counter[str], total: int, memory: int = 0) -> str:
+def headline(
+    verdict: Verdict, counts: Counter[str], total: int, memory: int = 0, structural: int = 0
+) -> str:
     parts = [f"{counts[v]} {v}" for v in VERDICT_PRECEDENCE if counts[v]]
+    if structural:
+        parts.insert(0, f"{structural} structural")
     if memory:
         parts.insert(0, f"{memory} memory regression")
     return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} cases)"
@@ -284,11 +308,15 @@ def compare(
     policy: FailPolicy,
     *,
     require_confirmation: bool = False,
+    target_chips: Sequence[str] = (),
 ) -> Report:
     """The whole report: one lookup per kernel present in the results.
 
     ``require_confirmation``: the results were merged from shards that each ran their own
     confirmation pass; a case flagged only now was never re-measured and stays ``noisy``.
+    ``target_chips``: the chips the cost model's verdict is about (config ``target-chips``;
+    empty: the runner's TPU, else every chip modelled). The model is the same on every
+    machine, so a baseline entry from any device is its reference.
     """
     summaries: list[KernelSummary] = []
     items: list[CaseVerdict | Pending] = []
@@ -320,7 +348,15 @@ def compare(
         else i
         for i in items
     ]
-    all_verdicts = verdicts + unmeasured(results)
+    references = model_references(
+        (case.id, case.model)
+        for lookup in lookups.values()
+        if lookup.baseline is not None
+        for entry in lookup.baseline.entries
+        for case in entry.cases
+    )
+    judged = judge_models(verdicts, references, results.meta, thresholds, target_chips)
+    all_verdicts = judged + unmeasured(results)
     return build_report(all_verdicts, summaries, results.meta, thresholds, policy)
 
 
@@ -367,23 +403,36 @@ def build_report(
     *,
     mode: Literal["baseline", "ab", "pr"] = "baseline",
     base_ref: str | None = None,
+    run_states: Sequence[RunState] = (),
+    acceptance: Acceptance | None = None,
 ) -> Report:
-    """Overall verdict, exit code, headline and counts around the per-case verdicts."""
-    code = exit_code(verdicts, policy)
-    verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts)
-    counts = Counter(v.verdict for v in verdicts)
+    """Overall verdict, exit code, headline and counts around the per-case verdicts.
+
+    An unfinished results file is a run state of its own (``unfinished``): whatever its
+    matrix lists, a file that says it did not finish never passes.
+    """
+    states = list(run_states)
+    if not meta.complete and not any(r.state == "unfinished" for r in states):
+        states.append(RunState(state="unfinished", reason="the results file says complete: false"))
+    code = exit_code(outcome_of(verdicts, policy, states))
+    verdict = "error" if code == ExitCode.NOTHING_MEASURED else overall(verdicts, states)
+    counts = Counter(v.verdict for v in verdicts) + Counter(r.state for r in states)
     memory = memory_regressions(verdicts)
+    structural = structural_count(verdicts)
     return Report(
         mode=mode,
         base_ref=base_ref,
         verdict=verdict,
         exit_code=int(code),
-        headline=headline(verdict, counts, len(verdicts), memory),
+        headline=headline(verdict, counts, len(verdicts), memory, structural),
         counts={v: counts[v] for v in VERDICT_PRECEDENCE if counts[v]}
-        | ({"memory-regression": memory} if memory else {}),
+        | ({"memory-regression": memory} if memory else {})
+        | ({"model-structural": structural} if structural else {}),
         thresholds=thresholds,
         policy=policy,
         meta=meta,
         kernels=kernels,
         cases=verdicts,
+        run_states=states,
+        acceptance=acceptance,
     )

@@ -10,7 +10,15 @@ row.
 from __future__ import annotations
 
 from ci_bench.judge.compare import build_report
-from ci_bench.schema import CaseVerdict, FailPolicy, KernelSummary, Report, Verdict
+from ci_bench.schema import (
+    Acceptance,
+    CaseVerdict,
+    FailPolicy,
+    KernelSummary,
+    Report,
+    RunState,
+    Verdict,
+)
 
 # What the A/B says of the PR, when it says anything definite.
 _AB_DECIDES: tuple[Verdict, ...] = ("regression", "improved")
@@ -19,7 +27,18 @@ _BASELINE_MOVED: tuple[Verdict, ...] = ("regression", "improved", "toolchain")
 
 
 def combine_case(b: CaseVerdict, a: CaseVerdict | None) -> CaseVerdict:
-    """One row: the baseline verdict ``b`` and, where the case was A/B-measured, ``a``."""
+    """One row: the baseline verdict ``b`` and, where the case was A/B-measured, ``a``.
+
+    The cost model's verdict follows the same rule: the A/B's (head against the base: what
+    this pull request changed) when it has one, else the baseline's.
+    """
+    combined = _combine(b, a)
+    if a is not None and a.model is not None and combined.verdict != "error":
+        return combined.model_copy(update={"model": a.model})
+    return combined
+
+
+def _combine(b: CaseVerdict, a: CaseVerdict | None) -> CaseVerdict:
     ab_fields = (
         {"ratio": a.ratio, "ratio_low": a.ratio_low, "ratio_high": a.ratio_high} if a else {}
     )
@@ -78,3 +97,58 @@ def _with_ab_notes(kernels: list[KernelSummary], ab: list[KernelSummary]) -> lis
     """Kernels only the A/B saw keep their A/B summary."""
     known = {k.kernel for k in kernels}
     return kernels + [k for k in ab if k.kernel not in known]
+
+
+def with_run_states(report: Report, states: list[RunState]) -> Report:
+    """The same report with run-level states added (e.g. the A/B that never reported)."""
+    if not states:
+        return report
+    return rebuild(report, run_states=[*report.run_states, *states])
+
+
+def rebuild(
+    report: Report,
+    *,
+    cases: list[CaseVerdict] | None = None,
+    run_states: list[RunState] | None = None,
+    acceptance: Acceptance | None = None,
+) -> Report:
+    """Recompute verdict, counts, headline and exit code after changing a report's parts."""
+    rebuilt = build_report(
+        report.cases if cases is None else cases,
+        report.kernels,
+        report.meta,
+        report.thresholds,
+        report.policy,
+        mode=report.mode,
+        base_ref=report.base_ref,
+        run_states=report.run_states if run_states is None else run_states,
+        acceptance=acceptance or report.acceptance,
+    )
+    return rebuilt.model_copy(update={"head_sha": report.head_sha, "run_url": report.run_url})
+
+
+def accept(report: Report, acceptance: Acceptance | None) -> Report:
+    """A maintainer's accept label on this head: its regressions become ``accepted``.
+
+    Only regressions the ladder reached (significant, and confirmed where re-measured),
+    memory regressions and structural changes of the cost model are accepted; errors,
+    unmeasured cases and run states still fail.
+    """
+    if acceptance is None:
+        return report
+    note = f"accepted by @{acceptance.by} for {acceptance.head_sha[:12]} ({acceptance.label})"
+    cases = []
+    for v in report.cases:
+        update: dict = {}
+        if v.verdict == "regression":
+            update = {"verdict": "accepted", "reason": f"{v.reason}; {note}"}
+        if v.memory_verdict == "regression":
+            update["memory_verdict"] = "accepted"
+            update.setdefault("reason", f"{v.reason}; memory growth {note}")
+        if v.model is not None and v.model.verdict == "structural":
+            update["model"] = v.model.model_copy(
+                update={"verdict": "accepted", "reason": f"{v.model.reason}; {note}"}
+            )
+        cases.append(v.model_copy(update=update) if update else v)
+    return rebuild(report, cases=cases, acceptance=acceptance)

@@ -1,10 +1,15 @@
 """Timing harness: the specification's benchmark_single, a correctness gate, per-case isolation.
 
-The clock is a parameter (``time.perf_counter`` by default) so tests can drive it.
+A case times its implementations (the subject, the others, the baseline) in one mode, in
+interleaved rounds; every implementation but the baseline is checked against the reference
+first (outputs, and gradients in the backward modes). The clock is a parameter
+(``time.perf_counter`` by default) so tests can drive it.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 import random
 import statistics
 import time
@@ -12,26 +17,41 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
-from ci_bench.contract.spec import Case, KernelSpec, Tolerance, as_inputs
+from ci_bench.contract.spec import Case, KernelSpec, as_inputs
 from ci_bench.judge.stats import relative_ci_width, stats_of
+from ci_bench.measure.compiled import bytes_model_check, compile_workload, cost_model_check
+from ci_bench.measure.contestants import Contestant, check, expected, lineup
+from ci_bench.measure.correctness import check_outputs
 from ci_bench.measure.failures import full_traceback, with_hint
+from ci_bench.measure.modes import cast_like, cotangent_like, differentiable, mode_costs, workload
 from ci_bench.measure.roofline import PeakLookup, compute_metrics, tflops_of
 from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.measure.timers import Timed, timed_rounds
 from ci_bench.schema import (
-    BytesModelCheck,
     CaseResult,
-    CompiledStats,
     CompileTimes,
-    Correctness,
-    CostModelCheck,
     DispatchOverhead,
-    MemoryStats,
-    XlaCost,
+    Implementations,
+    OtherImplementation,
 )
 from ci_bench.text import one_line
+
+__all__ = [
+    "NOT_MEASURED",
+    "Clock",
+    "HarnessSettings",
+    "PeakLookup",
+    "benchmark_single",
+    "bytes_model_check",
+    "check_outputs",
+    "cost_model_check",
+    "error_result",
+    "run_case",
+    "run_contestants",
+    "stats_of",
+    "time_interleaved",
+]
 
 Clock = Callable[[], float]
 
@@ -94,160 +114,8 @@ def time_interleaved(
     return samples
 
 
-@jax.jit
-def _error_stats(out: jax.Array, ref: jax.Array, atol: float, rtol: float) -> tuple[jax.Array, ...]:
-    out = out.astype(jnp.float32)
-    ref = ref.astype(jnp.float32)
-    diff = jnp.abs(out - ref)
-    allowed = atol + rtol * jnp.abs(ref)
-    mismatched = jnp.sum(~(diff <= allowed))  # NaN counts as a mismatch
-    finite = jnp.all(jnp.isfinite(out))
-    significant = jnp.abs(ref) > atol
-    rel = jnp.where(significant, diff / jnp.where(significant, jnp.abs(ref), 1.0), 0.0)
-    nan, inf = jnp.sum(jnp.isnan(out)), jnp.sum(jnp.isinf(out))
-    ref_bad = jnp.sum(~jnp.isfinite(ref))
-    return (
-        mismatched,
-        jnp.max(diff, initial=0.0),
-        jnp.max(rel, initial=0.0),
-        finite,
-        nan,
-        inf,
-        ref_bad,
-    )
-
-
-def check_outputs(out: Any, ref: Any, tol: Tolerance) -> Correctness:
-    """Elementwise ``|out - ref| <= atol + rtol * |ref|`` over every output leaf, in float32."""
-    out_leaves, out_tree = jax.tree.flatten(out)
-    ref_leaves, ref_tree = jax.tree.flatten(ref)
-    if out_tree != ref_tree:
-        raise ValueError(f"output structure {out_tree} differs from reference {ref_tree}")
-    mismatched = elements = nans = infs = ref_bad = 0
-    max_abs = max_rel = 0.0
-    all_finite = True
-    for o, r in zip(out_leaves, ref_leaves, strict=True):
-        if o.shape != r.shape:
-            raise ValueError(f"output shape {o.shape} differs from reference {r.shape}")
-        bad, abs_err, rel_err, finite, nan, inf, rbad = _error_stats(o, r, tol.atol, tol.rtol)
-        nans, infs, ref_bad = nans + int(nan), infs + int(inf), ref_bad + int(rbad)
-        mismatched += int(bad)
-        elements += int(o.size)
-        max_abs = max(max_abs, float(abs_err))
-        max_rel = max(max_rel, float(rel_err))
-        all_finite = all_finite and bool(finite)
-    return Correctness(
-        ok=mismatched == 0,
-        max_abs_err=max_abs if all_finite else None,
-        max_rel_err=max_rel if all_finite else None,
-        atol=tol.atol,
-        rtol=tol.rtol,
-        mismatched=mismatched,
-        elements=elements,
-        nan=nans,
-        inf=infs,
-        reference_nonfinite=ref_bad,
-    )
-
-
 # Error prefix of a contestant that was fine but could not be timed because another failed.
 NOT_MEASURED = "not measured:"
-
-
-def _compile(
-    fn: Callable[..., Any], inputs: Sequence[Any], clock: Clock
-) -> tuple[Any, float, CompiledStats]:
-    """Trace and compile once (timed), and read XLA's memory and cost analyses."""
-    start = clock()
-    lowered = jax.jit(fn).lower(*inputs)
-    compiled = lowered.compile()
-    compile_ms = (clock() - start) * 1000
-    return compiled, compile_ms, _analyse(lowered, compiled)
-
-
-def _analyse(lowered: Any, compiled: Any) -> CompiledStats:
-    memory = cost = None
-    try:
-        m = compiled.memory_analysis()
-    except (NotImplementedError, RuntimeError):  # backends without the analysis
-        m = None
-    if m is not None:
-        memory = MemoryStats(
-            argument_bytes=m.argument_size_in_bytes,
-            output_bytes=m.output_size_in_bytes,
-            temp_bytes=m.temp_size_in_bytes,
-            alias_bytes=m.alias_size_in_bytes,
-            generated_code_bytes=m.generated_code_size_in_bytes,
-            peak_bytes=getattr(m, "peak_memory_in_bytes", 0)
-            or m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes,
-        )
-    try:
-        raw = compiled.cost_analysis()
-    except (NotImplementedError, RuntimeError):
-        raw = None
-    if isinstance(raw, list):  # older jax returns one dict per computation
-        raw = raw[0] if raw else None
-    if raw:
-        cost = XlaCost(
-            flops=raw.get("flops"),
-            bytes_accessed=raw.get("bytes accessed"),
-            has_loops="stablehlo.while" in lowered.as_text(),
-        )
-    return CompiledStats(memory=memory, cost=cost)
-
-
-def cost_model_check(model_flops: int, native: CompiledStats, factor: float) -> CostModelCheck:
-    """Compare the kernel's FLOPs model with XLA's count for the native implementation."""
-    cost = native.cost
-    if cost is None or not cost.flops:
-        return CostModelCheck(
-            model_flops=model_flops,
-            xla_flops=None,
-            ratio=None,
-            status="unverifiable",
-            reason="XLA reported no FLOPs for the native implementation",
-        )
-    ratio = model_flops / cost.flops
-    if cost.has_loops:
-        status, reason = "unverifiable", "the native implementation loops: XLA counts a body once"
-    elif max(ratio, 1 / ratio if ratio else float("inf")) > factor:
-        status = "mismatch"
-        reason = f"FLOPs model is {ratio:.3g}× XLA's count for the native implementation"
-    else:
-        status, reason = "ok", f"FLOPs model within {factor:g}× of XLA's count"
-    return CostModelCheck(
-        model_flops=model_flops, xla_flops=cost.flops, ratio=ratio, status=status, reason=reason
-    )
-
-
-def bytes_model_check(model_bytes: int, native: CompiledStats, factor: float) -> BytesModelCheck:
-    """The kernel's bytes model against XLA's bytes-accessed for the native implementation.
-
-    Unverifiable when XLA gives no figure or the native code loops (a body counted once);
-    a mismatch is a warning only: XLA's figure moves with fusion decisions.
-    """
-    cost = native.cost
-    if cost is None or not cost.bytes_accessed:
-        status, reason, ratio = "unverifiable", "XLA reported no bytes for the native code", None
-    else:
-        ratio = model_bytes / cost.bytes_accessed
-        if cost.has_loops:
-            status, reason = (
-                "unverifiable",
-                "the native implementation loops: XLA counts a body once",
-            )
-        elif max(ratio, 1 / ratio if ratio else float("inf")) > factor:
-            status = "mismatch"
-            reason = f"bytes model is {ratio:.3g}× XLA's bytes accessed for the native code"
-        else:
-            status, reason = "ok", f"bytes model within {factor:g}× of XLA's bytes accessed"
-    return BytesModelCheck(
-        model_bytes=model_bytes,
-        xla_bytes=cost.bytes_accessed if cost else None,
-        ratio=ratio,
-        status=status,
-        reason=reason,
-    )
 
 
 def _identity(spec: KernelSpec, case: Case) -> dict[str, Any]:
@@ -258,35 +126,14 @@ def _identity(spec: KernelSpec, case: Case) -> dict[str, Any]:
         "params": dict(case.params),
         "shape": list(case.params.values()),
         "dtype": case.dtype,
+        "mode": case.mode,
     }
 
 
 def error_result(spec: KernelSpec, case: Case, message: str) -> CaseResult:
     """A case that could not be measured (its worker hung or died)."""
-    return CaseResult(**_identity(spec, case), status="error", error=message)
-
-
-def _incorrect(c: Correctness) -> str:
-    """ "incorrect: 12 of 1024 outputs are NaN; ..." — non-finite values named first."""
-    named = [
-        f"{n} of {c.elements} outputs are {what}"
-        for n, what in ((c.nan, "NaN"), (c.inf, "Inf"))
-        if n
-    ]
-    if c.reference_nonfinite:
-        named.append(f"the reference has {c.reference_nonfinite} NaN/Inf values")
-    errors = (
-        f"max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g}"
-        if c.max_abs_err is not None and c.max_rel_err is not None
-        else "errors not finite"
-    )
-    return "incorrect: " + "; ".join(
-        [
-            *named,
-            f"{c.mismatched} of {c.elements} elements outside "
-            f"atol={c.atol} rtol={c.rtol} ({errors})",
-        ]
-    )
+    names = Implementations(subject=spec.subject, baseline=spec.baseline)
+    return CaseResult(**_identity(spec, case), status="error", error=message, implementations=names)
 
 
 def run_case(
@@ -308,19 +155,18 @@ def run_contestants(
     clock: Clock = time.perf_counter,
     rng: random.Random | None = None,
 ) -> list[CaseResult]:
-    """Measure the Pallas kernels of ``specs`` (e.g. head and base) and the first spec's
-    native implementation on the same inputs, in one process, round by round.
+    """Measure the subjects of ``specs`` (e.g. head and base) and the first spec's other
+    implementations and baseline on the same inputs, in the case's mode, in one process,
+    round by round; one result per spec.
 
-    Per Pallas kernel: compile (timed, with XLA's memory and cost analyses) and one call
-    checked against the first spec's reference. Then the native implementation, then
-    warmup and interleaved timed rounds of every compiled executable (alternating order,
-    or shuffled each round with ``rng``). A failure anywhere makes every result an error.
+    Per implementation: its workload (backward: the VJP once, outside the timed region),
+    compiled (timed, with XLA's memory and cost analyses) and called once; every one but
+    the baseline checked against the first spec's reference. Then warmup and interleaved
+    timed rounds of every executable (alternating order, or shuffled each round with
+    ``rng``). A failure anywhere makes every result an error.
     """
     first = specs[0]
-    compiled: list[Any] = []
-    compile_ms: list[float] = []
-    analyses: list[dict[str, CompiledStats]] = [{} for _ in specs]
-    checks: list[Correctness | None] = [None for _ in specs]
+    people = lineup(specs)
     inputs_ms: float | None = None
 
     def failed(
@@ -333,47 +179,56 @@ def run_contestants(
                 error = f"{NOT_MEASURED} {other.name} v{other.version} failed: {message}"
             else:
                 error = message
-            times = CompileTimes(pallas_ms=compile_ms[i] if i < len(compile_ms) else None)
+            mine = next(c for c in people if c.spec == i and c.role == "subject")
             results.append(
                 CaseResult(
                     **_identity(spec, case),
                     status="error",
                     error=error,
-                    compile=times,
-                    analysis=analyses[i],
-                    correctness=checks[i],
+                    compile=CompileTimes(pallas_ms=mine.compile_ms),
+                    analysis={"pallas": mine.stats} if mine.stats else {},
+                    correctness=mine.correctness,
+                    gradients=mine.gradients,
+                    implementations=Implementations(subject=spec.subject, baseline=first.baseline),
                     inputs_ms=inputs_ms,
                     traceback=trace if culprit in (None, i) else None,
                 )
             )
         return results
 
-    current = 0
+    current: Contestant | None = None
     try:
-        flops, nbytes = int(first.flops(case)), int(first.bytes_accessed(case))
         began = clock()
         inputs = as_inputs(first.make_inputs(case, jax.random.PRNGKey(settings.seed)), first.name)
         jax.block_until_ready(inputs)
         inputs_ms = (clock() - began) * 1000
-        ref = jax.block_until_ready(jax.jit(first.reference)(*inputs))
-        for current, spec in enumerate(specs):
-            exe, ms, analyses[current]["pallas"] = _compile(spec.pallas, inputs, clock)
-            compiled.append(exe)
-            compile_ms.append(ms)
-            out = jax.block_until_ready(exe(*inputs))
-            check = checks[current] = check_outputs(out, ref, first.tolerances[case.dtype])
-            del out
-            if not check.ok:
-                return failed(_incorrect(check), current)
-        current = len(specs)
-        del ref
-        native, native_ms, native_stats_c = _compile(first.native, inputs, clock)
-        jax.block_until_ready(native(*inputs))
+        diff = differentiable(first, inputs) if case.mode != "forward" else ()
+        if case.mode != "forward" and not diff:
+            raise ValueError(f"mode {case.mode} needs a floating-point input to differentiate")
+        flops, flops_source, nbytes, bytes_source = mode_costs(first, case, inputs, diff)
+        ct = None
+        if case.mode != "forward":
+            ct = cotangent_like(jax.eval_shape(people[0].fn, *inputs), settings.seed)
+        want = expected(first, case, inputs, diff, ct)
+        for current in people:
+            own_ct = cast_like(ct, jax.eval_shape(current.fn, *inputs)) if ct is not None else None
+            current.work = workload(current.fn, case.mode, inputs, diff, own_ct)
+            current.exe, current.compile_ms, current.stats = compile_workload(
+                current.work.fn, current.work.args, clock
+            )
+            got = jax.block_until_ready(current.exe(*current.work.args))
+            problem = None if current.role == "baseline" else check(first, case, current, got, want)
+            del got
+            if problem:
+                return failed(problem, current.spec)
+        current = None
+        del want
+        fns, args = _calls(people)
         timed = timed_rounds(
             settings.timer or "wallclock",
             time_interleaved,
-            [*compiled, native],
-            inputs,
+            fns,
+            args,
             warmup=settings.warmup,
             repeats=settings.repeats,
             clock=clock,
@@ -381,39 +236,98 @@ def run_contestants(
             rng=rng,
         )
     except Exception as exc:  # a case failing must never stop the others; recorded
-        culprit = current if current < len(specs) else None
-        return failed(with_hint(one_line(exc)), culprit, full_traceback(exc))
-    samples = timed.samples
-    native_stats = stats_of(samples[-1], settings.warmup)
+        culprit = current.spec if current is not None and current.role != "baseline" else None
+        message = with_hint(one_line(exc))
+        return failed(current.label(message) if current else message, culprit, full_traceback(exc))
+    return _results(
+        specs,
+        case,
+        settings,
+        peaks,
+        people,
+        timed,
+        inputs_ms,
+        (flops, flops_source, nbytes, bytes_source),
+    )
+
+
+def _calls(people: Sequence[Contestant]) -> tuple[list[Callable[..., Any]], tuple[Any, ...]]:
+    """The executables and their arguments for the timed rounds: shared arguments where
+    every workload has the same (forward), else each call bound to its own."""
+    works = [c.work for c in people if c.work is not None]
+    assert len(works) == len(people)
+    shared = works[0].args
+    if all(len(w.args) == len(shared) and all(map(operator.is_, w.args, shared)) for w in works):
+        return [c.exe for c in people], shared
+    return [functools.partial(c.exe, *w.args) for c, w in zip(people, works, strict=True)], ()
+
+
+def _results(
+    specs: Sequence[KernelSpec],
+    case: Case,
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    people: Sequence[Contestant],
+    timed: Timed,
+    inputs_ms: float | None,
+    costs: tuple[int, str, int, str],
+) -> list[CaseResult]:
+    first = specs[0]
+    flops, flops_source, nbytes, bytes_source = costs
+    stats = [stats_of(s, settings.warmup) for s in timed.samples]
+    base_at = len(people) - 1
+    baseline, base_stats = stats[base_at], people[base_at].stats
+    assert base_stats is not None
+
+    def speedup(mean_ms: float) -> float | None:
+        return baseline.mean_ms / mean_ms if mean_ms > 0 else None
+
+    others = {
+        c.name: OtherImplementation(
+            timing=stats[i],
+            speedup=speedup(stats[i].mean_ms),
+            compile_ms=c.compile_ms,
+            correctness=c.correctness,
+            gradients=c.gradients,
+            analysis=c.stats,
+        )
+        for i, c in enumerate(people)
+        if c.role == "other"
+    }
     peak_tflops, peak_gbps = peaks(case.dtype)
     results = []
     for i, spec in enumerate(specs):
-        pallas_stats = stats_of(samples[i], settings.warmup)
-        analyses[i]["native"] = native_stats_c
+        at = next(j for j, c in enumerate(people) if c.spec == i and c.role == "subject")
+        mine, subject = people[at], stats[at]
+        assert mine.stats is not None
         results.append(
             CaseResult(
                 **_identity(spec, case),
                 status="ok",
-                pallas=pallas_stats,
-                native=native_stats,
-                speedup=native_stats.mean_ms / pallas_stats.mean_ms
-                if pallas_stats.mean_ms > 0
-                else None,
-                tflops=tflops_of(flops, pallas_stats.mean_ms),
+                pallas=subject,
+                native=baseline,
+                speedup=speedup(subject.mean_ms),
+                tflops=tflops_of(flops, subject.mean_ms),
                 metrics=compute_metrics(
                     flops=flops,
                     bytes_accessed=nbytes,
-                    mean_ms=pallas_stats.mean_ms,
+                    mean_ms=subject.mean_ms,
                     peak_tflops=peak_tflops,
                     peak_gbps=peak_gbps,
                     compute_unit=first.compute_unit,
+                ).model_copy(update={"flops_source": flops_source, "bytes_source": bytes_source}),
+                compile=CompileTimes(
+                    pallas_ms=mine.compile_ms, native_ms=people[base_at].compile_ms
                 ),
-                compile=CompileTimes(pallas_ms=compile_ms[i], native_ms=native_ms),
-                analysis=analyses[i],
-                cost_check=cost_model_check(flops, native_stats_c, settings.cost_model_factor),
-                bytes_check=bytes_model_check(nbytes, native_stats_c, settings.cost_model_factor),
-                correctness=checks[i],
-                dispatch=dispatch_of(timed, {"pallas": i, "native": len(specs)}),
+                analysis={"pallas": mine.stats, "native": base_stats},
+                cost_check=cost_model_check(flops, base_stats, settings.cost_model_factor),
+                bytes_check=bytes_model_check(nbytes, base_stats, settings.cost_model_factor),
+                correctness=mine.correctness,
+                gradients=mine.gradients,
+                implementations=Implementations(
+                    subject=spec.subject, baseline=first.baseline, others=others if i == 0 else {}
+                ),
+                dispatch=dispatch_of(timed, {"pallas": at, "native": base_at}),
                 inputs_ms=inputs_ms,
             )
         )

@@ -282,12 +282,14 @@ def _child(kernel_module: str, case_id: str, out_dir: Path, root: Path | None) -
     from ci_bench.contract.registry import load_kernels
 
     (spec,) = load_kernels([kernel_module], root).values()
+    from ci_bench.measure.modes import concrete_workload
+
     case = find_case(spec, case_id)
-    inputs = spec.make_inputs(case, jax.random.PRNGKey(SEED))
     name = f"{PREFIX}{spec.name}"
     try:
-        compiled = jax.jit(_named(spec.pallas, name)).lower(*inputs).compile()
-        jax.block_until_ready(compiled(*inputs))
+        work = concrete_workload(spec, case, seed=SEED)  # a backward case: its VJP alone
+        compiled = jax.jit(_named(work.fn, name)).lower(*work.args).compile()
+        jax.block_until_ready(compiled(*work.args))
     except Exception as exc:
         raise ProfilingError(f"kernel failed: {one_line(exc)}") from exc
     stats = compiled.memory_analysis()

@@ -4,7 +4,9 @@ Interpret mode on CPU runs a kernel whose block shapes or ops cannot compile for
 lane dimension not a multiple of 128, a cumsum inside the kernel). ``jax.export`` for
 ``platforms=["tpu"]`` runs the real Pallas -> Mosaic lowering in Python on a CPU-only
 machine and raises exactly those errors, so a pull request learns of them before the TPU
-runner does. Nothing is executed: the inputs are shapes (``jax.eval_shape``).
+runner does. Nothing is executed: the inputs are shapes (the SPEC's ``input_specs``, or
+``jax.eval_shape`` of ``make_inputs``), and a backward case exports its backward call alone
+(``ci_bench.measure.modes``), so the backward kernels are the ones checked.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 
 import jax
 
-from ci_bench.contract.spec import Case, KernelSpec, as_inputs
+from ci_bench.contract.spec import MODES, Case, KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.measure.failures import full_traceback, one_line
+from ci_bench.measure.modes import abstract_inputs, case_workload
 from ci_bench.schema import CaseResult
 from ci_bench.schema.lowering import LoweredCase, LoweringPlatform
 
@@ -68,15 +71,8 @@ def pallas_kind(targets: Sequence[str]) -> str | None:
 
 
 def input_shapes(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, ...]:
-    """ShapeDtypeStructs of the case's inputs, traced rather than built when possible."""
-    key = jax.random.PRNGKey(seed)
-    try:
-        shapes = jax.eval_shape(lambda k: as_inputs(spec.make_inputs(case, k), spec.name), key)
-    except Exception:  # make_inputs not traceable (numpy, Python control flow): build them
-        shapes = as_inputs(spec.make_inputs(case, key), spec.name)
-    return tuple(
-        jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), arg) for arg in shapes
-    )
+    """ShapeDtypeStructs of the case's inputs: declared, traced, or built as a last resort."""
+    return abstract_inputs(spec, case, seed)
 
 
 def lower_case(
@@ -86,7 +82,9 @@ def lower_case(
     seed: int = 42,
     clock: Clock = time.perf_counter,
 ) -> LoweredCase:
-    """Export ``spec.pallas`` for ``platform`` on this case's shapes; failures become errors."""
+    """Export what the case times for its subject (``spec.pallas`` unless the SPEC names
+    another) in the case's mode, for ``platform``, on abstract inputs; failures become
+    errors."""
     identity = {
         "id": case.id,
         "kernel": spec.name,
@@ -97,8 +95,8 @@ def lower_case(
     }
     start = clock()
     try:
-        args = input_shapes(spec, case, seed)
-        exported = jax.export.export(jax.jit(spec.pallas), platforms=[platform])(*args)
+        work = case_workload(spec, case, seed=seed)
+        exported = jax.export.export(jax.jit(work.fn), platforms=[platform])(*work.args)
         targets = custom_calls(exported.mlir_module())
     except Exception as exc:  # jax's lowering error is the finding: recorded, never raised
         return LoweredCase(
@@ -128,7 +126,13 @@ def as_case_error(lowered: LoweredCase) -> CaseResult | None:
         params=lowered.params,
         shape=list(lowered.params.values()),
         dtype=lowered.dtype,
+        mode=_mode_of(lowered.id),
         status="error",
         error=lowered.error,
         traceback=lowered.traceback,
     )
+
+
+def _mode_of(case_id: str) -> Any:
+    last = case_id.rsplit("/", 1)[-1]
+    return last if last in MODES else "forward"

@@ -118,10 +118,13 @@ def capture_trace(
 def trace_case(
     spec: KernelSpec, case_id: str, out_dir: Path, *, runs: int = 3, seed: int = 42
 ) -> TraceInfo:
-    """Trace one case's Pallas kernel on inputs from ``make_inputs`` (PRNGKey(seed))."""
+    """Trace one case's Pallas kernel on inputs from ``make_inputs`` (PRNGKey(seed)), in
+    the case's mode (a backward case: its VJP alone, the residuals computed first)."""
+    from ci_bench.measure.modes import concrete_workload
+
     try:
         case = find_case(spec, case_id)
     except SelectionError as exc:
         raise ProfilingError(str(exc)) from None
-    inputs = spec.make_inputs(case, jax.random.PRNGKey(seed))
-    return capture_trace(spec.pallas, inputs, out_dir, runs=runs)
+    work = concrete_workload(spec, case, seed=seed)
+    return capture_trace(work.fn, work.args, out_dir, runs=runs)

@@ -17,14 +17,13 @@ class Peak:
     hbm_gbps: float
 
 
-# Sources, as published by the vendors (dense figures, no sparsity):
-# - TPU v4: cloud.google.com/tpu/docs/v4 — 275 TFLOPS bf16, 1,228 GB/s HBM2 (1.2 TB/s).
-# - TPU v5e ("TPU v5 lite"): cloud.google.com/tpu/docs/v5e — 197 TFLOPS bf16, 819 GB/s.
-# - TPU v5p ("TPU v5"): cloud.google.com/tpu/docs/v5p — 459 TFLOPS bf16, 2,765 GB/s.
-# - TPU v6e ("TPU v6 lite", Trillium): cloud.google.com/tpu/docs/v6e — 918 TFLOPS bf16,
-#   1,640 GB/s.
-#   Google publishes no float32 matmul peak for TPUs (f32 dots run as multi-pass bf16), so
-#   float32 MFU is null on TPU rather than invented.
+# TPUs: ONE source of truth, jax's own hardware table, read through
+# ``ci_bench.measure.model.chips`` (which states the rule for chips with two TensorCores:
+# jax's figures are per TensorCore; a megacore chip, v4 or v5p, is one device of two cores,
+# so its peak is twice the per-core figure). jax publishes bf16 (and int8) MXU peaks only:
+# float32 dots run as multi-pass bf16, so float32 MFU is null on TPU rather than invented.
+#
+# GPUs, as published by the vendors (dense figures, no sparsity):
 # - NVIDIA A100 SXM4 (datasheet): 312 TFLOPS bf16 tensor, 156 TFLOPS TF32 tensor;
 #   HBM2e 2,039 GB/s (80 GB) / 1,555 GB/s (40 GB). A100 PCIe 80 GB: 1,935 GB/s.
 # - NVIDIA H100 SXM5 (datasheet): 989.4 TFLOPS bf16, 494.7 TFLOPS TF32; HBM3 3,350 GB/s.
@@ -33,10 +32,6 @@ class Peak:
 #   On these GPUs JAX's default precision lets float32 dots use TF32 tensor cores, so the
 #   float32 peak is the TF32 figure (the vector FP32 peak would give MFU above 1).
 PEAKS: dict[str, Peak] = {
-    "tpu-v4": Peak({"bfloat16": 275.0}, 1228.0),
-    "tpu-v5e": Peak({"bfloat16": 197.0}, 819.0),
-    "tpu-v5p": Peak({"bfloat16": 459.0}, 2765.0),
-    "tpu-v6e": Peak({"bfloat16": 918.0}, 1640.0),
     "a100-sxm-80gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 2039.0),
     "a100-sxm-40gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 1555.0),
     "a100-pcie-80gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 1935.0),
@@ -45,14 +40,10 @@ PEAKS: dict[str, Peak] = {
     "h200": Peak({"bfloat16": 989.0, "float16": 989.0, "float32": 494.7}, 4800.0),
 }
 
-# device_kind strings as jax reports them, matched in order (first match wins).
+# GPU device_kind strings as jax reports them, matched in order (first match wins).
 _KIND_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), key)
     for pattern, key in (
-        (r"^TPU v4", "tpu-v4"),
-        (r"^TPU v5 ?lite|^TPU v5e", "tpu-v5e"),
-        (r"^TPU v5p?$", "tpu-v5p"),
-        (r"^TPU v6 ?lite|^TPU v6e", "tpu-v6e"),
         (r"A100.*PCIe", "a100-pcie-80gb"),
         (r"A100.*40GB", "a100-sxm-40gb"),
         (r"A100", "a100-sxm-80gb"),
@@ -63,8 +54,21 @@ _KIND_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 
+def tpu_peak(chip_name: str) -> Peak:
+    """A TPU chip's peak (one jax device: all its TensorCores), from jax's table."""
+    from ci_bench.measure.model.chips import chip
+
+    found = chip(chip_name)
+    return Peak({"bfloat16": found.chip_tflops}, found.chip_gbps)
+
+
 def peak_for(device_kind: str) -> Peak | None:
-    """The peak table entry for a jax ``device_kind``; None for CPUs and unknown devices."""
+    """The peak of a jax ``device_kind``; None for CPUs and unknown devices."""
+    if device_kind.strip().upper().startswith("TPU"):
+        from ci_bench.measure.model.chips import chip_for_device_kind
+
+        name = chip_for_device_kind(device_kind)
+        return tpu_peak(name) if name else None
     for pattern, key in _KIND_RULES:
         if pattern.search(device_kind.strip()):
             return PEAKS[key]

@@ -10,10 +10,9 @@ from typing import Any
 
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode, InputError
-from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, error_result, run_case
+from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_case
 from ci_bench.measure.progress import Progress
 from ci_bench.measure.settings import Adaptive
-from ci_bench.measure.workers import Pool
 from ci_bench.schema import CaseResult, Results, RunMeta
 
 Now = Callable[[], datetime]
@@ -51,31 +50,52 @@ def measure_case(
     clock: Clock = time.perf_counter,
 ) -> CaseResult:
     """One case, where it is measured: the lowering check first when asked (run --lower),
-    whose failure is the case's error; then the harness."""
+    whose failure is the case's error; then the harness; then the cost model, read from
+    the traced grid after the timing (it never fails the case: a model failure is
+    recorded as "not modelled: why")."""
     if settings.lower:
         from ci_bench.measure.lowering import as_case_error, check_platform, lower_case
 
         platform = check_platform(settings.lower)
         failed = as_case_error(lower_case(spec, case, platform, settings.seed))
         if failed is not None:
-            return failed
-    return run_case(spec, case, settings, peaks, clock)
+            return with_model(failed, spec, case, settings)
+    return with_model(run_case(spec, case, settings, peaks, clock), spec, case, settings)
 
 
-def in_workers(specs: Mapping[str, KernelSpec], pool: Pool) -> Execute:
-    """Cases measured in worker processes; a case that kills or hangs its worker is an error."""
+def measure_pair(
+    head: KernelSpec,
+    base: KernelSpec,
+    case: Case,
+    settings: HarnessSettings,
+    peaks: PeakLookup,
+    order_seed: str,
+) -> list[CaseResult]:
+    """A/B: the head's and the base's kernels of one case, round by round on the same
+    inputs (order shuffled from ``order_seed``), each with its cost model. A base that
+    fails leaves the head measured alone (the pair's verdict is then ``new``)."""
+    import random
 
-    def failed(case: Case, message: str) -> CaseResult:
-        return error_result(specs[case.kernel], case, message)
+    from ci_bench.measure.harness import NOT_MEASURED, run_contestants
 
-    def execute(
-        cases: Sequence[Case],
-        started: Callable[[int], None],
-        done: Callable[[int, CaseResult], None],
-    ) -> None:
-        pool.run(cases, failed, done, started)
+    pair = run_contestants([head, base], case, settings, peaks, rng=random.Random(order_seed))
+    if (pair[0].error or "").startswith(NOT_MEASURED):
+        pair[0] = run_case(head, case, settings, peaks)
+    return [with_model(pair[0], head, case, settings), with_model(pair[1], base, case, settings)]
 
-    return execute
+
+def with_model(
+    result: CaseResult, spec: KernelSpec, case: Case, settings: HarnessSettings
+) -> CaseResult:
+    """``result`` with the case's cost model on every chip the model knows (the judge picks
+    the target chips). Call it after timing, where the case's kernel module is loaded."""
+    from ci_bench.measure.model import analyze_case
+    from ci_bench.measure.model.chips import CHIP_NAMES
+
+    model = analyze_case(
+        spec, case, CHIP_NAMES, seed=settings.seed, flops_factor=settings.cost_model_factor
+    )
+    return result.model_copy(update={"model": model})
 
 
 def run_all(

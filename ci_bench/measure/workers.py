@@ -7,7 +7,11 @@ The persistent compilation cache keeps a restart cheap. With several workers eac
 pinned to one accelerator and all share one queue of cases.
 
 Protocol: the worker reads one JSON line per job on stdin and answers one JSON line on its
-original stdout (fd 1 is pointed at stderr, so a kernel's prints cannot corrupt it).
+original stdout (fd 1 is pointed at stderr, so a kernel's prints cannot corrupt it). A job
+measures one case of the head's kernels, or (A/B) the head's and the base's kernels of one
+case interleaved round by round on the same inputs: the base's modules are imported from
+its checkout (``base_root``) beside the head's, so a pair has the same time limit, crash
+isolation and pinning as any case.
 """
 
 from __future__ import annotations
@@ -52,6 +56,19 @@ class WorkerSetup:
     peak_tflops: float | None = None
     peak_gbps: float | None = None
     cache_dir: str | None = None
+    # A/B: the base's checkout and kernel modules, loaded beside the head's.
+    base_root: str | None = None
+    base_modules: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One case to measure: the head alone, or head and base as a pair (A/B)."""
+
+    case: Case
+    pair: bool = False
+    # Seeds the shuffled round order of a pair (per case, so any worker gives the same).
+    order_seed: str | None = None
 
 
 def pin_env(platform: str, index: int) -> dict[str, str]:
@@ -146,13 +163,14 @@ class _Slot:
     stderr: IO[bytes] | None = None
     buffer: bytes = b""
     ready: bool = False
-    job: tuple[int, Case] | None = None
+    job: tuple[int, Job] | None = None
     deadline: float = 0.0
     err_offset: int = 0
 
 
-Failed = Callable[[Case, str], CaseResult]
-Done = Callable[[int, CaseResult], None]
+# A job's results: [head] or, for a pair, [head, base].
+Failed = Callable[[Job, str], list[CaseResult]]
+Done = Callable[[int, list[CaseResult]], None]
 Started = Callable[[int], None]
 
 
@@ -236,9 +254,9 @@ class Pool:
         self.selector.close()
 
     # -- the queue ---------------------------------------------------------------------
-    def run(self, cases: Sequence[Case], failed: Failed, done: Done, started: Started) -> None:
-        """Measure every case; ``done(i, result)`` as each finishes (in any order)."""
-        queue = deque(enumerate(cases))
+    def run(self, jobs: Sequence[Job], failed: Failed, done: Done, started: Started) -> None:
+        """Measure every job; ``done(i, results)`` as each finishes (in any order)."""
+        queue = deque(enumerate(jobs))
         if not queue:
             return
         while queue or any(s.job is not None for s in self.slots):
@@ -246,13 +264,13 @@ class Pool:
                 if slot.proc is None and queue:
                     self._spawn(slot)
                 if slot.ready and slot.job is None and queue:
-                    i, case = queue.popleft()
-                    slot.job = (i, case)
+                    i, job = queue.popleft()
+                    slot.job = (i, job)
                     assert slot.stderr is not None
                     slot.err_offset = slot.stderr.seek(0, os.SEEK_END)
                     slot.deadline = time.monotonic() + self.case_timeout
                     started(i)
-                    self._send(slot, {"case": _case_json(case)})
+                    self._send(slot, _job_json(job))
             live = [s for s in self.slots if s.proc is not None and (s.job or not s.ready)]
             if not live:
                 continue
@@ -280,32 +298,39 @@ class Pool:
             message = json.loads(line)
             if "ready" in message:
                 slot.ready = True
-            elif "result" in message and slot.job is not None:
+            elif "results" in message and slot.job is not None:
                 i, _ = slot.job
                 slot.job = None
-                done(i, CaseResult.model_validate(message["result"]))
+                done(i, [CaseResult.model_validate(r) for r in message["results"]])
 
     def _died(self, slot: _Slot, failed: Failed, done: Done) -> None:
         code = self._stop(slot, kill=True)
         text = self._stderr_since(slot)
         if slot.job is None:
             raise WorkerError(f"a worker {death(code)} while starting: {_tail(text)}")
-        i, case = slot.job
+        i, job = slot.job
         slot.job = None
-        done(i, failed(case, f"worker {death(code)}: {_tail(text)}"))
+        done(i, failed(job, f"worker {death(code)}: {_tail(text)}"))
 
     def _expire(self, slot: _Slot, failed: Failed, done: Done) -> None:
         self._stop(slot, kill=True)
         text = self._stderr_since(slot)
         if slot.job is None:
             raise WorkerError(f"a worker did not start within {START_TIMEOUT:g} s: {_tail(text)}")
-        i, case = slot.job
+        i, job = slot.job
         slot.job = None
-        done(i, failed(case, f"timed out after {self.case_timeout:g} s"))
+        done(i, failed(job, f"timed out after {self.case_timeout:g} s"))
 
 
-def _case_json(case: Case) -> dict[str, Any]:
-    return {"kernel": case.kernel, "params": dict(case.params), "dtype": case.dtype}
+def _job_json(job: Job) -> dict[str, Any]:
+    case = job.case
+    raw = {
+        "kernel": case.kernel,
+        "params": dict(case.params),
+        "dtype": case.dtype,
+        "mode": case.mode,
+    }
+    return {"case": raw, "pair": job.pair, "order_seed": job.order_seed}
 
 
 # -- the worker side -------------------------------------------------------------------
@@ -327,24 +352,35 @@ def serve() -> None:
             proto.write(json.dumps({"ready": True}) + "\n")
             continue
         assert measure is not None
-        result = measure(message)
-        proto.write(json.dumps({"result": result.model_dump(mode="json")}) + "\n")
+        results = measure(message)
+        answer = {"results": [r.model_dump(mode="json") for r in results]}
+        proto.write(json.dumps(answer) + "\n")
 
 
-def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], CaseResult]:
-    from ci_bench.contract.registry import load_kernels
+def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
+    from ci_bench.contract.registry import load_isolated, load_kernels
     from ci_bench.measure.roofline import peak_lookup
-    from ci_bench.measure.runner import configure_jax, harness_settings_from, measure_case
+    from ci_bench.measure.runner import (
+        configure_jax,
+        harness_settings_from,
+        measure_case,
+        measure_pair,
+    )
 
     settings = harness_settings_from(setup.settings)
     configure_jax(Path(setup.cache_dir) if setup.cache_dir else None, settings.interpret_mode)
     specs = load_kernels(setup.modules, Path(setup.root) if setup.root else None)
+    base = load_isolated(Path(setup.base_root), setup.base_modules) if setup.base_root else {}
     device = DeviceFingerprint.model_validate(setup.device)
     peaks = peak_lookup(device.device_kind, device.platform, setup.peak_tflops, setup.peak_gbps)
 
-    def measure(message: dict[str, Any]) -> CaseResult:
+    def measure(message: dict[str, Any]) -> list[CaseResult]:
         raw = message["case"]
-        case = Case(raw["kernel"], raw["params"], raw["dtype"])
-        return measure_case(specs[case.kernel], case, settings, peaks)
+        case = Case(raw["kernel"], raw["params"], raw["dtype"], raw.get("mode", "forward"))
+        head = specs[case.kernel]
+        if not message.get("pair"):
+            return [measure_case(head, case, settings, peaks)]
+        seed = message.get("order_seed") or case.id
+        return measure_pair(head, base[case.kernel], case, settings, peaks, seed)
 
     return measure

@@ -9,10 +9,12 @@ screen at a GitHub comment's width.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from ci_bench import docs_url
 from ci_bench.report.escape import md_id, md_inline, safe_url
 from ci_bench.report.render import VERDICT_ICONS, delta_chart, fmt_ms, fmt_util, ordered
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
@@ -53,20 +55,41 @@ def _case_cell(v: CaseVerdict) -> str:
     return md_id(v.id)
 
 
+def model_cell(v: CaseVerdict) -> str:
+    """The cost model's change on the chip that moved most, compactly: ``–`` without a
+    model, ``+1.2%`` within the threshold, ``📐 +97% v5e`` structural."""
+    m = v.model
+    if m is None or m.time_change is None:
+        return "–"
+    change = f"{m.time_change:+.0%}" if abs(m.time_change) >= 0.1 else f"{m.time_change:+.1%}"
+    chip = f" {md_inline(m.chip)}" if m.chip else ""
+    icon = {"structural": "📐 ", "improved": "🚀 ", "accepted": "🤝 "}.get(m.verdict, "")
+    return f"{icon}{change}{chip if icon else ''}"
+
+
+def _has_model(cases: Sequence[CaseVerdict]) -> bool:
+    return any(v.model is not None for v in cases)
+
+
 def _table(headers: Sequence[str], rows: list[list[str]]) -> str:
     return tabulate(rows, headers=list(headers), tablefmt="github", disable_numparse=True)
 
 
 def _changed_table(cases: list[CaseVerdict], mode: str) -> str:
     if mode == "pr":
-        headers = ("case", "Δ vs base (A/B)¹", "Δ vs baseline²", "verdict")
-        rows = [[_case_cell(v), _ab_cell(v), _pct(v.mean_change), _verdict_cell(v)] for v in cases]
+        headers = ["case", "Δ vs base (A/B)¹", "Δ vs baseline²"]
+        rows = [[_case_cell(v), _ab_cell(v), _pct(v.mean_change)] for v in cases]
     elif mode == "ab":
-        headers = ("case", "Δ vs base (A/B)¹", "verdict")
-        rows = [[_case_cell(v), _ab_cell(v), _verdict_cell(v)] for v in cases]
+        headers = ["case", "Δ vs base (A/B)¹"]
+        rows = [[_case_cell(v), _ab_cell(v)] for v in cases]
     else:
-        headers = ("case", "Δ vs baseline²", "verdict")
-        rows = [[_case_cell(v), _pct(v.mean_change), _verdict_cell(v)] for v in cases]
+        headers = ["case", "Δ vs baseline²"]
+        rows = [[_case_cell(v), _pct(v.mean_change)] for v in cases]
+    if _has_model(cases):
+        headers.append("model⁵")
+        rows = [[*row, model_cell(v)] for row, v in zip(rows, cases, strict=True)]
+    headers.append("verdict")
+    rows = [[*row, _verdict_cell(v)] for row, v in zip(rows, cases, strict=True)]
     return _table(headers, rows)
 
 
@@ -74,7 +97,10 @@ def _full_table(cases: list[CaseVerdict], mode: str) -> str:
     headers = ["case", "Pallas ms", "TFLOPS", "MFU / HBM³", "Δ vs baseline²"]
     if mode != "baseline":
         headers.append("Δ vs base (A/B)¹")
-    headers += ["MDC⁴", "verdict"]
+    headers.append("MDC⁴")
+    if _has_model(cases):
+        headers.append("model⁵")
+    headers.append("verdict")
     rows = []
     for v in cases:
         cur = v.current
@@ -91,21 +117,45 @@ def _full_table(cases: list[CaseVerdict], mode: str) -> str:
         mdc = "–" if v.mdc is None else f"±{v.mdc:.1%}"
         if v.min_repeats is not None:
             mdc = f"needs ≥{v.min_repeats} repeats"
-        row += [mdc, _verdict_cell(v)]
+        row.append(mdc)
+        if _has_model(cases):
+            row.append(model_cell(v))
+        row.append(_verdict_cell(v))
         rows.append(row)
     return _table(headers, rows)
 
 
-FOOTNOTES = (
-    "¹ Δ vs base: head against the PR's base commit, measured in the same job round by "
-    "round; the median paired time ratio − 1, with its 95 % bootstrap interval.  \n"
-    "² Δ vs baseline: mean time against the stored baseline of the kernel's version "
-    "(the specification's ±5 % rule).  \n"
-    "³ MFU for compute-bound cases, HBM bandwidth utilisation for memory-bound ones "
-    "(– where the device's peak is unknown, e.g. CPUs).  \n"
-    "⁴ MDC: the smallest change this comparison would detect (80 % power); a pass rules "
-    "out larger changes, not smaller ones."
+_AB_NOTE = (
+    "¹ Δ vs base: head against the merge base of the PR, measured in the same job round by "
+    "round; the median paired time ratio − 1, with its 95 % bootstrap interval."
 )
+_OTHER_NOTES = (
+    "² Δ vs baseline: mean time against the stored baseline of the kernel's version "
+    "(the specification's ±5 % rule).",
+    "³ MFU for compute-bound cases, HBM bandwidth utilisation for memory-bound ones "
+    "(– where the device's peak is unknown, e.g. CPUs).",
+    "⁴ MDC: the smallest change this comparison would detect (80 % power); a pass rules "
+    "out larger changes, not smaller ones.",
+)
+_MODEL_NOTE = (
+    "⁵ model: the modelled TPU time read from the Pallas grid (HBM bytes, grid steps, VMEM; "
+    "exact, the same on every machine) against the same reference, on the target chip "
+    "that moved most; 📐 past the threshold."
+)
+
+
+def footnotes(mode: str, model: bool = False) -> str:
+    """The full table's footnotes; the A/B's only where there is an A/B column, the
+    model's only where there is a model column."""
+    notes = ([_AB_NOTE] if mode != "baseline" else []) + list(_OTHER_NOTES)
+    return "  \n".join(notes + ([_MODEL_NOTE] if model else []))
+
+
+# What a run-level state means in a headline.
+_RUN_TITLES = {
+    "ab-missing": "the A/B against the base is missing",
+    "unfinished": "the measurement did not finish",
+}
 
 
 def _summary_line(report: Report) -> str:
@@ -118,10 +168,15 @@ def _summary_line(report: Report) -> str:
 def _title(report: Report) -> str:
     icon = VERDICT_ICONS[report.verdict]
     n = report.counts.get("regression", 0)
+    if report.verdict in _RUN_TITLES:
+        return f"### {icon} ci-bench: {_RUN_TITLES[report.verdict]}"
+    structural = report.counts.get("model-structural", 0)
     if n and report.mode == "pr":
         what = f"this PR makes {n} case{'s' if n > 1 else ''} slower"
     elif n:
         what = f"{n} regression{'s' if n > 1 else ''}"
+    elif report.verdict == "structural":
+        what = f"{structural} case{'s' if structural > 1 else ''} slower on TPU by the cost model"
     elif report.verdict == "pass" or report.verdict in ("improved", "new", "drift"):
         what = "no slowdown from this PR" if report.mode == "pr" else "no regression"
     else:
@@ -154,15 +209,12 @@ def _footer(report: Report) -> list[str]:
         where += f" · {device.cpu_model}"
     commit = (report.head_sha or meta.git.commit or "-")[:12]
     head = "PR head" if report.head_sha else "commit"
+    shown = f"`{commit}`" if re.fullmatch(r"[0-9a-f]{1,12}", commit) else md_inline(commit)
     url = safe_url(report.run_url)
     run = f" · [benchmark run]({url})" if url else ""
     # Every field below comes from the report file (an artifact): escaped, one line each.
-    lines = [
-        md_inline(
-            f"{where} · {device.software} · {head} {commit} · profile {meta.profile or 'ad-hoc'}"
-        )
-        + run
-    ]
+    profile = md_inline(f"profile {meta.profile or 'ad-hoc'}")
+    lines = [f"{md_inline(f'{where} · {device.software}')} · {head} {shown} · {profile}{run}"]
     if report.mode in ("ab", "pr") and report.base_ref:
         lines.append(f"A/B base: {md_inline(report.base_ref)}")
     lines += [
@@ -197,7 +249,27 @@ def markdown_report(
     notes = _notes(report.kernels)
     if notes:
         parts += ["", *notes]
-    changed = ordered([v for v in report.cases if v.verdict in CHANGED])
+    if report.run_states:
+        parts += ["", "#### The run", ""]
+        parts += [
+            f"- {VERDICT_ICONS[r.state]} `{r.state}`: {md_inline(r.reason)}"
+            for r in report.run_states
+        ]
+    if report.acceptance is not None:
+        a = report.acceptance
+        parts += [
+            "",
+            f"> 🤝 Accepted by @{md_inline(a.by)} for `{md_inline(a.head_sha[:12])}` with the "
+            f"`{md_inline(a.label)}` label: a new push needs it again.",
+        ]
+    changed = ordered(
+        [
+            v
+            for v in report.cases
+            if v.verdict in CHANGED
+            or (v.model is not None and v.model.verdict in ("structural", "accepted"))
+        ]
+    )
     memory = [
         v for v in ordered(report.cases) if v.memory_verdict == "regression" and v not in changed
     ]
@@ -208,6 +280,11 @@ def markdown_report(
         parts += ["", f"#### {title}", "", _changed_table(shown, report.mode)]
         if len(shown) < len(changed):
             parts += ["", f"… and {len(changed) - len(shown)} more."]
+    structural = [v for v in ordered(report.cases) if v.model and v.model.verdict == "structural"]
+    if structural:
+        shown = structural if max_rows is None else structural[:max_rows]
+        parts += ["", "#### Structural (cost model, exact)", ""]
+        parts += [f"- {_case_cell(v)}: {md_inline(v.model.reason)}" for v in shown if v.model]
     drift = ordered([v for v in report.cases if v.verdict == "drift"])
     if drift:
         shown = drift if max_rows is None else drift[:max_rows]
@@ -226,7 +303,7 @@ def markdown_report(
             "",
             _full_table(everything, report.mode),
             "",
-            FOOTNOTES,
+            footnotes(report.mode, _has_model(report.cases)),
         ]
         chart = delta_chart(report)
         if chart:
@@ -262,12 +339,8 @@ def _method(report: Report) -> str:
 
 
 def _readme_link(report: Report) -> str:
-    """The README's method section in the repository that ran the benchmark."""
-    url = safe_url(report.run_url)
-    if url and "/actions/runs/" in url:
-        repo = url.split("/actions/runs/")[0]
-        return f"[How ci-bench decides]({repo}/blob/HEAD/README.md#verdicts-you-can-trust-method)."
-    return 'How ci-bench decides: README, "Verdicts you can trust".'
+    """ci-bench's own documentation of the method, at the version that wrote the report."""
+    return f"[How ci-bench decides]({docs_url('README.md', 'verdicts-you-can-trust-method')})."
 
 
 def fit_markdown(report: Report, limit: int, where: str) -> str:

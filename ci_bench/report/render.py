@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
+import tabulate as tabulate_module
 from tabulate import tabulate
 
 from ci_bench.report.chart import mermaid_delta_chart
@@ -17,6 +19,7 @@ from ci_bench.schema import (
     Metrics,
     Report,
     Results,
+    TimingStats,
 )
 
 
@@ -64,39 +67,82 @@ def fmt_util(metrics: Metrics | None) -> str:
     return "–" if metrics.mfu is None else f"{fmt_pct(metrics.mfu)} MFU"
 
 
+# Short mode labels for tables; the case id spells the mode out (``.../backward``).
+MODE_LABELS = {"forward": "fwd", "backward": "bwd", "forward+backward": "fwd+bwd"}
 RUN_HEADERS = (
     "case",
-    "status",
-    "Pallas ms",
-    "± std",
+    "mode",
+    "Pallas ms",  # mean ± std
     "native ms",
     "speedup",
     "TFLOPS",
     "GB/s",
-    "MFU / HBM",
-    "AI",
-    "bound",
+    "MFU/HBM",
     "compile ms",
 )
+# An implementation other than the subject and the baseline: a row under its case.
+OTHER_MARK = "↳ "
+
+
+def _point(case_id: str, mode: str) -> str:
+    """The id without its mode suffix: the mode has its own column."""
+    suffix = f"/{mode}"
+    return case_id[: -len(suffix)] if mode != "forward" and case_id.endswith(suffix) else case_id
+
+
+def fmt_std(value: float) -> str:
+    """A spread to two significant figures: it is known no better."""
+    if value >= 10:
+        return f"{value:.0f}"
+    if value >= 1:
+        return f"{value:.1f}"
+    return f"{value:.2g}"
+
+
+def _timing(stats: TimingStats | None) -> str:
+    return "–" if stats is None else f"{fmt_ms(stats.mean_ms)} ±{fmt_std(stats.std_ms)}"
 
 
 def run_row(case: CaseResult) -> list[str]:
+    """One case: the subject's figures (errors say so; the message follows the table)."""
     metrics = case.metrics
-    status = case.status if case.status == "ok" else f"error: {case.error}"
     return [
-        case.id,
-        status,
-        fmt_ms(case.pallas.mean_ms if case.pallas else None),
-        fmt_ms(case.pallas.std_ms if case.pallas else None),
+        _point(case.id, case.mode),
+        MODE_LABELS.get(case.mode, case.mode),
+        "error (below)" if case.status != "ok" else _timing(case.pallas),
         fmt_ms(case.native.mean_ms if case.native else None),
         fmt_ratio(case.speedup),
         fmt_float(case.tflops, 4),
         fmt_gbps(metrics),
         fmt_util(metrics),
-        fmt_float(metrics.arithmetic_intensity if metrics else None, 1),
-        (metrics.bound or "–") if metrics else "–",
         fmt_ms(case.compile.pallas_ms),
     ]
+
+
+def other_rows(case: CaseResult) -> list[list[str]]:
+    """The case's other implementations, one row each under it: time, speedup over the
+    same baseline, TFLOPS and GB/s of the same cost model, compile time."""
+    rows = []
+    metrics = case.metrics
+    for name, other in case.implementations.others.items():
+        stats = other.timing
+        seconds = stats.mean_ms / 1e3 if stats and stats.mean_ms > 0 else None
+        tflops = metrics.flops / seconds / 1e12 if metrics and seconds else None
+        gbps = f"{metrics.bytes_accessed / seconds / 1e9:.4g}" if metrics and seconds else "–"
+        rows.append(
+            [
+                f"{OTHER_MARK}{name}",
+                MODE_LABELS.get(case.mode, case.mode),
+                _timing(stats),
+                "",
+                fmt_ratio(other.speedup),
+                fmt_float(tflops, 4),
+                gbps,
+                "",
+                fmt_ms(other.compile_ms),
+            ]
+        )
+    return rows
 
 
 def _cells(rows: list[list[str]], tablefmt: str) -> list[list[str]]:
@@ -106,14 +152,57 @@ def _cells(rows: list[list[str]], tablefmt: str) -> list[list[str]]:
     return [[md_inline(cell) for cell in row] for row in rows]
 
 
+@contextlib.contextmanager
+def _tight_headers() -> Iterator[None]:
+    """tabulate widens every column to its header plus 2; the run table's columns are set
+    by their values instead, so that it stays within 120 columns."""
+    saved = tabulate_module.MIN_PADDING
+    tabulate_module.MIN_PADDING = 0
+    try:
+        yield
+    finally:
+        tabulate_module.MIN_PADDING = saved
+
+
+def implementation_notes(cases: Sequence[CaseResult]) -> list[str]:
+    """Per kernel whose subject or baseline is not pallas / native, or that times others:
+    which implementation each column holds."""
+    notes: dict[str, str] = {}
+    for c in cases:
+        names = c.implementations
+        if (names.subject, names.baseline) == ("pallas", "native") and not names.others:
+            continue
+        others = f"; {OTHER_MARK}rows: {', '.join(names.others)}" if names.others else ""
+        notes.setdefault(
+            c.kernel,
+            f"{c.kernel}: Pallas ms is {names.subject} (the subject), native ms is "
+            f"{names.baseline} (the baseline){others}",
+        )
+    return list(notes.values())
+
+
 def results_table(cases: Sequence[CaseResult], tablefmt: str = "simple") -> str:
-    """One row per case, errors included with their message."""
-    return tabulate(
-        _cells([run_row(c) for c in cases], tablefmt),
-        headers=RUN_HEADERS,
-        tablefmt=tablefmt,
-        disable_numparse=True,
-    )
+    """One row per case (a kernel's modes side by side), each other implementation in a
+    row under its case; then which implementation each column holds where a kernel names
+    its own, then every error with its message."""
+    rows = [row for c in cases for row in (run_row(c), *other_rows(c))]
+    with _tight_headers():
+        table = tabulate(
+            _cells(rows, tablefmt),
+            headers=RUN_HEADERS,
+            tablefmt=tablefmt,
+            disable_numparse=True,
+            colalign=("left", "left", *("right",) * (len(RUN_HEADERS) - 2)),
+        )
+    lines = [table]
+    escape = md_inline if tablefmt == "github" else (lambda text: text)
+    notes = implementation_notes(cases)
+    errors = [c for c in cases if c.status != "ok"]
+    if notes or errors:
+        lines.append("")
+    lines += [escape(n) for n in notes]
+    lines += [f"{escape(c.id)}: error: {escape(c.error or 'error')}" for c in errors]
+    return "\n".join(lines)
 
 
 def run_summary(results: Results) -> str:
@@ -155,6 +244,29 @@ def ordered(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
         return worst, -abs(v.mean_change or 0.0), v.id
 
     return sorted(verdicts, key=key)
+
+
+MODE_ORDER = {mode: i for i, mode in enumerate(MODE_LABELS)}
+
+
+def _mode_of(case_id: str) -> str:
+    last = case_id.rsplit("/", 1)[-1]
+    return last if last in MODE_ORDER else "forward"
+
+
+def grouped(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
+    """``ordered``, with each case's modes kept together: a point's forward, backward and
+    forward+backward rows in that order, the group placed where its worst row would be."""
+    rank = {id(v): i for i, v in enumerate(ordered(verdicts))}
+    groups: dict[str, list[CaseVerdict]] = {}
+    for v in verdicts:
+        groups.setdefault(_point(v.id, _mode_of(v.id)), []).append(v)
+    first = {key: min(rank[id(v)] for v in group) for key, group in groups.items()}
+    return [
+        v
+        for key in sorted(groups, key=first.__getitem__)
+        for v in sorted(groups[key], key=lambda v: MODE_ORDER[_mode_of(v.id)])
+    ]
 
 
 def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
@@ -258,7 +370,7 @@ def delta_chart(report: Report) -> str:
 
 def terminal_report(report: Report) -> str:
     """Plain-text report for a terminal: table, then notes and footer."""
-    lines = [_table(ordered(report.cases), "simple", False), "", report.headline]
+    lines = [_table(grouped(report.cases), "simple", False), "", report.headline]
     lines += [f"note: {k.kernel}: {k.note}" for k in report.kernels if k.note]
     lines += [f"warning: {w}" for k in report.kernels for w in k.warnings]
     lines.append(footer(report))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -35,6 +35,10 @@ ParamName = Annotated[str, Field(pattern=PARAM_PATTERN)]
 # A case id (<kernel>/<params>/<dtype> where the case is at hand): printable, bounded.
 CaseId = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{1,512}$")]
 Dtype = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+# What a case times (ci_bench.contract.spec.MODES): files before version 3 are all forward.
+Mode = Literal["forward", "backward", "forward+backward"]
+# An implementation's name in a SPEC (pallas, native, or a variant's name).
+ImplName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 
 
 def _aware_utc(value: datetime) -> datetime:

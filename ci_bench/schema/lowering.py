@@ -12,8 +12,12 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ci_bench.schema.base import Model, UtcDatetime
+from ci_bench.schema.model import CaseModel
 
-LOWERING_SCHEMA_VERSION = 1
+LOWERING_SCHEMA_VERSION = 2
+# 2: each case carries the cost model (``model``); a case whose VMEM does not fit a target
+# chip is an error. Version 1 files (no model) are still read.
+LOWERING_READABLE = (1, 2)
 LoweringPlatform = Literal["tpu", "cuda"]
 
 
@@ -32,6 +36,9 @@ class LoweredCase(Model):
     error: str | None = None
     traceback: str | None = Field(None, description="full traceback of a failure (logs only)")
     lower_ms: float | None = Field(None, ge=0, description="trace + lower + serialise time")
+    model: CaseModel | None = Field(
+        None, description="the cost model on the target chips (version 2); null in version 1"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LoweredCase:
@@ -50,12 +57,15 @@ class LoweringMeta(Model):
     jax: str
     jaxlib: str
     kernels: dict[str, str] = Field(description="kernel name -> version")
+    chips: list[str] = Field(
+        default_factory=list, description="target chips the model checked (version 2)"
+    )
 
 
 class LoweringResults(Model):
     """``ci-bench lower --output``: every selected case exported for one platform."""
 
-    schema_version: Literal[1] = LOWERING_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = LOWERING_SCHEMA_VERSION
     kind: Literal["lowering"] = "lowering"
     meta: LoweringMeta
     cases: list[LoweredCase]

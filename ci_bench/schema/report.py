@@ -9,7 +9,7 @@ from pydantic import Field
 from ci_bench.schema.base import KEBAB, CaseId, GitSha, HttpUrl, KernelName, Model, Version
 from ci_bench.schema.baseline import Provenance
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunMeta
-from ci_bench.schema.verdicts import FailPolicy, Verdict
+from ci_bench.schema.verdicts import CaseState, FailPolicy, RunStateName, Verdict
 
 
 class Thresholds(Model):
@@ -21,11 +21,46 @@ class Thresholds(Model):
     tflops_drop: float = Field(0.05, gt=0, lt=1)
     significance: float = Field(0.01, gt=0, lt=1, description="Mann-Whitney U level")
     memory_growth: float = Field(0.10, gt=0)
+    # The cost model is exact, so the specification's 5 % needs no significance test.
+    model_slowdown: float = Field(
+        0.05, gt=0, lt=10, description="modelled TPU time growth that is a structural change"
+    )
 
 
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 5
+# 3 adds run-level states and the acceptance; 4 the cost model's verdict per case; 5 cases
+# (current and baseline CaseResults) that record their mode and implementations. Older
+# versions read as none of these.
+REPORT_READABLE = (2, 3, 4, 5)
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
-MemoryVerdict = Literal["pass", "regression", "improved"]
+MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
+# The cost model is exact too: modelled time past the threshold on a target chip is
+# ``structural`` (the verdict table's state), a fall past it ``improved``.
+ModelVerdict = Literal["pass", "structural", "improved", "accepted"]
+
+
+class ChipChange(Model):
+    """One target chip's modelled time, reference against current."""
+
+    base_us: float
+    head_us: float
+    change: float = Field(description="head / base - 1")
+    fits: bool = True
+
+
+class ModelChange(Model):
+    """The cost model of a case against its reference (baseline, or the A/B base)."""
+
+    verdict: ModelVerdict
+    reason: str
+    chip: str | None = Field(None, description="the target chip whose time moved most")
+    time_change: float | None = Field(None, description="that chip's modelled time change")
+    hbm_bytes: int = Field(0, description="current - reference modelled HBM bytes")
+    grid_steps: int = Field(0, description="current - reference grid steps")
+    vmem_bytes: int = Field(0, description="current - reference peak VMEM bytes")
+    hbm_ratio: float | None = Field(None, description="current / reference HBM bytes")
+    steps_ratio: float | None = Field(None, description="current / reference grid steps")
+    chips: dict[str, ChipChange] = Field(default_factory=dict)
 
 
 class CaseVerdict(Model):
@@ -33,7 +68,7 @@ class CaseVerdict(Model):
 
     id: CaseId
     kernel: KernelName
-    verdict: Verdict
+    verdict: CaseState
     reason: str
     current: CaseResult | None = None
     baseline: CaseResult | None = None
@@ -56,6 +91,9 @@ class CaseVerdict(Model):
     ratio: float | None = Field(None, description="A/B: median of paired head/base ratios")
     ratio_low: float | None = Field(None, description="A/B: bootstrap 95 % interval, low")
     ratio_high: float | None = Field(None, description="A/B: bootstrap 95 % interval, high")
+    model: ModelChange | None = Field(
+        None, description="the cost model's exact verdict beside the timing one (version 3)"
+    )
 
 
 class KernelSummary(Model):
@@ -71,10 +109,26 @@ class KernelSummary(Model):
     warnings: list[str] = Field(default_factory=list)
 
 
+class RunState(Model):
+    """A fact about the whole run that the verdict table judges like a case state."""
+
+    state: RunStateName
+    reason: str
+
+
+class Acceptance(Model):
+    """A maintainer's accept label on the pull request's head: confirmed regressions of that
+    commit become ``accepted``. Tied to the commit: a new push needs the label again."""
+
+    label: str
+    by: str = Field(description="the account that applied the label")
+    head_sha: str = Field(description="the commit it was applied for")
+
+
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[2, 3, 4, 5] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "
@@ -90,6 +144,13 @@ class Report(Model):
     meta: RunMeta
     kernels: list[KernelSummary]
     cases: list[CaseVerdict]
+    run_states: list[RunState] = Field(
+        default_factory=list,
+        description="run-level states (a lost A/B, an unfinished file), judged with the cases",
+    )
+    acceptance: Acceptance | None = Field(
+        None, description="the accept label that turned confirmed regressions into 'accepted'"
+    )
     # Rendered into the PR comment's footer from an artifact pull-request code wrote: a
     # commit is hex, a run link a plain http(s) URL, or the report is refused.
     head_sha: GitSha | None = Field(None, description="the pull request's head commit")

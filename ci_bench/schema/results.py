@@ -15,20 +15,26 @@ from pydantic import Field, field_validator, model_validator
 from ci_bench.schema.base import (
     CaseId,
     Dtype,
+    ImplName,
     KernelName,
+    Mode,
     Model,
     ParamName,
     ShardText,
     UtcDatetime,
     Version,
 )
+from ci_bench.schema.model import CaseModel
 
-RESULTS_SCHEMA_VERSION = 2
-# Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown).
-RESULTS_READABLE = (1, 2)
+RESULTS_SCHEMA_VERSION = 4
+# Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
+# per-case ``model`` (read as not modelled: no model verdict); 1 to 3 hold forward cases of
+# the implementations pallas and native only (read so).
+RESULTS_READABLE = (1, 2, 3, 4)
 
 CaseStatus = Literal["ok", "error"]
 Bound = Literal["compute", "memory"]
+CostSource = Literal["declared", "derived"]
 
 
 def _finite_non_negative(value: float, what: str) -> float:
@@ -108,6 +114,11 @@ class Correctness(Model):
     nan: int = Field(0, ge=0, description="NaN elements in the Pallas output")
     inf: int = Field(0, ge=0, description="±Inf elements in the Pallas output")
     reference_nonfinite: int = Field(0, ge=0, description="NaN/Inf elements in the reference")
+    atol_scale: float | None = Field(
+        None,
+        description="gradient checks: atol is the SPEC's times this RMS of the reference "
+        "gradient (null for outputs)",
+    )
 
 
 class Metrics(Model):
@@ -124,6 +135,14 @@ class Metrics(Model):
     peak_gbps: float | None
     compute_unit: Literal["matrix", "vector"] | None = Field(
         None, description="the SPEC's compute unit: MFU is against the matrix peak only"
+    )
+    flops_source: CostSource = Field(
+        "declared",
+        description="'declared' by the SPEC, or 'derived' by ci-bench (backward: 2x forward)",
+    )
+    bytes_source: CostSource = Field(
+        "declared",
+        description="'declared' by the SPEC, or 'derived' (backward: forward + gradients)",
     )
 
     @property
@@ -206,8 +225,32 @@ class BytesModelCheck(Model):
     reason: str
 
 
+class OtherImplementation(Model):
+    """An implementation timed beside the subject and the baseline in the same rounds."""
+
+    timing: TimingStats | None = None
+    speedup: float | None = Field(None, description="baseline mean_ms / this mean_ms")
+    compile_ms: float | None = None
+    correctness: Correctness | None = None
+    gradients: dict[str, Correctness] = Field(
+        default_factory=dict, description="per differentiated input (backward modes)"
+    )
+    analysis: CompiledStats | None = None
+
+
+class Implementations(Model):
+    """Which implementation ``pallas`` and ``native`` hold, and the others timed with them.
+
+    Files before version 3 had exactly pallas (the subject) and native (the baseline)."""
+
+    subject: ImplName = "pallas"
+    baseline: ImplName = "native"
+    others: dict[ImplName, OtherImplementation] = Field(default_factory=dict)
+
+
 class CaseResult(Model):
-    """One case. The specification's keys sit at the top level."""
+    """One case. The specification's keys sit at the top level; ``pallas`` and ``native``
+    are the subject's and the baseline's numbers (``implementations`` names them)."""
 
     id: CaseId
     kernel: KernelName
@@ -215,6 +258,9 @@ class CaseResult(Model):
     params: dict[ParamName, int]
     shape: list[int]
     dtype: Dtype
+    mode: Mode = Field(
+        "forward", description="forward, backward (the VJP alone) or forward+backward"
+    )
     status: CaseStatus
     error: str | None = None
     pallas: TimingStats | None = None
@@ -232,12 +278,23 @@ class CaseResult(Model):
     cost_check: CostModelCheck | None = None
     bytes_check: BytesModelCheck | None = None
     correctness: Correctness | None = None
+    gradients: dict[str, Correctness] = Field(
+        default_factory=dict,
+        description="backward modes: the subject's gradient per differentiated input, "
+        "against jax.vjp of the float32 reference",
+    )
+    implementations: Implementations = Implementations()
     dispatch: dict[str, DispatchOverhead] = Field(
         default_factory=dict, description="'pallas' and 'native'; empty under wallclock"
     )
     inputs_ms: float | None = Field(None, ge=0, description="time make_inputs took")
     traceback: str | None = Field(
         None, description="full traceback of a failed case (logs and files, never comments)"
+    )
+    model: CaseModel | None = Field(
+        None,
+        description="the cost model read from the traced Pallas grid (version 3; null in "
+        "older files): exact HBM bytes, grid steps, VMEM and modelled time per TPU chip",
     )
 
     @property
@@ -247,15 +304,18 @@ class CaseResult(Model):
         return stats.memory.peak_bytes if stats and stats.memory else None
 
     def _id_matches(self) -> bool:
-        """The id is ``<kernel>/<params>/<dtype>`` of this case; the params may come in
-        another key order (JSON objects are unordered: ``jq -S`` sorts them)."""
+        """The id is ``<kernel>/<params>/<dtype>[/<mode>]`` of this case; the params may come
+        in another key order (JSON objects are unordered: ``jq -S`` sorts them)."""
         tokens = [f"{k}{v}" for k, v in self.params.items()]
-        if self.id == f"{self.kernel}/{'-'.join(tokens)}/{self.dtype}":
+        suffix = "" if self.mode == "forward" else f"/{self.mode}"
+        if self.id == f"{self.kernel}/{'-'.join(tokens)}/{self.dtype}{suffix}":
             return True
         parts = self.id.split("/")
+        tail = [self.dtype] if self.mode == "forward" else [self.dtype, self.mode]
         return (
-            len(parts) == 3
-            and (parts[0], parts[2]) == (self.kernel, self.dtype)
+            len(parts) == 2 + len(tail)
+            and parts[0] == self.kernel
+            and parts[2:] == tail
             and all(v >= 0 for v in self.params.values())  # no "-" inside a token
             and sorted(parts[1].split("-")) == sorted(tokens)
         )
@@ -264,7 +324,8 @@ class CaseResult(Model):
     def _consistent(self) -> CaseResult:
         if not self._id_matches():
             raise ValueError(
-                f"case id {self.id[:80]!r} is not <kernel>/<params>/<dtype> of this case"
+                f"case id {self.id[:80]!r} is not <kernel>/<params>/<dtype>[/<mode>] of this "
+                "case (forward cases carry no mode)"
             )
         if self.status == "ok":
             if self.pallas is None or self.native is None or self.tflops is None:
@@ -336,7 +397,7 @@ class RunMeta(Model):
 class Results(Model):
     """A results file: ``ci-bench run --output``."""
 
-    schema_version: Literal[1, 2] = RESULTS_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = RESULTS_SCHEMA_VERSION
     meta: RunMeta
     cases: list[CaseResult]
 

@@ -27,6 +27,14 @@ class VerdictState:
     configurable: bool  # --fail-on / [tool.ci-bench.fail-on] may change ``fails``
     meaning: str  # one line for the README and the docs
     action: str = ""  # what a reviewer should do when the state is present (PR comment)
+    # "case": a verdict of one case; "run": a fact about the whole run (a lost A/B, an
+    # unfinished file), judged with the same precedence and fail policy.
+    scope: Literal["case", "run"] = "case"
+
+    @property
+    def field(self) -> str:
+        """The Python name of the state's fail-policy switch (``ab-missing`` -> ab_missing)."""
+        return self.name.replace("-", "_")
 
 
 # In precedence order: the overall verdict is the first state present.
@@ -61,6 +69,42 @@ VERDICTS: tuple[VerdictState, ...] = (
         action="Cases were never measured (a lost shard, a crash): re-run the job.",
     ),
     VerdictState(
+        "structural",
+        "📐",
+        "error",
+        True,
+        True,
+        "the cost model read from the Pallas grid puts the case's time on a target TPU chip "
+        "beyond the threshold (more HBM traffic, more grid steps, less overlap): exact, the "
+        "same on every machine, no statistics needed",
+        action="The kernel's structure got slower on a TPU (modelled: HBM bytes, grid steps): "
+        "restore the tiling, or explain the trade-off for a maintainer to accept.",
+    ),
+    VerdictState(
+        "unfinished",
+        "🚧",
+        "error",
+        True,
+        False,
+        "the results file says its run did not finish (complete: false): never passes, "
+        "whatever its own matrix lists",
+        action="The measurement did not finish: re-run the job (a resumed run keeps what "
+        "was measured).",
+        scope="run",
+    ),
+    VerdictState(
+        "ab-missing",
+        "🧩",
+        "error",
+        True,
+        True,
+        "the A/B against the base was expected but never reported (lost, crashed or timed "
+        "out): the baseline diff alone cannot tell this pull request's effect from drift",
+        action="The A/B against the base did not report: re-run the job (see the A/B job's "
+        "log for why it failed).",
+        scope="run",
+    ),
+    VerdictState(
         "missing",
         "❔",
         "warning",
@@ -68,6 +112,17 @@ VERDICTS: tuple[VerdictState, ...] = (
         True,
         "in the baseline (same profile, whole matrix run) but not in this run",
         action="Cases in the baseline were not run: restore them, or bump the kernel version.",
+    ),
+    VerdictState(
+        "accepted",
+        "🤝",
+        "notice",
+        False,
+        False,
+        "a confirmed regression that a maintainer accepted for this head commit with the "
+        "accept label (a new push needs the label again)",
+        action="A maintainer accepted these slowdowns for this commit; a new push needs the "
+        "label again.",
     ),
     VerdictState(
         "noisy",
@@ -125,6 +180,10 @@ VERDICT_NAMES: tuple[str, ...] = tuple(s.name for s in VERDICTS)
 VERDICT_PRECEDENCE = VERDICT_NAMES
 # A pydantic-checked enum of the names above (``Literal`` of the table's names).
 Verdict = Literal[VERDICT_NAMES]  # type: ignore[valid-type]
+CASE_VERDICT_NAMES: tuple[str, ...] = tuple(s.name for s in VERDICTS if s.scope == "case")
+RUN_VERDICT_NAMES: tuple[str, ...] = tuple(s.name for s in VERDICTS if s.scope == "run")
+CaseState = Literal[CASE_VERDICT_NAMES]  # type: ignore[valid-type]
+RunStateName = Literal[RUN_VERDICT_NAMES]  # type: ignore[valid-type]
 CONFIGURABLE: tuple[str, ...] = tuple(s.name for s in VERDICTS if s.configurable)
 
 
@@ -132,13 +191,13 @@ class _FailPolicyBase(Model):
     model_config = KEBAB
 
     def fails(self, state: str) -> bool:
-        """Whether a case in ``state`` fails the run under this policy."""
+        """Whether a case or run in ``state`` fails the run under this policy."""
         if state in CONFIGURABLE:
-            return bool(getattr(self, state))
+            return bool(getattr(self, STATE[state].field))
         return STATE[state].fails
 
 
-_fields: dict[str, Any] = {name: (bool, STATE[name].fails) for name in CONFIGURABLE}
+_fields: dict[str, Any] = {STATE[name].field: (bool, STATE[name].fails) for name in CONFIGURABLE}
 FailPolicy = create_model(  # type: ignore[call-overload]
     "FailPolicy",
     __base__=_FailPolicyBase,
@@ -152,5 +211,6 @@ def verdict_table_markdown() -> str:
     rows = ["| verdict | meaning | fails the run |", "| --- | --- | --- |"]
     for s in VERDICTS:
         fails = ("yes" if s.fails else "no") + (" (configurable)" if s.configurable else "")
-        rows.append(f"| `{s.name}` | {s.meaning} | {fails} |")
+        scope = " (the whole run)" if s.scope == "run" else ""
+        rows.append(f"| `{s.name}`{scope} | {s.meaning} | {fails} |")
     return "\n".join(rows)

@@ -247,14 +247,27 @@ def plan_promotions(
     force: bool,
     source: str,
 ) -> list[Promotion]:
-    """One promotion per kernel in the results; ``existing`` maps kernel -> current file."""
+    """One promotion per kernel in the results; ``existing`` maps kernel -> current file.
+
+    With a release ``tag`` it is what the tag workflow does: a kernel whose version already
+    has numbers for this device keeps them (``unchanged``; a release bumps some kernels,
+    not all), the others are promoted; ``force`` still replaces. Without a tag an existing
+    entry is refused, so hand-promoted numbers are never replaced by accident.
+    """
     check_promotable(results, source)
     promotions = []
     for kernel, version in results.meta.kernels.items():
         entry = entry_from_results(results, kernel, promoted_at, tag)
         if entry.cases:
             promotions.append(
-                merge_entry(existing.get(kernel), kernel, version, entry, force=force)
+                merge_entry(
+                    existing.get(kernel),
+                    kernel,
+                    version,
+                    entry,
+                    force=force,
+                    keep_existing=tag is not None,
+                )
             )
     return promotions
 

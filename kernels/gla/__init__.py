@@ -1,8 +1,10 @@
-"""Gated linear attention (GLA) forward: a chunked Pallas kernel, benchmarked by ci-bench.
+"""Gated linear attention (GLA): chunked Pallas forward and backward, benchmarked by ci-bench.
 
 ``SPEC`` declares the inputs, the three implementations (Pallas kernel, pure-JAX chunked
 baseline, float32 recurrence), the cost model (see ``kernels.gla.cost``), the tolerances and
-the parameter matrix.
+the parameter matrix. ``SPEC`` measures the forward; the backward is ready to be declared as
+a mode (see "Backward" below): ``chunk_gla`` is differentiable through its Pallas backward
+(``chunk_gla_bwd``), the native baseline and the reference through autodiff.
 """
 
 from __future__ import annotations
@@ -11,12 +13,32 @@ import jax
 import jax.numpy as jnp
 
 from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, points
-from kernels.gla.cost import ITEMSIZE, gla_bytes, gla_flops
-from kernels.gla.kernel import chunk_gla
+from kernels.gla.cost import (
+    ITEMSIZE,
+    gla_backward_bytes,
+    gla_backward_flops,
+    gla_bytes,
+    gla_flops,
+    gla_forward_backward_bytes,
+    gla_forward_backward_flops,
+)
+from kernels.gla.kernel import chunk_gla, chunk_gla_bwd
 from kernels.gla.native import chunk_gla_native
 from kernels.gla.reference import recurrent_gla
 
-__all__ = ["SPEC", "chunk_gla", "chunk_gla_native", "make_inputs", "recurrent_gla"]
+__all__ = [
+    "GRAD_TOLERANCES",
+    "SPEC",
+    "backward_bytes",
+    "backward_flops",
+    "chunk_gla",
+    "chunk_gla_bwd",
+    "chunk_gla_native",
+    "forward_backward_bytes",
+    "forward_backward_flops",
+    "make_inputs",
+    "recurrent_gla",
+]
 
 # FLA's GLA layer divides log-sigmoid gates by this "gate logit normalizer": per-step decay
 # of ~0.05 nats, so a 64-token chunk decays by ~e^-3 and both the intra-chunk and the
@@ -81,6 +103,50 @@ TOLERANCES = {
 }
 
 
+# --- Backward -------------------------------------------------------------------------------
+# jax.vjp of SPEC.pallas runs the Pallas backward (chunk_gla's custom_vjp); of SPEC.native and
+# SPEC.reference, autodiff. The cotangent of o has o's dtype; the gradients come in the
+# inputs' dtypes.
+
+
+def backward_flops(case: Case) -> int:
+    """2·B·H·T·(5·K·V + 64·(3·K + 2·V)): the chunked backward's matmuls (kernels.gla.cost)."""
+    return gla_backward_flops(*_dims(case))
+
+
+def backward_bytes(case: Case) -> int:
+    """itemsize·B·T·H·(6·K + 3·V): q, k, gk, v, do read, dq, dk, dgk, dv written once."""
+    return gla_backward_bytes(*_dims(case), ITEMSIZE[case.dtype])
+
+
+def forward_backward_flops(case: Case) -> int:
+    """flops(case) + backward_flops(case): a training step's value and gradients."""
+    return gla_forward_backward_flops(*_dims(case))
+
+
+def forward_backward_bytes(case: Case) -> int:
+    """itemsize·B·T·H·(6·K + 4·V): inputs and do read once, o and the gradients written."""
+    return gla_forward_backward_bytes(*_dims(case), ITEMSIZE[case.dtype])
+
+
+# Gradient tolerances, |grad - reference grad| <= atol + rtol·|reference grad|, the reference
+# being jax.vjp of the float32 recurrence on the same inputs and cotangent. Measured maxima
+# (tests/test_gla_backward.py; smoke and ci shapes, seed 0) of the gradients' magnitudes:
+# dq, dk, dv up to ~26 (rms ~3.2), dgk up to ~72 (rms ~10: a sum over the decay window).
+# float32: observed max |error| 7.6e-5 (dgk, B4-T1024-H8-K128); beyond rtol = 1e-4 the
+#   largest remainder was 2.1e-5; atol = 2e-4 leaves ~10x.
+# bfloat16: gradients are returned in bf16 (<= 2^-8 relative rounding each, and the reference
+#   grads are rounded too: 2^-7 apart at most; rtol = 2^-6), and the matmul operands are bf16
+#   (a random walk over K·C terms that scales with the rms, not with each element). Beyond
+#   rtol the largest remainder was 0.046 for dq, dk, dv and 0.19 for dgk (B1-T4096-H2-K128);
+#   atol = 2^-1 keeps that at ~40 %, while a real bug (a dropped carry, a wrong decay) is
+#   O(rms) = 3-10.
+GRAD_TOLERANCES = {
+    "float32": Tolerance(atol=2e-4, rtol=1e-4),
+    "bfloat16": Tolerance(atol=2**-1, rtol=2**-6),
+}
+
+
 def _point(B: int, T: int, H: int, D: int) -> dict[str, int]:
     return {"B": B, "T": T, "H": H, "K": D, "V": D}
 
@@ -111,7 +177,7 @@ FULL = points(
 
 SPEC = KernelSpec(
     name="gla",
-    version="0.2.0",
+    version="0.3.0",
     pallas=_pallas,
     native=_native,
     reference=_reference,
@@ -120,11 +186,18 @@ SPEC = KernelSpec(
     bytes_accessed=bytes_accessed,
     tolerances=TOLERANCES,
     matrix={
-        "smoke": MatrixProfile(SMOKE, DTYPES),
-        "ci": MatrixProfile(CI, DTYPES),
+        "smoke": MatrixProfile(SMOKE, DTYPES, modes=("forward", "backward")),
+        "ci": MatrixProfile(CI, DTYPES, modes=("forward", "backward")),
         "full": MatrixProfile(FULL, DTYPES),
     },
     shape_keys=("B", "T", "H", "K", "V"),
     compute_unit="matrix",
-    description="Gated linear attention forward (chunked, secondary chunking), Yang et al. 2023",
+    # The backward (dq, dk, dv, dgk) is Pallas too: jax.vjp of chunk_gla runs it.
+    modes=("forward", "backward", "forward+backward"),
+    backward_flops=backward_flops,
+    backward_bytes=backward_bytes,
+    grad_tolerances=GRAD_TOLERANCES,
+    input_names=("q", "k", "v", "gk"),
+    description="Gated linear attention, chunked (secondary chunking), forward and backward in "
+    "Pallas, Yang et al. 2023",
 )

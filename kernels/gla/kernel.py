@@ -22,13 +22,16 @@ nats, so the chunk is cut into sub-chunks of 16 rows:
 * inter-chunk terms use exp(b_i) and exp(b_C - b_j), both <= 1.
 
 No factor exceeds 1, so strong decay underflows to the correct ~0 instead of giving inf/NaN.
+
+``chunk_gla`` is differentiable: a ``jax.custom_vjp`` whose backward runs the Pallas kernels
+of ``kernels.gla.backward`` (dq, dk, dv, dgk and the initial state's gradient).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -37,61 +40,54 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
+from kernels.gla.backward import chunk_gla_bwd
+from kernels.gla.common import (
+    F32,
+    Backend,
+    Load,
+    advance_state,
+    check_chunk_size,
+    cumsum_rows,
+    default_backend,
+    from_bhtd,
+    iota,
+    resolve,
+    to_bhtd,
+    tpu_interpreter_forced,
+    where_lowered,
+)
+from kernels.gla.common import dot as _dot
 from kernels.gla.cost import SUB_CHUNK, gla_bytes, gla_flops, gla_transcendentals
 
-Backend = Literal["tpu", "gpu"]
-F32 = jnp.float32
-Load = Callable[[str, int, int], jax.Array]
+__all__ = ["chunk_gla", "chunk_gla_bwd", "default_backend", "tpu_interpreter_forced"]
+
 Store = Callable[[int, int, jax.Array], None]
-
-
-def _dot(a: jax.Array, b: jax.Array, contract: tuple[int, int], dtype: jnp.dtype) -> jax.Array:
-    """2-D matmul contracting a's dim contract[0] with b's contract[1], float32 accumulation.
-
-    Operands go to the MXU / tensor cores in ``dtype`` (the input dtype: bf16 stays bf16, as
-    a hand-written kernel would); float32 operands ask for full float32 precision.
-    """
-    precision = lax.Precision.HIGHEST if dtype == F32 else None
-    dims = (((contract[0],), (contract[1],)), ((), ()))
-    return lax.dot_general(
-        a.astype(dtype), b.astype(dtype), dims, precision=precision, preferred_element_type=F32
-    )
-
-
-def _iota(shape: tuple[int, int], dim: int) -> jax.Array:
-    return lax.broadcasted_iota(jnp.int32, shape, dim)
 
 
 def _chunk(
     load: Load, store_o: Store, st: jax.Array, *, C: int, scale: float, dtype: jnp.dtype
 ) -> jax.Array:
-    """Output rows of one chunk via ``store_o``; returns the new state, transposed ([V, K]).
-
-    The state is kept as Sᵀ so the per-key decay exp(b_C) is a row vector broadcast over
-    sublanes, which needs no vector transpose on TPU.
-    """
+    """Output rows of one chunk via ``store_o``; returns the new state, transposed ([V, K])."""
     s = SUB_CHUNK
     g = load("g", 0, C).astype(F32)  # [C, K] log forget gates
     k = load("k", 0, C).astype(F32)
     v = load("v", 0, C)  # [C, V], fed to the matmuls in the input dtype
-    # In-chunk inclusive cumsum as a triangular matmul (Mosaic has no cumsum), exact in f32.
-    tril = jnp.where(_iota((C, C), 1) <= _iota((C, C), 0), 1.0, 0.0).astype(F32)
-    b = _dot(tril, g, (1, 0), F32)  # [C, K]
+    b = cumsum_rows(g, 0, C)  # [C, K]: in-chunk inclusive cumsum of the gates
     b_last = jnp.sum(g, axis=0, keepdims=True)  # [1, K] = b at the chunk's last row
-    row_c = _iota((C, g.shape[1]), 0)
-    sub_row, sub_col = _iota((s, C), 0), _iota((s, C), 1)
+    row_c = iota((C, g.shape[1]), 0)
+    sub_row, sub_col = iota((s, C), 0), iota((s, C), 1)
 
     for lo in range(0, C, s):  # query sub-chunks, unrolled (C // s is small)
         q_i = load("q", lo, s).astype(F32) * scale  # [s, K]
         k_i = load("k", lo, s).astype(F32)
-        b_i = _dot(jnp.where(sub_col <= sub_row + lo, 1.0, 0.0).astype(F32), g, (1, 0), F32)
+        b_i = cumsum_rows(g, lo, s)
 
         # Inter-chunk: contribution of the state entering this chunk, exp(b_i) <= 1.
         o_i = _dot(q_i * jnp.exp(b_i), st, (1, 1), dtype)  # [s, V]
 
         # Diagonal sub-block, one key column jj at a time: exp(b_i - b_jj) for rows i >= jj.
         def column(jj: jax.Array, a: jax.Array, q_i=q_i, k_i=k_i, b_i=b_i, lo=lo) -> jax.Array:
-            pick = _iota((s, 1), 0) == jj
+            pick = iota((s, 1), 0) == jj
             k_j = jnp.sum(jnp.where(pick, k_i, 0.0), axis=0, keepdims=True)  # [1, K]
             b_j = jnp.sum(jnp.where(pick, b_i, 0.0), axis=0, keepdims=True)
             w = q_i * k_j * jnp.exp(jnp.minimum(b_i - b_j, 0.0))
@@ -111,9 +107,7 @@ def _chunk(
         o_i = o_i + _dot(a, v, (1, 0), dtype)
         store_o(lo, s, o_i)
 
-    # State update: Sᵀ <- Sᵀ·diag(exp(b_C)) + vᵀ (k ⊙ exp(b_C - b)), all exponents <= 0.
-    k_g = k * jnp.exp(jnp.minimum(b_last - b, 0.0))
-    return st * jnp.exp(b_last) + _dot(v, k_g, (0, 0), dtype)
+    return advance_state(st, k, v, b, b_last, dtype)
 
 
 class _Config(NamedTuple):
@@ -181,24 +175,136 @@ def _gpu_kernel(*refs: Any, cfg: _Config) -> None:
         ht_ref[...] = st
 
 
-def default_backend() -> Backend:
-    """The variant for the default device: Mosaic on TPU, Triton on GPU.
+class _Options(NamedTuple):
+    """The static arguments of one ``chunk_gla`` call (hashable: custom_vjp's nondiff)."""
 
-    On CPU (interpret mode) the "gpu" variant is chosen too: the interpreter copies whole
-    operands at every grid step, so its B·H steps run ~10x faster than the "tpu" variant's
-    B·H·chunks steps on long sequences. Both are tested in interpret mode.
-    """
-    return "tpu" if jax.default_backend() == "tpu" else "gpu"
+    scale: float
+    output_final_state: bool
+    chunk_size: int
+    interpret: bool | None
+    backend: Backend | None
 
 
-def tpu_interpreter_forced() -> bool:
-    """True under jax's TPU interpreter (``pltpu.force_tpu_interpret_mode``, ci-bench's
-    ``cpu-interpret = "tpu"``): then the CPU branch runs the TPU variant, as a TPU would.
-    Reads jax's trace-context setting; False if this jax does not have it."""
-    from jax._src import config as jax_config
+def _forward_call(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    gk: jax.Array,
+    initial_state: jax.Array | None,
+    opts: _Options,
+    interpret: bool,
+    backend: Backend,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """One forward pallas_call for an explicit variant."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    C = opts.chunk_size
+    n_chunks = pl.cdiv(T, C)
+    T_pad = n_chunks * C
+    dtype = q.dtype  # matmul operand dtype; float32 inputs get float32 precision
 
-    setting = getattr(jax_config, "pallas_tpu_interpret_mode_context_manager", None)
-    return setting is not None and setting.value is not None
+    args = [to_bhtd(x, T_pad) for x in (q, k, v, gk)]
+    has_h0 = initial_state is not None
+    if has_h0:
+        args.append(initial_state.astype(F32).swapaxes(-1, -2))  # Sᵀ: [B, H, V, K]
+
+    store_ht = opts.output_final_state
+    out_shape = [jax.ShapeDtypeStruct((B, H, T_pad, V), v.dtype)]
+    if store_ht:
+        out_shape.append(jax.ShapeDtypeStruct((B, H, V, K), F32))
+    cfg = _Config(C, n_chunks, has_h0, store_ht, opts.scale, dtype)
+    sq = pl.squeezed
+    cost = pl.CostEstimate(
+        flops=gla_flops(B, T_pad, H, K, V, C),
+        transcendentals=gla_transcendentals(B, T_pad, H, K, C),
+        bytes_accessed=gla_bytes(B, T_pad, H, K, V, q.dtype.itemsize, n_states=has_h0 + store_ht),
+    )
+
+    if backend == "tpu":
+        seq = lambda d: pl.BlockSpec((sq, sq, C, d), lambda b, h, t: (b, h, t, 0))  # noqa: E731
+        state = pl.BlockSpec((sq, sq, V, K), lambda b, h, t: (b, h, 0, 0))
+        call = pl.pallas_call(
+            functools.partial(_tpu_kernel, cfg=cfg),
+            out_shape=out_shape,
+            grid=(B, H, n_chunks),
+            in_specs=[seq(K), seq(K), seq(V), seq(K)] + [state] * has_h0,
+            out_specs=[seq(V)] + [state] * store_ht,
+            scratch_shapes=[pltpu.VMEM((V, K), F32)],
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("parallel", "parallel", "arbitrary")
+            ),
+            cost_estimate=cost,
+            interpret=interpret,
+            name="chunk_gla_fwd",
+        )
+    else:
+        seq = lambda d: pl.BlockSpec((sq, sq, T_pad, d), lambda b, h: (b, h, 0, 0))  # noqa: E731
+        state = pl.BlockSpec((sq, sq, V, K), lambda b, h: (b, h, 0, 0))
+        call = pl.pallas_call(
+            functools.partial(_gpu_kernel, cfg=cfg),
+            out_shape=out_shape,
+            grid=(B, H),
+            in_specs=[seq(K), seq(K), seq(V), seq(K)] + [state] * has_h0,
+            out_specs=[seq(V)] + [state] * store_ht,
+            compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=2),
+            cost_estimate=cost,
+            interpret=interpret,
+            name="chunk_gla_fwd",
+        )
+
+    outs = call(*args)
+    o = from_bhtd(outs[0], T)
+    if store_ht:
+        return o, outs[1].swapaxes(-1, -2)
+    return o
+
+
+Array = jax.Array
+MaybeArray = jax.Array | None
+Outputs = jax.Array | tuple[jax.Array, jax.Array]
+
+
+def _forward(q: Array, k: Array, v: Array, gk: Array, h0: MaybeArray, opts: _Options) -> Outputs:
+    if opts.interpret is None and opts.backend is None:
+        variant = lambda backend, interpret: functools.partial(  # noqa: E731
+            _forward_call, opts=opts, interpret=interpret, backend=backend
+        )
+        return where_lowered(variant, (q, k, v, gk, h0))
+    return _forward_call(q, k, v, gk, h0, opts, *resolve(opts.interpret, opts.backend))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _gla(q: Array, k: Array, v: Array, gk: Array, h0: MaybeArray, opts: _Options) -> Outputs:
+    return _forward(q, k, v, gk, h0, opts)
+
+
+def _gla_fwd(
+    q: Array, k: Array, v: Array, gk: Array, h0: MaybeArray, opts: _Options
+) -> tuple[Outputs, tuple]:
+    # Residuals are the inputs only: the backward recomputes the chunk states
+    # (kernels.gla.backward explains why, by memory).
+    return _forward(q, k, v, gk, h0, opts), (q, k, v, gk, h0)
+
+
+def _gla_bwd(opts: _Options, residuals: tuple, cotangents: Any) -> tuple:
+    q, k, v, gk, initial_state = residuals
+    do, dht = cotangents if opts.output_final_state else (cotangents, None)
+    return chunk_gla_bwd(
+        q,
+        k,
+        v,
+        gk,
+        do,
+        scale=opts.scale,
+        initial_state=initial_state,
+        dht=dht,
+        chunk_size=opts.chunk_size,
+        interpret=opts.interpret,
+        backend=opts.backend,
+    )
+
+
+_gla.defvjp(_gla_fwd, _gla_bwd)
 
 
 @functools.partial(
@@ -218,111 +324,23 @@ def chunk_gla(
     interpret: bool | None = None,
     backend: Backend | None = None,
 ) -> jax.Array | tuple[jax.Array, jax.Array]:
-    """Chunked GLA forward. q, k, gk: [B, T, H, K]; v: [B, T, H, V]; gk finite and <= 0.
+    """Chunked GLA forward, differentiable. q, k, gk: [B, T, H, K]; v: [B, T, H, V]; gk <= 0.
 
     The wrapper pads T to a multiple of ``chunk_size`` and lays tensors out as [B, H, T, ·]
     so every block's last two dims are (rows, K or V), as Mosaic's tiling wants.
 
     Returns o [B, T, H, V] (v's dtype) and, with ``output_final_state``, the float32 final
     state [B, H, K, V]. ``interpret`` defaults to True on CPU; ``backend`` ("tpu" or "gpu")
-    to the variant for the default device.
+    to the variant for the default device; with neither given, the variant is chosen where
+    jax lowers (``jax.lax.platform_dependent``). ``jax.grad`` / ``jax.vjp`` run the Pallas
+    backward (``chunk_gla_bwd``) with the same variant choice.
     """
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    K = q.shape[-1]
     if k.shape != q.shape or gk.shape != q.shape or v.shape[:3] != q.shape[:3]:
         raise ValueError(f"shape mismatch: q{q.shape} k{k.shape} v{v.shape} gk{gk.shape}")
-    if chunk_size <= 0 or chunk_size % SUB_CHUNK:
-        raise ValueError(f"chunk_size must be a positive multiple of {SUB_CHUNK}")
-    scale = K**-0.5 if scale is None else float(scale)
-    if interpret is None and backend is None:
-        # The variant is chosen where jax lowers, not where it traces: interpreted on CPU,
-        # Mosaic for TPU, Triton for GPU. So `jax.export(..., platforms=["tpu"])` on a CPU
-        # machine (ci-bench lower) checks the real TPU lowering.
-        def variant(backend: Backend, interpret: bool) -> Callable[..., Any]:
-            return lambda *xs: chunk_gla(
-                *xs[:4],
-                scale=scale,
-                initial_state=xs[4] if len(xs) > 4 else None,
-                output_final_state=output_final_state,
-                chunk_size=chunk_size,
-                interpret=interpret,
-                backend=backend,
-            )
-
-        xs = (q, k, v, gk) if initial_state is None else (q, k, v, gk, initial_state)
-        return lax.platform_dependent(
-            *xs,
-            cpu=variant("tpu" if tpu_interpreter_forced() else "gpu", True),
-            tpu=variant("tpu", False),
-            default=variant("gpu", False),
-        )
-    interpret = jax.default_backend() == "cpu" if interpret is None else interpret
-    backend = default_backend() if backend is None else backend
-    if backend not in ("tpu", "gpu"):
+    check_chunk_size(chunk_size)
+    if backend is not None and backend not in ("tpu", "gpu"):
         raise ValueError(f"backend must be 'tpu' or 'gpu', got {backend!r}")
-    C = chunk_size
-    n_chunks = pl.cdiv(T, C)
-    T_pad = n_chunks * C
-    dtype = q.dtype  # matmul operand dtype; float32 inputs get float32 precision
-
-    def to_bhtd(x: jax.Array) -> jax.Array:
-        # Zero padding is inert: gk = 0 keeps the state, k = 0 adds nothing, o rows are cut.
-        if T_pad != T:
-            x = jnp.pad(x, ((0, 0), (0, T_pad - T), (0, 0), (0, 0)))
-        return x.transpose(0, 2, 1, 3)
-
-    args = [to_bhtd(q), to_bhtd(k), to_bhtd(v), to_bhtd(gk)]
-    has_h0 = initial_state is not None
-    if has_h0:
-        args.append(initial_state.astype(F32).swapaxes(-1, -2))  # Sᵀ: [B, H, V, K]
-
-    out_shape = [jax.ShapeDtypeStruct((B, H, T_pad, V), v.dtype)]
-    if output_final_state:
-        out_shape.append(jax.ShapeDtypeStruct((B, H, V, K), F32))
-    cfg = _Config(C, n_chunks, has_h0, output_final_state, scale, dtype)
-    sq = pl.squeezed
-    cost = pl.CostEstimate(
-        flops=gla_flops(B, T_pad, H, K, V, C),
-        transcendentals=gla_transcendentals(B, T_pad, H, K, C),
-        bytes_accessed=gla_bytes(
-            B, T_pad, H, K, V, q.dtype.itemsize, n_states=has_h0 + output_final_state
-        ),
-    )
-
-    if backend == "tpu":
-        seq = lambda d: pl.BlockSpec((sq, sq, C, d), lambda b, h, t: (b, h, t, 0))  # noqa: E731
-        state = pl.BlockSpec((sq, sq, V, K), lambda b, h, t: (b, h, 0, 0))
-        call = pl.pallas_call(
-            functools.partial(_tpu_kernel, cfg=cfg),
-            out_shape=out_shape,
-            grid=(B, H, n_chunks),
-            in_specs=[seq(K), seq(K), seq(V), seq(K)] + [state] * has_h0,
-            out_specs=[seq(V)] + [state] * output_final_state,
-            scratch_shapes=[pltpu.VMEM((V, K), F32)],
-            compiler_params=pltpu.CompilerParams(
-                dimension_semantics=("parallel", "parallel", "arbitrary")
-            ),
-            cost_estimate=cost,
-            interpret=interpret,
-            name="chunk_gla_fwd",
-        )
-    else:
-        seq = lambda d: pl.BlockSpec((sq, sq, T_pad, d), lambda b, h: (b, h, 0, 0))  # noqa: E731
-        state = pl.BlockSpec((sq, sq, V, K), lambda b, h: (b, h, 0, 0))
-        call = pl.pallas_call(
-            functools.partial(_gpu_kernel, cfg=cfg),
-            out_shape=out_shape,
-            grid=(B, H),
-            in_specs=[seq(K), seq(K), seq(V), seq(K)] + [state] * has_h0,
-            out_specs=[seq(V)] + [state] * output_final_state,
-            compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=2),
-            cost_estimate=cost,
-            interpret=interpret,
-            name="chunk_gla_fwd",
-        )
-
-    outs = call(*args)
-    o = outs[0].transpose(0, 2, 1, 3)[:, :T]
-    if output_final_state:
-        return o, outs[1].swapaxes(-1, -2)
-    return o
+    scale = K**-0.5 if scale is None else float(scale)
+    opts = _Options(scale, output_final_state, chunk_size, interpret, backend)
+    return _gla(q, k, v, gk, initial_state, opts)

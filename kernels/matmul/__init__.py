@@ -1,4 +1,8 @@
-"""Tiled matmul, version 0.1.0: the specification's worked example (``matmul_tiled``)."""
+"""Tiled matmul, version 0.1.0: the specification's worked example (``matmul_tiled``).
+
+Benchmarked forward and backward: ``matmul`` is ``matmul_tiled`` with a ``custom_vjp``
+whose backward is two Pallas matmuls (dA = g·Bᵀ, dB = Aᵀ·g).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ import jax
 import jax.numpy as jnp
 
 from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, grid, points
-from kernels.matmul.kernel import BlockSizes, matmul_tiled
+from kernels.matmul.kernel import BlockSizes, matmul, matmul_tiled
 
-__all__ = ["SPEC", "BlockSizes", "matmul_tiled"]
+__all__ = ["SPEC", "BlockSizes", "matmul", "matmul_tiled"]
 
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -36,12 +40,14 @@ def reference(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def flops(case: Case) -> int:
-    """2·B·M·K·N (specification section 1.3)."""
+    """2·B·M·K·N (specification section 1.3). The backward modes derive theirs: two
+    matmuls of the same size (dA, dB), 2x this."""
     return 2 * case["B"] * case["M"] * case["K"] * case["N"]
 
 
 def bytes_accessed(case: Case) -> int:
-    """(M·K + K·N + M·N)·itemsize per batch: each operand read once, the output written once."""
+    """(M·K + K·N + M·N)·itemsize per batch: each operand read once, the output written once.
+    Backward (derived): this plus dA and dB written, (2·M·K + 2·K·N + M·N)·itemsize."""
     B, M, K, N = case["B"], case["M"], case["K"], case["N"]
     return B * (M * K + K * N + M * N) * _BYTES[case.dtype]
 
@@ -68,10 +74,12 @@ SMOKE = points(
     grid(B=(4,), M=(128,), K=(256,), N=(128,)),
 )
 
+# Backward cases: every profile times the VJP alone; full (releases) adds forward+backward,
+# which a pull request need not pay for: it is close to forward + backward.
 SPEC = KernelSpec(
     name="matmul",
     version="0.1.0",
-    pallas=matmul_tiled,
+    pallas=matmul,
     native=jnp.matmul,
     reference=reference,
     make_inputs=make_inputs,
@@ -84,13 +92,16 @@ SPEC = KernelSpec(
         "float32": Tolerance(atol=1e-2, rtol=1e-2),
         "bfloat16": Tolerance(atol=2e-2, rtol=2e-2),
     },
+    # Gradients use the same tolerances, their atol scaled by each gradient's RMS (dB grows
+    # with sqrt(M)): a gradient from the wrong operand is off by O(RMS) and still caught.
     matrix={
         "full": MatrixProfile(FULL, DTYPES),
-        "ci": MatrixProfile(CI, DTYPES),
-        "smoke": MatrixProfile(SMOKE, DTYPES),
+        "ci": MatrixProfile(CI, DTYPES, modes=("forward", "backward")),
+        "smoke": MatrixProfile(SMOKE, DTYPES, modes=("forward", "backward")),
     },
+    modes=("forward", "backward", "forward+backward"),
     shape_keys=("M", "K", "N"),
     shape_defaults={"B": 1},
     compute_unit="matrix",
-    description="Pallas tiled matmul, float32 accumulation",
+    description="Pallas tiled matmul, float32 accumulation; Pallas backward (custom_vjp)",
 )

@@ -13,6 +13,12 @@ Two lowerings of the same tiling, picked from the backend:
 Unaligned shapes (127, 513, anything not a multiple of a block) are zero-padded up to the
 blocks and the result is sliced back: zeros add nothing to a dot product, so every element
 is exact. The padding costs one copy of each operand, only for unaligned shapes.
+
+``transpose_a`` / ``transpose_b`` multiply by a stored operand's transpose. The TPU tiling
+reads the transposed blocks straight from the stored array (a ``[bk, bm]`` block of ``a``
+transposed in VMEM, or a dot contracting ``b``'s last axis), so no transposed copy is made;
+the Triton tiling transposes in XLA first. ``matmul`` is the differentiable op: a
+``custom_vjp`` whose backward is two of these matmuls, ``dA = g·Bᵀ`` and ``dB = Aᵀ·g``.
 """
 
 from __future__ import annotations
@@ -63,14 +69,20 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-def _tpu_kernel(a_ref, b_ref, o_ref, acc_ref):  # refs: [bm, bk], [bk, bn], [bm, bn], f32 [bm, bn]
+# refs: a [bm, bk] ([bk, bm] transposed), b [bk, bn] ([bn, bk] transposed), o [bm, bn],
+# f32 accumulator [bm, bn].
+def _tpu_kernel(a_ref, b_ref, o_ref, acc_ref, *, transpose_a: bool, transpose_b: bool):
     k = pl.program_id(3)
 
     @pl.when(k == 0)
     def _init():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+    a = a_ref[...].T if transpose_a else a_ref[...]
+    contract_b = 1 if transpose_b else 0  # [bn, bk]: contract the last axis (an NT matmul)
+    acc_ref[...] += jax.lax.dot_general(
+        a, b_ref[...], (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
+    )
 
     @pl.when(k == pl.num_programs(3) - 1)
     def _store():
@@ -90,20 +102,30 @@ def _gpu_kernel(a_ref, b_ref, o_ref, *, block_k: int):  # refs: [bm, Kp], [Kp, b
     o_ref[...] = acc.astype(o_ref.dtype)
 
 
-def _tpu_call(a, b, blocks: BlockSizes, interpret: bool) -> jax.Array:
+def _tpu_call(
+    a, b, blocks: BlockSizes, interpret: bool, transpose_a: bool = False, transpose_b: bool = False
+) -> jax.Array:
     from jax.experimental.pallas import tpu as pltpu
 
-    B, M, K = a.shape
-    N = b.shape[2]
+    B = a.shape[0]
+    M, K = (a.shape[2], a.shape[1]) if transpose_a else (a.shape[1], a.shape[2])
+    N = b.shape[1] if transpose_b else b.shape[2]
     bm, bk, bn = blocks.block_m, blocks.block_k, blocks.block_n
+    a_spec = (
+        pl.BlockSpec((pl.squeezed, bk, bm), lambda g, i, j, k: (g, k, i))
+        if transpose_a
+        else pl.BlockSpec((pl.squeezed, bm, bk), lambda g, i, j, k: (g, i, k))
+    )
+    b_spec = (
+        pl.BlockSpec((pl.squeezed, bn, bk), lambda g, i, j, k: (g, j, k))
+        if transpose_b
+        else pl.BlockSpec((pl.squeezed, bk, bn), lambda g, i, j, k: (g, k, j))
+    )
     return pl.pallas_call(
-        _tpu_kernel,
+        functools.partial(_tpu_kernel, transpose_a=transpose_a, transpose_b=transpose_b),
         out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
         grid=(B, M // bm, N // bn, K // bk),
-        in_specs=[
-            pl.BlockSpec((pl.squeezed, bm, bk), lambda g, i, j, k: (g, i, k)),
-            pl.BlockSpec((pl.squeezed, bk, bn), lambda g, i, j, k: (g, k, j)),
-        ],
+        in_specs=[a_spec, b_spec],
         out_specs=pl.BlockSpec((pl.squeezed, bm, bn), lambda g, i, j, k: (g, i, j)),
         scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(
@@ -135,22 +157,45 @@ def default_backend() -> Backend:
     return "gpu" if jax.default_backend() == "gpu" else "tpu"
 
 
-@functools.partial(jax.jit, static_argnames=("block_sizes", "backend", "interpret"))
+def _logical_shapes(
+    a: jax.Array, b: jax.Array, transpose_a: bool, transpose_b: bool
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The operands' shapes as multiplied: ``[..., M, K]`` and ``[..., K, N]``."""
+    a_shape = (*a.shape[:-2], a.shape[-1], a.shape[-2]) if transpose_a else a.shape
+    b_shape = (*b.shape[:-2], b.shape[-1], b.shape[-2]) if transpose_b else b.shape
+    return a_shape, b_shape
+
+
+def _pad_to(x: jax.Array, rows: int, cols: int) -> jax.Array:
+    """Zero-pad the last two axes of a 3-D array up to ``rows`` x ``cols``."""
+    if x.shape[1:] == (rows, cols):
+        return x
+    return jnp.pad(x, ((0, 0), (0, rows - x.shape[1]), (0, cols - x.shape[2])))
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("block_sizes", "backend", "interpret", "transpose_a", "transpose_b"),
+)
 def matmul_tiled(
-    a: jax.Array,  # [M, K] or [B, M, K]
-    b: jax.Array,  # [K, N] or [B, K, N]
+    a: jax.Array,  # [M, K] or [B, M, K]; [K, M] / [B, K, M] with transpose_a
+    b: jax.Array,  # [K, N] or [B, K, N]; [N, K] / [B, N, K] with transpose_b
     *,
     block_sizes: BlockSizes | None = None,
     backend: Backend | None = None,
     interpret: bool | None = None,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
 ) -> jax.Array:  # [M, N] or [B, M, N], dtype of a
-    """Tiled matmul in Pallas; ``interpret`` defaults to True exactly on CPU."""
+    """Tiled matmul in Pallas (of ``aᵀ`` / ``bᵀ`` when asked); ``interpret`` defaults to
+    True exactly on CPU. Not differentiable by itself: ``matmul`` is."""
     if a.ndim != b.ndim or a.ndim not in (2, 3):
         raise ValueError(
             f"expected shapes [M,K]x[K,N] or [B,M,K]x[B,K,N], got {a.shape} x {b.shape}"
         )
-    if a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
-        raise ValueError(f"incompatible shapes {a.shape} x {b.shape}")
+    a_shape, b_shape = _logical_shapes(a, b, transpose_a, transpose_b)
+    if a_shape[-1] != b_shape[-2] or a_shape[:-2] != b_shape[:-2]:
+        raise ValueError(f"incompatible shapes {a_shape} x {b_shape}")
     if a.dtype != b.dtype:
         raise ValueError(f"operand dtypes differ: {a.dtype} vs {b.dtype}")
     blocks = block_sizes or BlockSizes()
@@ -160,7 +205,12 @@ def matmul_tiled(
         # (ci-bench lower) checks the real TPU lowering.
         def variant(backend: Backend, interpret: bool):
             return functools.partial(
-                matmul_tiled, block_sizes=blocks, backend=backend, interpret=interpret
+                matmul_tiled,
+                block_sizes=blocks,
+                backend=backend,
+                interpret=interpret,
+                transpose_a=transpose_a,
+                transpose_b=transpose_b,
             )
 
         gpu_ok = all(
@@ -177,20 +227,52 @@ def matmul_tiled(
 
     batched = a.ndim == 3
     a3, b3 = (a, b) if batched else (a[None], b[None])
-    _, M, K = a3.shape
-    N = b3.shape[2]
+    # A transposed block of a is [bk, bm]: its lane dimension bm must be a multiple of 128
+    # on TPU. Triton, and smaller bm, multiply an XLA transpose instead.
+    if transpose_a and (backend == "gpu" or blocks.block_m % 128):
+        a3, transpose_a = jnp.swapaxes(a3, 1, 2), False
+    if transpose_b and backend == "gpu":
+        b3, transpose_b = jnp.swapaxes(b3, 1, 2), False
+    M, K = a_shape[-2:]
+    N = b_shape[-1]
     Mp, Np = _round_up(M, blocks.block_m), _round_up(N, blocks.block_n)
     k_blocks = -(-K // blocks.block_k)
     if backend == "gpu":
         k_blocks = pl.next_power_of_2(k_blocks)
     Kp = k_blocks * blocks.block_k
-    if (Mp, Kp) != (M, K):
-        a3 = jnp.pad(a3, ((0, 0), (0, Mp - M), (0, Kp - K)))
-    if (Kp, Np) != (K, N):
-        b3 = jnp.pad(b3, ((0, 0), (0, Kp - K), (0, Np - N)))
+    a3 = _pad_to(a3, Kp, Mp) if transpose_a else _pad_to(a3, Mp, Kp)
+    b3 = _pad_to(b3, Np, Kp) if transpose_b else _pad_to(b3, Kp, Np)
 
-    call = _gpu_call if backend == "gpu" else _tpu_call
-    out = call(a3, b3, blocks, interpret)
+    if backend == "gpu":
+        out = _gpu_call(a3, b3, blocks, interpret)
+    else:
+        out = _tpu_call(a3, b3, blocks, interpret, transpose_a, transpose_b)
     if (Mp, Np) != (M, N):
         out = out[:, :M, :N]
     return out if batched else out[0]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def matmul(
+    a: jax.Array,  # [M, K] or [B, M, K]
+    b: jax.Array,  # [K, N] or [B, K, N]
+    block_sizes: BlockSizes | None = None,
+) -> jax.Array:  # [M, N] or [B, M, N]
+    """``matmul_tiled`` with a Pallas backward: ``jax.grad`` / ``jax.vjp`` run two tiled
+    matmuls, ``dA = g·Bᵀ`` and ``dB = Aᵀ·g``, read from the stored operands."""
+    return matmul_tiled(a, b, block_sizes=block_sizes)
+
+
+def _matmul_fwd(a, b, block_sizes):
+    return matmul_tiled(a, b, block_sizes=block_sizes), (a, b)
+
+
+def _matmul_bwd(block_sizes, residuals, g):  # g: [.., M, N], the output's cotangent
+    a, b = residuals
+    g = g.astype(a.dtype)
+    da = matmul_tiled(g, b, block_sizes=block_sizes, transpose_b=True)  # [M,N]x[N,K]
+    db = matmul_tiled(a, g, block_sizes=block_sizes, transpose_a=True)  # [K,M]x[M,N]
+    return da, db
+
+
+matmul.defvjp(_matmul_fwd, _matmul_bwd)

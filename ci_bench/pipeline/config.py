@@ -40,6 +40,8 @@ class Config(BaseModel):
     pr_mode: Literal["baseline", "ab", "both"] = "both"
     # Re-measure cases flagged as regressions once before the verdict is final.
     confirm: bool = True
+    # Shard jobs a pull request's matrix is split over (the benchmark workflow's matrix).
+    shards: int = Field(2, ge=1, le=64)
     warmup: int = Field(5, ge=0, le=REPEATS_MAX)
     repeats: int = Field(20, ge=1, le=REPEATS_MAX)
     # A/B rounds: paired ratios need more rounds than the specification's 20 to see a 10 %
@@ -59,6 +61,9 @@ class Config(BaseModel):
     # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
     # pallas_call under jax's TPU interpreter (TPU-only kernels without `interpret`).
     cpu_interpret: Literal["kernel", "tpu"] = "kernel"
+    # TPU chips the cost model judges (jax's names: v4, v5e, v5p, v6e, 7x); empty: the
+    # runner's TPU, else (on a CPU or GPU) every chip the model knows.
+    target_chips: list[Literal["v4", "v5e", "v5p", "v6e", "7x"]] = Field(default_factory=list)
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
     github: ApiSettings = ApiSettings()

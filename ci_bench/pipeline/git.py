@@ -1,8 +1,11 @@
-"""Git at the edge: the commit a run measured, and the commands A/B needs (one runner)."""
+"""Git at the edge: the commit a run measured, the merge base, the A/B base's checkout."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from ci_bench.errors import InputError
@@ -77,3 +80,45 @@ def export_folder(root: Path, ref: str, folder: Path, dest: Path) -> Path:
             text = git(top, "show", f"{ref}:{rel}/{name}")
             (dest / name).write_text(text + "\n", encoding="utf-8")
     return dest
+
+
+def resolve_commit(root: Path, ref: str, what: str) -> str:
+    """The commit ``ref`` names in this clone, or a one-line error saying how to get it."""
+    if ref.startswith("-"):
+        raise InputError(f"{what}: {ref!r} is not a git ref")
+    try:
+        return git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except InputError:
+        raise InputError(
+            f"{what}: {ref[:40]} is not a commit in this clone (check out with fetch-depth: 0)"
+        ) from None
+
+
+def merge_base(root: Path, head: str, base: str) -> str:
+    """The commit a pull request branched from: what its own changes are measured against.
+
+    The base branch's tip would charge the pull request with everything merged into the
+    base since it branched.
+    """
+    head_sha = resolve_commit(root, head, "A/B head")
+    base_sha = resolve_commit(root, base, "A/B base")
+    try:
+        return git(root, "merge-base", head_sha, base_sha)
+    except InputError:
+        raise InputError(
+            f"A/B base: {head_sha[:12]} and {base_sha[:12]} share no history in this clone"
+        ) from None
+
+
+@contextlib.contextmanager
+def worktree(root: Path, sha: str) -> Iterator[Path]:
+    """A detached checkout of ``sha`` in a temporary folder (the same subfolder of the
+    repository as ``root``), removed afterwards."""
+    top = Path(git(root, "rev-parse", "--show-toplevel"))
+    folder = Path(tempfile.mkdtemp(prefix="ci-bench-base-"))
+    git(top, "worktree", "add", "--detach", "--force", str(folder), sha)
+    try:
+        yield folder / root.resolve().relative_to(top.resolve())
+    finally:
+        with contextlib.suppress(InputError):
+            git(top, "worktree", "remove", "--force", str(folder))

@@ -13,18 +13,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ci_bench.commands.config import Config, resolve
 from ci_bench.contract.matrix import Shard
 from ci_bench.errors import InputError
 from ci_bench.github.context import Dispatch, Event, PullRequest, Release
 from ci_bench.measure.settings import Adaptive, HarnessSettings
+from ci_bench.pipeline.config import Config, resolve
 from ci_bench.schema import FailPolicy, Thresholds
-from ci_bench.schema.verdicts import CONFIGURABLE
+from ci_bench.schema.verdicts import CONFIGURABLE, STATE
 from ci_bench.store.baselines import ANY_KERNEL
 from ci_bench.text import NAME, SEMVER, split_list
 
 Mode = Literal["baseline", "ab", "both"]
 MODES: tuple[Mode, ...] = ("baseline", "ab", "both")
+BaseKind = Literal["merge-base", "ref", "default-branch"]
+
+
+@dataclass(frozen=True)
+class AbBase:
+    """What the A/B measures the head against.
+
+    ``merge-base``: the commit a pull request branched from (``ref`` is the PR's base
+    commit; the merge base of it and the head is taken in the checkout), so a PR behind its
+    base branch is never charged with what landed there since. ``ref``: a ref given by hand.
+    ``default-branch``: the default branch's head (a manual run that names no base).
+    """
+
+    kind: BaseKind
+    ref: str
 
 
 @dataclass(frozen=True)
@@ -68,7 +83,7 @@ class Request:
     policy: FailPolicy
     baselines: BaselineSource
     mode: Mode = "baseline"
-    base_ref: str | None = None
+    base: AbBase | None = None
     confirm: bool = True
     peak_tflops: float | None = None
     peak_gbps: float | None = None
@@ -77,6 +92,7 @@ class Request:
     out_dir: Path = Path("ci-bench-out")
     results_path: Path | None = None
     ab_report: Path | None = None  # an A/B report measured by another job (mode both)
+    report_dir: Path | None = None  # the comment and relay roles: the downloaded artifact
     fmt: str = "table"
     quiet: bool = False
     publish: bool = True
@@ -103,7 +119,7 @@ def parse_fail_on(text: str | None, default: FailPolicy) -> FailPolicy:
             f"--fail-on: unknown state(s) {', '.join(sorted(unknown))}; "
             f"choose from {', '.join(CONFIGURABLE)} or none"
         )
-    return FailPolicy(**{s: s in states for s in CONFIGURABLE})
+    return FailPolicy(**{STATE[s].field: s in states for s in CONFIGURABLE})
 
 
 def parse_pins(text: str | None) -> dict[str, str]:
@@ -175,13 +191,17 @@ def _mode(flags: Mapping[str, Any], config: Config, event: Event | None) -> Mode
     return chosen
 
 
-def _base_ref(flags: Mapping[str, Any], event: Event | None, mode: Mode) -> str | None:
+def _base(flags: Mapping[str, Any], event: Event | None, mode: Mode) -> AbBase | None:
+    if isinstance(flags.get("ab_base"), AbBase):  # the plan job's decision
+        return flags["ab_base"]
     if flags.get("base"):
-        return str(flags["base"])
+        return AbBase("ref", str(flags["base"]))
     if isinstance(event, PullRequest):
-        return event.base_sha
+        return AbBase("merge-base", event.base_sha)
     if isinstance(event, Dispatch) and event.base:
-        return event.base
+        return AbBase("ref", event.base)
+    if isinstance(event, Dispatch) and event.default_branch:
+        return AbBase("default-branch", event.default_branch)
     if mode != "baseline":
         raise InputError("A/B mode needs a base: --base REF, or a pull request's base commit")
     return None
@@ -261,7 +281,7 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
             pins=parse_pins(pinned),
         ),
         mode=mode,
-        base_ref=_base_ref(flags, event, mode),
+        base=_base(flags, event, mode),
         confirm=config.confirm and not flags.get("no_confirm"),
         peak_tflops=_positive("--peak-tflops", flags.get("peak_tflops")),
         peak_gbps=_positive("--peak-gbps", flags.get("peak_gbps")),
@@ -270,6 +290,7 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         out_dir=flags.get("out_dir") or Path("ci-bench-out"),
         results_path=flags.get("results"),
         ab_report=flags.get("ab_report"),
+        report_dir=flags.get("report_dir"),
         fmt=flags.get("format") or "table",
         quiet=bool(flags.get("quiet")),
         publish=not flags.get("no_publish"),

@@ -1,0 +1,124 @@
+"""``ci-bench init``: adopt ci-bench in an existing kernel repository, in one command.
+
+Writes the ``[tool.ci-bench]`` block (the kernel modules given, or found), the caller
+workflows of ci-bench's reusable workflows at this version, a constraints template and
+``baselines/README.md`` (``ci_bench.pipeline.adopt``). Idempotent; a file that would be
+replaced makes it write nothing unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import TextIO
+
+from ci_bench import __version__, docs_url
+from ci_bench.errors import InputError
+from ci_bench.pipeline.adopt import (
+    BASELINES_README,
+    callers,
+    checklist,
+    config_block,
+    constraints_template,
+    plan_files,
+    with_config,
+    yaml_lines,
+)
+from ci_bench.store.files import atomic_write_text, read_bytes
+
+_SPEC = re.compile(r"^SPEC\s*(?::[^=]+)?=\s*(?:[\w.]+\.)?KernelSpec\(", re.M)
+_SKIP = {".git", ".venv", "venv", "node_modules", "tests", "build", "dist", "__pycache__"}
+
+
+def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None:  # type: ignore[type-arg]
+    init = sub.add_parser(
+        "init", help="adopt ci-bench here: config, caller workflows, constraints, baselines"
+    )
+    init.add_argument(
+        "--kernels",
+        nargs="+",
+        metavar="MODULE",
+        help="kernel modules exposing SPEC (default: the modules found here that define one)",
+    )
+    init.add_argument("--force", action="store_true", help="replace files that differ")
+    init.add_argument(
+        "--dir", type=Path, default=Path(), help="the repository's root (default: here)"
+    )
+
+
+def find_kernels(root: Path) -> list[str]:
+    """Modules under ``root`` whose text defines ``SPEC = KernelSpec(...)``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if any(p in _SKIP or p.startswith(".") for p in parts):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if _SPEC.search(text):
+            module = ".".join(parts)[: -len(".py")]
+            found.append(module.removesuffix(".__init__"))
+    return found
+
+
+def _read(path: Path) -> str | None:
+    if not path.exists() and not path.is_symlink():
+        return None
+    return read_bytes(path, "file").decode("utf-8", errors="strict")
+
+
+def _libtpu() -> str | None:
+    """The libtpu jax's own tpu extra names (``libtpu==0.0.42.*`` -> ``0.0.42.*``)."""
+    for requirement in metadata.requires("jax") or []:
+        match = re.match(r"libtpu\s*==\s*([\w.*]+)\s*;.*extra\s*==\s*.tpu.", requirement)
+        if match:
+            return match[1]
+    return None
+
+
+def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    root = (cwd / args.dir).resolve()
+    if not root.is_dir():
+        raise InputError(f"--dir {args.dir}: not a folder")
+    kernels = list(args.kernels or find_kernels(root))
+    wanted = {
+        **callers(__version__),
+        "constraints/tpu.txt": constraints_template(
+            metadata.version("jax"), metadata.version("jaxlib"), _libtpu()
+        ),
+        "baselines/README.md": BASELINES_README.format(docs=docs_url("docs/FORMATS.md")),
+    }
+    existing = {path: _read(root / path) for path in wanted}
+    planned = plan_files(existing, wanted, force=args.force)
+    config_action, pyproject = with_config(
+        _read(root / "pyproject.toml"), config_block(kernels), args.force
+    )
+    conflicts = [p.path for p in planned if p.action == "conflict"]
+    if config_action == "conflict":
+        conflicts.insert(0, "pyproject.toml ([tool.ci-bench])")
+    if conflicts:
+        raise InputError(
+            f"init would replace {', '.join(conflicts)}, which differ from what ci-bench "
+            "writes; nothing was written (--force replaces them)"
+        )
+    if config_action != "unchanged":
+        atomic_write_text(root / "pyproject.toml", pyproject)
+    out.write(f"{config_action}: pyproject.toml [tool.ci-bench] (kernels: {kernels or 'none'})\n")
+    for item in planned:
+        if item.action != "unchanged":
+            atomic_write_text(root / item.path, item.text)
+        out.write(f"{item.action}: {item.path}\n")
+    workflows = sum(yaml_lines(t) for p, t in wanted.items() if p.startswith(".github/"))
+    out.write(f"\nThe caller workflows: {workflows} lines; the pipeline is ci-bench's.\n")
+    if not kernels:
+        out.write("No kernel module found: list yours in [tool.ci-bench] kernels.\n")
+    out.write("\n" + checklist())
+    return 0
+
+
+COMMANDS = {"init": cmd_init}

@@ -1,0 +1,174 @@
+"""The cost model's verdict: a case's modelled TPU time against its reference (pure).
+
+The model is exact (read from the traced Pallas grid, the same on every machine), so the
+threshold alone decides: the specification's 5 % (``thresholds.model-slowdown``) on any
+target chip is ``structural``, a fall past it ``improved``; no significance test, no
+confirmation pass. A case whose VMEM does not fit a target chip is an ``error`` naming the
+chip, the bytes and the limit: it would not compile there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from ci_bench.schema import CaseModel, CaseVerdict, ChipChange, ModelChange, RunMeta, Thresholds
+from ci_bench.schema.model import TPU_DEVICE_KINDS
+
+KIB = 1024
+
+
+def target_chips(
+    configured: Sequence[str], device_kind: str | None, available: Iterable[str]
+) -> list[str]:
+    """The chips a verdict is about: config ``target-chips``, else the runner's TPU, else
+    every chip the model has (on a CPU or a GPU runner)."""
+    have = list(dict.fromkeys(available))
+    if configured:
+        return [c for c in configured if c in have] or list(configured)
+    runner = TPU_DEVICE_KINDS.get((device_kind or "").strip())
+    if runner and runner in have:
+        return [runner]
+    return have
+
+
+def modelled(model: CaseModel | None) -> CaseModel | None:
+    return model if model is not None and model.status == "ok" else None
+
+
+def vmem_errors(model: CaseModel | None, chips: Sequence[str]) -> list[str]:
+    """Why the case does not fit each target chip's VMEM (empty: it fits them all)."""
+    found = modelled(model)
+    if found is None:
+        return []
+    misfits = [c for c in chips if c in found.chips and not found.chips[c].fits]
+    return [found.chips[c].why_not or c for c in misfits]
+
+
+def _size(n: int) -> str:
+    sign = "+" if n > 0 else "-" if n < 0 else "±"
+    n = abs(n)
+    if n >= 1024 * KIB:
+        return f"{sign}{n / (1024 * KIB):.1f} MiB"
+    return f"{sign}{n / KIB:.0f} KiB" if n >= KIB else f"{sign}{n} B"
+
+
+def judge_model(
+    current: CaseModel | None,
+    reference: CaseModel | None,
+    chips: Sequence[str],
+    t: Thresholds,
+) -> ModelChange | None:
+    """Current against reference on the target chips; None when either is not modelled or
+    they share no chip."""
+    head, base = modelled(current), modelled(reference)
+    if head is None or base is None:
+        return None
+    common = [c for c in chips if c in head.chips and c in base.chips]
+    if not common:
+        return None
+    changes = {}
+    for name in common:
+        h, b = head.chips[name], base.chips[name]
+        change = h.modelled_us / b.modelled_us - 1 if b.modelled_us > 0 else 0.0
+        changes[name] = ChipChange(
+            base_us=b.modelled_us, head_us=h.modelled_us, change=change, fits=h.fits
+        )
+    worst = max(common, key=lambda c: changes[c].change)
+    best = min(common, key=lambda c: changes[c].change)
+    hbm_ratio = head.hbm_bytes / base.hbm_bytes if base.hbm_bytes else None
+    steps_ratio = head.grid_steps / base.grid_steps if base.grid_steps else None
+    dv = (head.vmem_bytes or 0) - (base.vmem_bytes or 0)
+    detail = ", ".join(
+        part
+        for part in (
+            f"HBM x{hbm_ratio:.2f}" if hbm_ratio is not None and hbm_ratio != 1 else "",
+            f"steps x{steps_ratio:.2f}" if steps_ratio is not None and steps_ratio != 1 else "",
+            f"VMEM {_size(dv)}" if dv else "",
+        )
+        if part
+    )
+    detail = f" ({detail})" if detail else ""
+    if changes[worst].change > t.model_slowdown:
+        chosen, verdict = worst, "structural"
+        reason = f"modelled {changes[worst].change:+.1%} on {worst}{detail}"
+    elif changes[best].change < -t.model_slowdown:
+        chosen, verdict = best, "improved"
+        reason = f"modelled {changes[best].change:+.1%} on {best}{detail}"
+    else:
+        chosen, verdict = worst, "pass"
+        reason = f"modelled {changes[worst].change:+.1%} on {worst}, within ±{t.model_slowdown:.0%}"
+        reason += detail
+    return ModelChange(
+        verdict=verdict,  # type: ignore[arg-type]
+        reason=reason,
+        chip=chosen,
+        time_change=changes[chosen].change,
+        hbm_bytes=(head.hbm_bytes or 0) - (base.hbm_bytes or 0),
+        grid_steps=(head.grid_steps or 0) - (base.grid_steps or 0),
+        vmem_bytes=dv,
+        hbm_ratio=hbm_ratio,
+        steps_ratio=steps_ratio,
+        chips=changes,
+    )
+
+
+def with_model(
+    verdict: CaseVerdict,
+    reference: CaseModel | None,
+    chips: Sequence[str],
+    t: Thresholds,
+) -> CaseVerdict:
+    """The case's verdict with the model's beside it; VMEM that does not fit a target chip
+    makes the case an ``error`` (unless it already is one)."""
+    current = verdict.current.model if verdict.current is not None else None
+    update: dict = {}
+    change = judge_model(current, reference, chips, t)
+    if change is not None:
+        update["model"] = change
+    too_big = vmem_errors(current, chips)
+    if too_big and verdict.verdict != "error":
+        update["verdict"] = "error"
+        update["reason"] = f"does not fit VMEM: {'; '.join(too_big)}"
+    return verdict.model_copy(update=update) if update else verdict
+
+
+def model_references(cases: Iterable[tuple[str, CaseModel | None]]) -> Mapping[str, CaseModel]:
+    """Case id -> the first modelled reference among ``cases`` (any device: the model is
+    the same on every machine)."""
+    found: dict[str, CaseModel] = {}
+    for case_id, model in cases:
+        if case_id not in found and modelled(model) is not None:
+            found[case_id] = model  # type: ignore[assignment]
+    return found
+
+
+def structural_count(verdicts: Iterable[CaseVerdict]) -> int:
+    return sum(1 for v in verdicts if v.model is not None and v.model.verdict == "structural")
+
+
+def judge_models(
+    verdicts: list[CaseVerdict],
+    references: Mapping[str, CaseModel],
+    meta: RunMeta,
+    thresholds: Thresholds,
+    chips: Sequence[str] = (),
+) -> list[CaseVerdict]:
+    """Each verdict with the cost model's beside it (current against ``references``, or the
+    verdict's own baseline), on the target chips: ``chips`` (config ``target-chips``), else
+    the runner's TPU, else every chip modelled."""
+    available = [
+        name
+        for v in verdicts
+        if v.current is not None and v.current.model is not None
+        for name in v.current.model.chips
+    ]
+    targets = target_chips(chips, meta.device.device_kind, available)
+    out = []
+    for v in verdicts:
+        if v.current is None:
+            out.append(v)
+            continue
+        own = v.baseline.model if v.baseline is not None else None
+        reference = own if own is not None and own.status == "ok" else references.get(v.id)
+        out.append(with_model(v, reference, targets, thresholds))
+    return out

@@ -1,0 +1,96 @@
+"""The cost model read from the Pallas grid: exact, noise-free signals on any machine.
+
+``analyze_case`` traces a case's Pallas implementation with ``jax.make_jaxpr`` (nothing is
+executed), extracts every ``pallas_call`` (``extract``), models the TPU pipeline step by step
+(``pipeline``), and sums it per case and per target chip (``case``). Chips come from jax's
+own table (``chips``). Method and limits: docs/MODEL.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ci_bench.contract.spec import Case, KernelSpec, as_inputs
+from ci_bench.schema.model import CaseModel, not_modelled
+
+Clock = Callable[[], float]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:400]
+
+
+def trace(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, Callable[[int], Any]]:
+    """What the case times, as a ClosedJaxpr (the subject's forward, or its VJP alone for a
+    backward case), and its real inputs on demand (only scalar-prefetch operands of a
+    forward call ever need them)."""
+    import jax
+
+    from ci_bench.measure.modes import case_workload
+
+    cpu = jax.devices("cpu")[0]
+    built: list[tuple[Any, ...]] = []
+
+    def real() -> tuple[Any, ...]:
+        if not built:
+            with jax.default_device(cpu):
+                built.append(as_inputs(spec.make_inputs(case, jax.random.PRNGKey(seed)), spec.name))
+        return built[0]
+
+    timed = case_workload(spec, case, seed=seed)
+    flat, tree = jax.tree.flatten(timed.args)
+    closed = jax.make_jaxpr(lambda *xs: timed.fn(*jax.tree.unflatten(tree, xs)))(*flat)
+
+    def inputs(i: int) -> Any:
+        if case.mode != "forward":
+            raise ValueError(f"a scalar-prefetch operand of a {case.mode} call is not modelled")
+        return jax.tree.leaves(real())[i]
+
+    return closed, inputs
+
+
+def _spec_flops(spec: KernelSpec, case: Case, seed: int) -> int:
+    """The SPEC's FLOPs for the case's mode (declared, or derived as the harness does)."""
+    if case.mode == "forward":
+        return int(spec.flops(case))
+    from ci_bench.measure.modes import abstract_inputs, differentiable, mode_costs
+
+    inputs = abstract_inputs(spec, case, seed)
+    return mode_costs(spec, case, inputs, differentiable(spec, inputs))[0]
+
+
+def analyze_case(
+    spec: KernelSpec,
+    case: Case,
+    chips: Sequence[str],
+    *,
+    seed: int = 42,
+    flops_factor: float = 2.0,
+    clock: Clock = time.perf_counter,
+) -> CaseModel:
+    """The case's model on ``chips``; any failure is "not modelled: why", never zeros."""
+    from ci_bench.measure.model.case import case_model
+    from ci_bench.measure.model.chips import chip
+    from ci_bench.measure.model.extract import Scope, walk
+
+    start = clock()
+    try:
+        targets = [chip(name) for name in chips]
+        closed, inputs = trace(spec, case, seed)
+        top = Scope(closed.jaxpr, closed.consts, inputs)
+        tpu = walk(closed.jaxpr, top, "tpu")
+        gpu = walk(closed.jaxpr, Scope(closed.jaxpr, closed.consts, inputs), "gpu")
+        spec_flops = _spec_flops(spec, case, seed)
+        return case_model(
+            tpu,
+            targets,
+            spec_flops=spec_flops,
+            flops_factor=flops_factor,
+            gpu=gpu,
+            model_ms=(clock() - start) * 1000,
+        )
+    except Exception as exc:  # the model must never fail a case: its reason is recorded
+        return not_modelled(_one_line(exc), (clock() - start) * 1000)

@@ -1,0 +1,190 @@
+"""What one grid step of a Pallas kernel body costs: MXU FLOPs and manual HBM DMAs.
+
+The body is a jaxpr over refs. Every ``dot_general`` is ``2 x prod(output) x prod(contracted
+dims)`` FLOPs; a ``cond`` (``pl.when``) counts its costliest branch and says so; ``scan``
+multiplies its body by its length, a ``while`` by its trip count when the loop is a
+``fori_loop`` with literal bounds; anything else is listed as not modelled, never counted as
+zero. ``dma_start`` on a ref in ``ANY``/``HBM`` memory (``pltpu.async_copy``/``sync_copy``)
+moves the bytes of its (statically sliced) destination. ``run_scoped`` allocations add to
+the step's VMEM.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# bf16 passes of the MXU per dot, by operand dtype and precision. TPUs have no float32 MXU:
+# XLA's TPU convention (and Mosaic's) runs float32 dots as 1 (DEFAULT), 3 (HIGH) or 6
+# (HIGHEST) bf16 passes.
+_F32_PASSES = {"DEFAULT": 1, "HIGH": 3, "HIGHEST": 6}
+
+
+@dataclass
+class StepCost:
+    """The costs of one grid step (mutable while a body is walked)."""
+
+    flops: int = 0  # logical MXU FLOPs, 2·m·n·k
+    bf16_flops: float = 0.0  # the MXU work in bf16-pass FLOPs (what the peak is quoted in)
+    int8_flops: float = 0.0
+    dma_read_bytes: int = 0  # HBM -> VMEM/SMEM, manual copies
+    dma_write_bytes: int = 0  # VMEM/SMEM -> HBM, manual copies
+    scoped_vmem_bytes: int = 0  # run_scoped allocations
+    notes: list[str] = field(default_factory=list)
+    not_modelled: list[str] = field(default_factory=list)
+
+    def add(self, other: StepCost, times: int = 1) -> None:
+        self.flops += other.flops * times
+        self.bf16_flops += other.bf16_flops * times
+        self.int8_flops += other.int8_flops * times
+        self.dma_read_bytes += other.dma_read_bytes * times
+        self.dma_write_bytes += other.dma_write_bytes * times
+        self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
+        self.notes += [n for n in other.notes if n not in self.notes]
+        self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
+
+    def weight(self) -> float:
+        return self.bf16_flops + self.int8_flops + self.dma_read_bytes + self.dma_write_bytes
+
+
+def padded_bytes(shape: tuple[int, ...], itemsize: int) -> int:
+    """Bytes of an array as laid out in VMEM: the last two dims padded to the native tile
+    (8 rows of 32-bit words, so 16 for 16-bit types; 128 lanes)."""
+    if not shape:
+        shape = (1, 1)
+    elif len(shape) == 1:
+        shape = (1, shape[0])
+    rows = 8 * max(1, 4 // max(itemsize, 1))
+    *lead, r, c = shape
+    return math.prod(lead) * (-(-r // rows) * rows) * (-(-c // 128) * 128) * itemsize
+
+
+def _dot_cost(eqn: Any) -> StepCost:
+    (contract_lhs, _), _ = eqn.params["dimension_numbers"]
+    lhs, rhs = (v.aval for v in eqn.invars[:2])
+    out = eqn.outvars[0].aval
+    k = math.prod(lhs.shape[d] for d in contract_lhs)
+    flops = 2 * math.prod(out.shape) * k
+    cost = StepCost(flops=flops)
+    dtypes = {np.dtype(lhs.dtype).name, np.dtype(rhs.dtype).name}
+    if dtypes <= {"int8", "uint8", "int4", "uint4"}:
+        cost.int8_flops = float(flops)
+    elif "float32" in dtypes:
+        precision = eqn.params.get("precision")
+        name = _precision_name(precision)
+        cost.bf16_flops = float(flops * _F32_PASSES.get(name, 1))
+        cost.notes.append(f"float32 dots run as {_F32_PASSES.get(name, 1)} bf16 MXU pass(es)")
+    else:
+        cost.bf16_flops = float(flops)
+    return cost
+
+
+def _precision_name(precision: Any) -> str:
+    """'DEFAULT', 'HIGH' or 'HIGHEST' of a dot's precision (the stronger of a pair)."""
+    items = precision if isinstance(precision, tuple) else (precision,)
+    order = ["DEFAULT", "HIGH", "HIGHEST"]
+    names = [str(getattr(p, "name", p)).upper() for p in items if p is not None]
+    known = [n.replace("PRECISION.", "") for n in names]
+    known = [n for n in known if n in order]
+    return max(known, key=order.index) if known else "DEFAULT"
+
+
+def _memory_space(aval: Any) -> str:
+    space = getattr(aval, "memory_space", None)
+    if space is None and hasattr(aval, "ref"):
+        space = getattr(aval.ref, "memory_space", None)
+    return str(space).lower() if space is not None else "default"
+
+
+def _dma_cost(eqn: Any) -> StepCost:
+    from jax._src.pallas.mosaic.primitives import _dma_unflatten
+
+    src, dst, *_ = _dma_unflatten(eqn.params["tree"], [v.aval for v in eqn.invars])
+    cost = StepCost()
+    shape = tuple(getattr(dst, "shape", ()) or ())
+    dtype = getattr(dst, "dtype", None)
+    if dtype is None or not all(isinstance(d, int) for d in shape):
+        cost.not_modelled.append("a manual DMA of dynamic size")
+        return cost
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    src_hbm = any(s in _memory_space(src) for s in ("any", "hbm"))
+    dst_hbm = any(s in _memory_space(dst) for s in ("any", "hbm"))
+    if src_hbm and not dst_hbm:
+        cost.dma_read_bytes = nbytes
+    elif dst_hbm and not src_hbm:
+        cost.dma_write_bytes = nbytes
+    elif src_hbm and dst_hbm:
+        cost.dma_read_bytes = cost.dma_write_bytes = nbytes
+    cost.notes.append("manual DMAs counted at their static sizes")
+    return cost
+
+
+def fori_trip_count(eqn: Any) -> int | None:
+    """A ``while`` from ``fori_loop(lo, hi, ...)`` with literal bounds: hi - lo; else None."""
+    from jax.extend import core as jcore
+
+    cond = eqn.params["cond_jaxpr"].jaxpr
+    body_consts = eqn.params["body_nconsts"]
+    cond_consts = eqn.params["cond_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    lhs, rhs = cond.eqns[0].invars
+    carries = eqn.invars[cond_consts + body_consts :]
+    inner = cond.invars[cond_consts:]
+    if lhs not in inner or (not isinstance(rhs, jcore.Literal) and rhs not in inner):
+        return None
+    start = carries[inner.index(lhs)]
+    stop = rhs if isinstance(rhs, jcore.Literal) else carries[inner.index(rhs)]
+    if not (isinstance(start, jcore.Literal) and isinstance(stop, jcore.Literal)):
+        return None
+    return max(int(stop.val) - int(start.val), 0)
+
+
+def _sub_jaxprs(eqn: Any) -> list[Any]:
+    from jax.extend import core as jcore
+
+    return [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
+
+
+def step_cost(jaxpr: Any) -> StepCost:
+    """The costs of one execution of ``jaxpr`` (a kernel body, or part of one)."""
+    total = StepCost()
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "dot_general":
+            total.add(_dot_cost(eqn))
+        elif name == "dma_start":
+            total.add(_dma_cost(eqn))
+        elif name == "cond":
+            branches = [step_cost(b.jaxpr) for b in eqn.params["branches"]]
+            worst = max(branches, key=StepCost.weight)
+            if any(b.weight() != worst.weight() for b in branches):
+                worst.notes.append("a conditional in the body: its costliest branch counted")
+            total.add(worst)
+        elif name == "scan":
+            total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
+        elif name == "while":
+            trips = fori_trip_count(eqn)
+            body = step_cost(eqn.params["body_jaxpr"].jaxpr)
+            if trips is None:
+                if body.weight():
+                    body.not_modelled.append("a while loop with a dynamic trip count in the body")
+                trips = 1
+            total.add(body, trips)
+        elif name == "run_scoped":
+            inner = eqn.params["jaxpr"]
+            scoped = sum(
+                padded_bytes(tuple(v.aval.shape), np.dtype(v.aval.dtype).itemsize)
+                for v in inner.invars
+                if "vmem" in _memory_space(v.aval) and hasattr(v.aval, "dtype")
+            )
+            cost = step_cost(inner)
+            cost.scoped_vmem_bytes += scoped
+            total.add(cost)
+        else:
+            for sub in _sub_jaxprs(eqn):
+                total.add(step_cost(sub))
+    return total

@@ -1,0 +1,121 @@
+"""TPU chips for the cost model and the roofline: jax's own hardware table, plus what it lacks.
+
+jax ships the per-generation table (``jax.experimental.pallas.tpu.get_tpu_info_for_chip``:
+VMEM and SMEM capacity, HBM bandwidth, bf16/int8 peaks), and every figure it has is read
+from it here, never copied. Its figures are **per TensorCore**. The rule for chips with two
+TensorCores, used by the roofline (MFU, HBM %) and the model alike:
+
+- a *megacore* chip (v4, v5p) is one jax device made of two TensorCores that share HBM: its
+  chip peak is twice the per-TensorCore figure, and a Pallas grid's outermost ``parallel``
+  dimension is split into two contiguous halves, one per TensorCore (jax's Pallas TPU
+  pipelining guide, "TPUs in Megacore configuration"); a grid without a ``parallel``
+  dimension runs on one TensorCore, at one TensorCore's peak and bandwidth share;
+- every other chip (v5e, v6e, and 7x, whose two TensorCores are separate jax devices) is one
+  TensorCore per device.
+
+What jax's table lacks is kept here, with sources:
+
+- the default *scoped* VMEM limit (XLA's ``--xla_tpu_scoped_vmem_limit_kib``), the budget a
+  kernel's blocks and scratch must fit unless its ``CompilerParams.vmem_limit_bytes`` raises
+  it: 16 MiB on v4, v5e and v5p, 32 MiB on v6e and 7x. Evidence: libtpu's own errors,
+  "Scoped allocation with size 31.07M and limit 16.00M exceeded scoped vmem limit" on a
+  v5litepod (pytorch/xla#6611) and "... limit 32.00M exceeded scoped vmem limit" on tpu6e
+  and tpu7x (vllm-project/tpu-inference#3407); v4 and v5p share v5e's 16 MiB default.
+- the fixed cost of one grid step, ~0.35 µs: the matmul guide's own v5e figures imply it
+  (bm = bk = bn = 128 at 8192³: 91.8 ms over 64³ = 262,144 steps = 0.350 µs per step,
+  where the MXU needs 5.6 ms and HBM 21 ms); docs/MODEL.md shows how the rest of the guide's
+  measurements then come out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from ci_bench.errors import InputError
+
+MIB = 1024 * 1024
+STEP_OVERHEAD_US = 0.35
+# XLA's default --xla_tpu_scoped_vmem_limit_kib per generation (sources in the docstring).
+DEFAULT_SCOPED_VMEM = {"v4": 16 * MIB, "v5e": 16 * MIB, "v5p": 16 * MIB, "v6e": 32 * MIB}
+DEFAULT_SCOPED_VMEM["7x"] = 32 * MIB
+# Chips the model knows, in generation order: the default targets on a CPU or GPU.
+CHIP_NAMES: tuple[str, ...] = ("v4", "v5e", "v5p", "v6e", "7x")
+MEGACORE = ("v4", "v5p")
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One logical TPU device: per-TensorCore figures from jax, and the core count."""
+
+    name: str
+    tensor_cores: int  # TensorCores in one jax device (2 on megacore chips)
+    vmem_capacity_bytes: int  # per TensorCore
+    smem_capacity_bytes: int  # per TensorCore
+    scoped_vmem_bytes: int  # the default limit a kernel's VMEM must fit
+    hbm_bytes_per_s: float  # per TensorCore (the chip's bandwidth / cores)
+    bf16_flops_per_s: float  # per TensorCore
+    int8_ops_per_s: float  # per TensorCore (0: not published)
+    step_overhead_us: float = STEP_OVERHEAD_US
+
+    @property
+    def chip_tflops(self) -> float:
+        return self.bf16_flops_per_s * self.tensor_cores / 1e12
+
+    @property
+    def chip_gbps(self) -> float:
+        return self.hbm_bytes_per_s * self.tensor_cores / 1e9
+
+
+class UnknownChipError(ValueError):
+    """A chip name the table does not have."""
+
+
+@cache
+def chip(name: str) -> Chip:
+    """The chip ``name`` (jax's names: v4, v5e, v5p, v6e, 7x), from jax's table."""
+    if name not in CHIP_NAMES:
+        raise UnknownChipError(f"unknown TPU chip {name!r}; known: {', '.join(CHIP_NAMES)}")
+    from jax.experimental.pallas import tpu as pltpu
+
+    cores = 2 if name in MEGACORE else 1
+    info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion(name), cores)
+    return Chip(
+        name=name,
+        tensor_cores=cores,
+        vmem_capacity_bytes=int(info.vmem_capacity_bytes),
+        smem_capacity_bytes=int(info.smem_capacity_bytes),
+        scoped_vmem_bytes=DEFAULT_SCOPED_VMEM[name],
+        hbm_bytes_per_s=float(info.mem_bw_bytes_per_second),
+        bf16_flops_per_s=float(info.bf16_ops_per_second),
+        int8_ops_per_s=float(info.int8_ops_per_second),
+    )
+
+
+def chip_for_device_kind(device_kind: str) -> str | None:
+    """jax's chip name for a ``device_kind`` ("TPU v5 lite" -> "v5e"); None if not a TPU
+    this table knows."""
+    from jax._src.pallas.mosaic.tpu_info import chip_version_from_device_kind
+
+    version = chip_version_from_device_kind(device_kind.strip())
+    name = str(version) if version is not None else None
+    return name if name in CHIP_NAMES else None
+
+
+def resolve_chips(given: Sequence[str], configured: Sequence[str]) -> list[str]:
+    """--chip, else config target-chips, else this machine's TPU, else every chip."""
+    unknown = [c for c in given if c not in CHIP_NAMES]
+    if unknown:
+        raise InputError(
+            f"--chip: unknown TPU chip(s) {', '.join(unknown)}; known: {', '.join(CHIP_NAMES)}"
+        )
+    if given or configured:
+        return list(dict.fromkeys([*given] or [*configured]))
+    import jax
+
+    if jax.default_backend() == "tpu":
+        here = chip_for_device_kind(jax.devices()[0].device_kind)
+        if here:
+            return [here]
+    return list(CHIP_NAMES)

@@ -1,0 +1,113 @@
+"""The A/B against the base: each case's head and base kernels measured as a pair, round by
+round on the same inputs, in worker processes; judged on paired ratios; flagged cases
+measured again as pairs before the verdict is final.
+
+The base is resolved first, before anything is measured: a base that is not in the clone
+is a one-line error, not a surprise after the baseline measurement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from ci_bench.contract.registry import load_isolated
+from ci_bench.contract.spec import KernelSpec
+from ci_bench.errors import InputError
+from ci_bench.judge.ab import ab_report
+from ci_bench.pipeline.config import load_config
+from ci_bench.pipeline.git import merge_base, resolve_commit, worktree
+from ci_bench.pipeline.measuring import (
+    BaseCheckout,
+    Runs,
+    confirmed,
+    measure_pairs,
+    remeasure,
+    worker_runs,
+)
+from ci_bench.pipeline.request import AbBase, Request
+from ci_bench.pipeline.session import Bench, open_bench
+from ci_bench.schema import Report
+
+OpenRuns = Callable[[Bench, BaseCheckout | None], AbstractContextManager[Runs]]
+
+
+def resolve_base(root: Path, base: AbBase | None) -> tuple[str, str]:
+    """(how the base is named, its commit): the merge base for a pull request."""
+    if base is None:
+        raise InputError("A/B mode needs a base: --base REF, or a pull request's base commit")
+    if base.kind == "merge-base":
+        sha = merge_base(root, "HEAD", base.ref)
+        tip = resolve_commit(root, base.ref, "A/B base")
+        moved = "" if tip == sha else f"; the base branch is at {tip[:12]}"
+        return f"merge base {sha[:12]}{moved}", sha
+    if base.kind == "default-branch":
+        for ref in (f"origin/{base.ref}", base.ref):
+            with contextlib.suppress(InputError):
+                return f"{base.ref} (the default branch)", resolve_commit(root, ref, "A/B base")
+        raise InputError(
+            f"A/B base: the default branch {base.ref!r} is not in this clone "
+            "(check out with fetch-depth: 0, or give the dispatch a base)"
+        )
+    return base.ref, resolve_commit(root, base.ref, "A/B base")
+
+
+def _base_modules(folder: Path, request: Request) -> list[str]:
+    """The base's own kernel list (its pyproject), plus any --kernel-module given."""
+    pyproject = folder / "pyproject.toml"
+    modules = list(load_config(pyproject, folder).kernels) if pyproject.is_file() else []
+    extra = [m for m in request.modules if m not in request.config.kernels]
+    return list(dict.fromkeys([*modules, *extra]))
+
+
+@contextlib.contextmanager
+def base_checkout(request: Request, name: str, sha: str) -> Iterator[BaseCheckout]:
+    """The base commit checked out beside this one, with its kernels loaded."""
+    with worktree(request.config.root, sha) as folder:
+        modules = _base_modules(folder, request)
+        specs = load_isolated(folder, modules)
+        yield BaseCheckout(folder, tuple(modules), name, sha, specs)
+
+
+def run_ab(
+    request: Request,
+    head: Mapping[str, KernelSpec],
+    env: Mapping[str, str],
+    *,
+    base: tuple[str, str] | None = None,
+    open_runs: OpenRuns = worker_runs,
+) -> Report:
+    """Measure head against the request's base and judge; flagged cases re-measured.
+
+    ``base`` is the already resolved (name, commit), when the caller resolved it early.
+    """
+    name, sha = base or resolve_base(request.config.root, request.base)
+    bench = open_bench(request, head, env, harness=request.ab_harness)
+    with base_checkout(request, name, sha) as checkout:
+        if not set(checkout.specs) & set(head):
+            raise InputError(f"{checkout.label} has none of the kernels {', '.join(head)}")
+        with open_runs(bench, checkout) as runs:
+            results, bases = measure_pairs(bench, runs, checkout)
+
+            def judge() -> Report:
+                return ab_report(
+                    results,
+                    bases,
+                    checkout.label,
+                    request.thresholds,
+                    request.policy,
+                    target_chips=request.config.target_chips,
+                )
+
+            def rejudge(ids: set[str]) -> Report:
+                nonlocal results, bases
+                paired = [c for c in results.cases if c.kernel in checkout.specs]
+                heads, bases = remeasure(bench, runs, paired, ids, base=checkout, bases=bases)
+                by_id = {c.id: c for c in heads}
+                cases = [by_id.get(c.id, c) for c in results.cases]
+                results = results.model_copy(update={"cases": cases})
+                return judge()
+
+            return confirmed(judge(), rejudge, request.confirm)

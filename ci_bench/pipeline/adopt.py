@@ -1,0 +1,163 @@
+"""``ci-bench init``: what a kernel repository needs to adopt ci-bench, as files (pure).
+
+Four caller workflows of ci-bench's reusable workflows at this installed version, a
+``[tool.ci-bench]`` block, a constraints template pinning the TPU toolchain this jax was
+released with, and ``baselines/README.md``. ``plan_files`` says for each file whether it is
+new, unchanged, or would replace something different; the command writes nothing when a
+file would be replaced without ``--force``, so a half-adopted repository never results.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ci_bench import REPOSITORY, __version__, docs_url
+
+Action = Literal["create", "unchanged", "replace", "conflict"]
+_BLOCK = re.compile(r"(?ms)^\[tool\.ci-bench(?:\.[\w-]+)?\]\n.*?(?=^\[(?!tool\.ci-bench)|\Z)")
+
+
+def _uses(workflow: str, version: str) -> str:
+    return f"{REPOSITORY}/.github/workflows/{workflow}@v{version}"
+
+
+def callers(version: str) -> dict[str, str]:
+    """The caller workflows, short enough to audit: the pipeline is in the called ones."""
+    docs = docs_url("docs/ADOPTING.md")
+    return {
+        ".github/workflows/benchmark.yml": (
+            f"# ci-bench on every pull request and manual run: {docs}\n"
+            "on:\n"
+            "  pull_request_target: {types: [opened, synchronize, reopened, labeled]}"
+            "  # zizmor: ignore[dangerous-triggers] label-gated in ci-bench's plan job\n"
+            "  workflow_dispatch:\n"
+            "jobs:\n"
+            "  ci-bench:\n"
+            f"    uses: {_uses('ci-bench.yml', version)}\n"
+            "    permissions: {contents: read, pull-requests: write}\n"
+            "    cache-mode: none  # no actions cache is written from a pull request's run\n"
+        ),
+        ".github/workflows/release.yml": (
+            "# A release tag (v1.2.0, or <kernel>-v0.2.0) promotes the baselines.\n"
+            'on: {push: {tags: ["v*", "*-v*"]}}\n'
+            "jobs:\n"
+            "  ci-bench:\n"
+            f"    uses: {_uses('ci-bench-release.yml', version)}\n"
+            "    permissions: {contents: write, pull-requests: write}\n"
+        ),
+        ".github/workflows/lower.yml": (
+            "# Every pull request, forks included: lowering, cost model, correctness.\n"
+            "name: lower\n"
+            "on: {pull_request: {types: [opened, synchronize, reopened]}}\n"
+            "jobs:\n"
+            "  ci-bench:\n"
+            f"    uses: {_uses('ci-bench-lower.yml', version)}\n"
+            "    permissions: {contents: read}\n"
+        ),
+        ".github/workflows/lower-relay.yml": (
+            "# The lowering check's result into the sticky comment (runs no PR code).\n"
+            "on: {workflow_run: {workflows: [lower], types: [completed]}}"
+            "  # zizmor: ignore[dangerous-triggers] default-branch code, the artifact as data\n"
+            "jobs:\n"
+            "  ci-bench:\n"
+            f"    uses: {_uses('ci-bench-relay.yml', version)}\n"
+            "    permissions: {actions: read, contents: read, pull-requests: write}\n"
+            "    cache-mode: none\n"
+        ),
+    }
+
+
+def yaml_lines(text: str) -> int:
+    """The lines an adopter keeps and reads: neither blank nor a comment."""
+    return sum(
+        1 for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
+
+
+def config_block(kernels: Sequence[str]) -> str:
+    listed = ", ".join(f'"{k}"' for k in kernels)
+    return f"[tool.ci-bench]\nkernels = [{listed}]\n"
+
+
+def with_config(pyproject: str | None, block: str, force: bool) -> tuple[Action, str]:
+    """The pyproject.toml with the block: appended, kept, or (``force``) replaced."""
+    text = pyproject or ""
+    found = _BLOCK.findall(text)
+    if not found:
+        joined = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
+        return "create", joined
+    current = "".join(found)
+    if current.strip() == block.strip():
+        return "unchanged", text
+    if not force:
+        return "conflict", text
+    replaced = _BLOCK.sub("", text).rstrip("\n")
+    return "replace", (replaced + "\n\n" if replaced else "") + block
+
+
+def constraints_template(jax_version: str, jaxlib_version: str, libtpu: str | None) -> str:
+    pin = f"libtpu=={libtpu}" if libtpu else "# libtpu==<the version jax's tpu extra names>"
+    return (
+        "# The TPU toolchain every benchmark, A/B and promotion job installs (pip install -c).\n"
+        "# A jax, jaxlib or libtpu release changes compiled code and so timings: bump the three\n"
+        "# together, in a reviewed change (jax's metadata names libtpu for its tpu extra).\n"
+        f"jax=={jax_version}\njaxlib=={jaxlib_version}\n{pin}\n"
+    )
+
+
+BASELINES_README = """\
+# Baselines
+
+Reference numbers for each kernel version, one file per version:
+`<kernel>_v<version>.json`, written by ci-bench when a release tag is pushed
+(`.github/workflows/release.yml`): `v1.2.0` for every kernel, `<kernel>-v0.2.0` for one.
+A file holds one entry per device; a pull request is compared with this folder as it is at
+its base commit, so it cannot move its own goalposts. Edit by hand only to delete an entry.
+Format and method: {docs}
+"""
+
+
+@dataclass(frozen=True)
+class Planned:
+    path: str
+    action: Action
+    text: str
+
+
+def plan_files(
+    existing: Mapping[str, str | None], wanted: Mapping[str, str], *, force: bool
+) -> list[Planned]:
+    """For each wanted file: new, the same, or different (replaced only with ``force``)."""
+    planned = []
+    for path, text in wanted.items():
+        current = existing.get(path)
+        if current is None:
+            planned.append(Planned(path, "create", text))
+        elif current == text:
+            planned.append(Planned(path, "unchanged", text))
+        else:
+            planned.append(Planned(path, "replace" if force else "conflict", text))
+    return planned
+
+
+CHECKLIST = """\
+Runner-side checklist (organisation settings > Actions > Runner groups):
+  1. The pull-request TPU runners (labels self-hosted, tpu) in a group of their own.
+     Workflow access: selected workflows, ci-bench's reusable one:
+     {repository}/.github/workflows/ci-bench.yml@v{version}
+     (for a reusable workflow, the group admits the called workflow).
+  2. The release runners (self-hosted, tpu-trusted) in a second group that never runs
+     pull-request code: {repository}/.github/workflows/ci-bench-release.yml@v{version}.
+  3. Labels: `benchmark` (a fork's commit may be measured) and `benchmark-accept` (this
+     commit's slowdowns are an accepted trade-off).
+  4. Settings > Actions > General: require approval for outside collaborators; restrict
+     who can label (triage and above).
+  5. Each TPU runner: Python 3.11+, python3-venv, git, flock; disk for a ~2 GB venv.
+"""
+
+
+def checklist(version: str = __version__) -> str:
+    return CHECKLIST.format(repository=REPOSITORY, version=version)

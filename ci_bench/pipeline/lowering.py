@@ -1,0 +1,234 @@
+"""The lowering check of every pull request, forks included: each case's Pallas kernel
+lowered for TPU on a GitHub-hosted CPU runner (no accelerator, no secrets, read-only
+token), plus the smoke profile's correctness in interpret mode. Its files reach the one
+sticky comment through a relay job that runs no pull-request code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from ci_bench import __version__
+from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.errors import InputError
+from ci_bench.github.context import PullRequest, WorkflowRun
+from ci_bench.outcome import ERRORS_FAIL, Outcome
+from ci_bench.pipeline.request import Request
+from ci_bench.pipeline.session import utc_now
+from ci_bench.schema.lowering import LoweredCase, LoweringMeta, LoweringResults
+from ci_bench.store.files import atomic_write_text, dump_model
+
+if TYPE_CHECKING:
+    from typing import TextIO
+
+    from ci_bench.github.context import ActionsContext
+    from ci_bench.pipeline.plan import Plan
+    from ci_bench.pipeline.run import Ports
+
+
+def lower_all(
+    request: Request,
+    specs: Mapping[str, KernelSpec],
+    cases: Sequence[Case],
+    platform: str,
+) -> LoweringResults:
+    """Export every case for ``platform``; a case that cannot lower is an error row, and
+    (TPU) so is one whose cost model does not fit a target chip's VMEM: it would lower, then
+    fail to compile in libtpu on that chip."""
+    import jax
+
+    from ci_bench.measure.lowering import check_platform, lower_case
+    from ci_bench.measure.model.chips import resolve_chips
+
+    checked = check_platform(platform)
+    if not cases:
+        raise InputError("the selection is empty: nothing to lower")
+    chips = resolve_chips([], request.config.target_chips) if checked == "tpu" else []
+    done = []
+    for index, case in enumerate(cases, start=1):
+        lowered = lower_case(specs[case.kernel], case, checked, request.harness.seed)
+        if chips:
+            lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
+        done.append(lowered)
+        if not request.quiet:
+            what = f"ok ({lowered.kind})" if lowered.status == "ok" else f"ERROR {lowered.error}"
+            sys.stderr.write(f"[{index}/{len(cases)}] {case.id} {what}\n")
+        if lowered.traceback:
+            sys.stderr.write(lowered.traceback + "\n")
+    return LoweringResults(
+        meta=LoweringMeta(
+            tool_version=__version__,
+            started_at=utc_now(),
+            platform=checked,
+            profile=request.selection.profile,
+            jax=jax.__version__,
+            jaxlib=metadata.version("jaxlib"),
+            kernels={c.kernel: specs[c.kernel].version for c in cases},
+            chips=chips,
+        ),
+        cases=done,
+    )
+
+
+def with_vmem_check(
+    lowered: LoweredCase, spec: KernelSpec, case: Case, chips: list[str], request: Request
+) -> LoweredCase:
+    """The lowered case with its cost model; an error if its VMEM does not fit a target
+    chip (and it lowered: a lowering failure stays the first error)."""
+    from ci_bench.judge.model import vmem_errors
+    from ci_bench.measure.model import analyze_case
+
+    model = analyze_case(
+        spec, case, chips, seed=request.harness.seed, flops_factor=request.harness.cost_model_factor
+    )
+    update: dict[str, Any] = {"model": model}
+    too_big = vmem_errors(model, chips)
+    if too_big and lowered.status == "ok":
+        update |= {"status": "error", "error": f"does not fit VMEM: {'; '.join(too_big)}"}
+    return lowered.model_copy(update=update)
+
+
+def lower_role(
+    plan: Plan,
+    request: Request,
+    actions: ActionsContext,
+    env: Mapping[str, str],
+    out: TextIO,
+    ports: Ports,
+) -> Outcome:
+    """Every pull request (a ``pull_request`` workflow, read-only token): lower each case
+    for TPU (with the VMEM check), judge the cost model against the merge base (exact
+    feedback even when nothing is timed), then check the smoke profile's correctness in the
+    CPU interpreter. The files (lowering.json, analysis.json, smoke.json, pr.json) go into
+    the artifact the relay job reads."""
+    from ci_bench.pipeline.analysis import analyze_cases
+    from ci_bench.pipeline.run import measure_and_confirm
+    from ci_bench.pipeline.session import cases_for, load_specs
+
+    specs = load_specs(request)
+    cases = cases_for(request.selection, specs)
+    lowered = lower_all(request, specs, cases, "tpu")
+    out_dir = request.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
+    structural = 0
+    if request.base is not None:
+        analysis = analyze_cases(request, specs, lowered.meta.chips, _progress(request))
+        atomic_write_text(out_dir / "analysis.json", dump_model(analysis))
+        structural = sum(
+            bool(c.against and c.against.verdict == "structural") for c in analysis.cases
+        )
+    event = actions.event
+    if isinstance(event, PullRequest):
+        pr = {"number": event.number, "head_sha": event.head_sha, "run_url": actions.run_url}
+        atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
+    smoke = measure_and_confirm(request, env, ports, out_dir / "smoke.json", confirm=False)
+    bad = sum(c.status != "ok" for c in lowered.cases)
+    wrong = sum(c.status != "ok" for c in smoke.cases)
+    out.write(
+        f"ci-bench: {len(lowered.cases) - bad}/{len(lowered.cases)} cases lower for TPU; "
+        f"{len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
+    )
+    return Outcome(
+        states={"error": bad + wrong, "structural": structural},
+        policy=_LoweringPolicy(request),
+    )
+
+
+class _LoweringPolicy:
+    """A case that does not lower or is wrong always fails; a structural change of the
+    cost model fails as the request's policy says (``fail-on.structural``)."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+
+    def fails(self, state: str) -> bool:
+        return ERRORS_FAIL.fails(state) or self.request.policy.fails(state)
+
+
+def _progress(request: Request) -> Callable[[str], None]:
+    def progress(line: str) -> None:
+        if not request.quiet:
+            sys.stderr.write(line + "\n")
+
+    return progress
+
+
+def relay_role(
+    plan: Plan,
+    request: Request,
+    actions: ActionsContext,
+    env: Mapping[str, str],
+    out: TextIO,
+    ports: Ports,
+) -> Outcome:
+    """A ``workflow_run`` job (default-branch code, no pull-request code): another
+    workflow's artifact becomes its section of the one sticky comment: ``lowering.json``
+    the lowering section, ``report.json`` (a benchmark run whose own job could not comment)
+    the verdict section."""
+    from ci_bench.github.api import legacy_marker, marker
+    from ci_bench.pipeline.judging import load_report
+    from ci_bench.pipeline.plan import MEASURE_LABEL
+    from ci_bench.pipeline.publish import api_client, comment_key, pull_number, verdict_section
+    from ci_bench.report.sticky import compose, lowering_section, sections_of, waiting
+    from ci_bench.schema import RESULTS_READABLE, Results
+    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
+    from ci_bench.schema.lowering import LOWERING_READABLE
+    from ci_bench.store.files import read_model
+
+    event = actions.event
+    if not isinstance(event, WorkflowRun):
+        raise InputError("the relay role needs a workflow_run event")
+    if event.event not in ("pull_request", "pull_request_target"):
+        out.write(f"ci-bench: the run was a {event.event} event: no pull request to comment on\n")
+        return Outcome()
+    folder = request.report_dir or request.out_dir
+    run_url = f"{actions.server_url}/{actions.repository}/actions/runs/{event.run_id}"
+    updates: dict[str, str] = {}
+    if (folder / "report.json").is_file():
+        report = load_report(folder / "report.json").model_copy(
+            update={"head_sha": event.head_sha, "run_url": run_url}
+        )
+        updates["verdict"] = verdict_section(report, run_url)
+    if (folder / "lowering.json").is_file():
+        lowering = read_model(
+            folder / "lowering.json",
+            LoweringResults,
+            what="lowering",
+            schema_version=LOWERING_READABLE,
+        )
+        smoke_path = folder / "smoke.json"
+        smoke = (
+            read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
+            if smoke_path.is_file()
+            else None
+        )
+        analysis_path = folder / "analysis.json"
+        analysis = (
+            read_model(analysis_path, Analysis, what="analysis", schema_version=ANALYSIS_READABLE)
+            if analysis_path.is_file()
+            else None
+        )
+        updates["lowering"] = lowering_section(
+            lowering, smoke, event.head_sha, run_url, analysis=analysis
+        )
+    if not updates:
+        raise InputError(f"{folder}: no report.json or lowering.json in the artifact")
+    client = api_client(actions, request.config)
+    number = pull_number(folder, event, client)
+    key = comment_key(request.config)
+
+    def body(old: str | None) -> str:
+        wanted = dict(updates)
+        if "verdict" not in wanted and "verdict" not in sections_of(old):
+            wanted["verdict"] = waiting(event.head_sha, event.from_fork, MEASURE_LABEL)
+        return compose(old, wanted)
+
+    action, url = client.upsert_comment(
+        number, marker(key, number), body, legacy=legacy_marker(key)
+    )
+    out.write(f"ci-bench: comment {action}: {url}\n")
+    return Outcome()

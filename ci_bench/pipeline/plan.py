@@ -1,0 +1,237 @@
+"""The plan (pure): which steps a pipeline role runs for an event, against what, and what
+each missing piece means.
+
+The benchmark workflow is a few jobs, each one ``ci-bench ci --role ROLE`` call. The first
+job (``plan``, default-branch code only) decides with ``gate`` which jobs run for the event
+and writes that decision as one JSON output; every later job reads it back
+(``CI_BENCH_PLAN``) instead of deciding again, so the fork/label gate, the A/B decision and
+the shard count are written once, here, and tested here. ``plan_for`` then lists one role's
+steps. Nothing in this module reads files, the environment, git or the network.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from ci_bench.errors import InputError
+from ci_bench.github.context import Dispatch, Event, PullRequest, Release
+from ci_bench.schema import Acceptance
+from ci_bench.text import one_line
+
+Role = Literal[
+    "all", "plan", "shard", "ab", "report", "comment", "lower", "relay", "promote", "record"
+]
+ROLES: tuple[Role, ...] = (
+    "all",
+    "plan",
+    "shard",
+    "ab",
+    "report",
+    "comment",
+    "lower",
+    "relay",
+    "promote",
+    "record",
+)
+# A maintainer's labels: `benchmark` lets a fork's commit reach the TPU runners; the accept
+# label does that too and turns the commit's confirmed regressions into `accepted`.
+MEASURE_LABEL = "benchmark"
+ACCEPT_LABEL = "benchmark-accept"
+GO_LABELS = (MEASURE_LABEL, ACCEPT_LABEL)
+MAX_SHARDS = 64
+
+
+class Step(StrEnum):
+    GATE = "gate"  # decide which jobs of the workflow run (the plan job)
+    MEASURE = "measure"  # the selection (or one shard of it) into results, saved per case
+    CONFIRM = "confirm"  # re-measure cases flagged as regressions before the verdict
+    AB = "ab"  # head against the A/B base, interleaved round by round, in workers
+    MERGE = "merge"  # join the shards' results; a lost shard's cases are unmeasured
+    JUDGE = "judge"  # against the baselines (and the A/B: one pull-request verdict)
+    PUBLISH = "publish"  # report files, job summary, step outputs, annotations
+    COMMENT = "comment"  # the one sticky pull-request comment
+    LOWER = "lower"  # lower every case for TPU (no accelerator needed)
+    RELAY = "relay"  # a pull_request workflow's result into the sticky comment
+    PROMOTE = "promote"  # results become baselines (release tags)
+    RECORD = "record"  # one history record (pushes to the default branch)
+
+
+Notice = Literal["needs-label"]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The plan job's decision for one event: which jobs run, for which commit, and why."""
+
+    measure: bool = False  # the shard jobs and the report
+    ab: bool = False  # the A/B job
+    shards: int = 1
+    head_sha: str | None = None
+    reason: str = ""
+    # Said in the sticky comment when nothing is measured: a fork's new head awaits a label.
+    notice: Notice | None = None
+    acceptance: Acceptance | None = None
+    # The PR's base commit (baselines are read there) and the A/B base (merge base of head
+    # and base, resolved where the history is: the A/B job).
+    base_sha: str | None = None
+    ab_base: str | None = None
+    ab_base_kind: Literal["merge-base", "ref", "default-branch"] | None = None
+    number: int | None = None
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        if self.acceptance is not None:
+            data["acceptance"] = self.acceptance.model_dump()
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Gate:
+        """The plan job's output, read back by every later job (one-line error if broken)."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise TypeError("not an object")
+            accepted = data.pop("acceptance", None)
+            gate = cls(**data)
+            acceptance = Acceptance.model_validate(accepted) if accepted else None
+        except (ValueError, TypeError) as exc:
+            raise InputError(
+                f"CI_BENCH_PLAN: not a plan from `ci-bench ci --role plan`: {one_line(exc)}"
+            ) from None
+        if not isinstance(gate.shards, int) or not 1 <= gate.shards <= MAX_SHARDS:
+            raise InputError(f"CI_BENCH_PLAN: shards must be 1..{MAX_SHARDS}, got {gate.shards!r}")
+        return cls(**{**asdict(gate), "acceptance": acceptance})
+
+    @property
+    def report(self) -> bool:
+        """The report job runs when anything is measured (the shards, or the A/B alone)."""
+        return self.measure or self.ab
+
+    @property
+    def comment(self) -> bool:
+        """The comment job has something to say: a verdict, a failure, or a notice."""
+        return self.number is not None and (self.report or self.notice is not None)
+
+    def outputs(self) -> dict[str, str]:
+        """The plan job's step outputs: the whole plan, and each job's condition."""
+        flags = {"measure": self.measure, "ab": self.ab, "report": self.report}
+        return {
+            "plan": self.to_json(),
+            **{name: str(value).lower() for name, value in flags.items()},
+            "comment": str(self.comment).lower(),
+            "shards": json.dumps(list(range(1, self.shards + 1))),
+        }
+
+
+def gate(event: Event | None, pr_mode: str, shards: int = 2) -> Gate:
+    """Which jobs run for ``event``; ``pr_mode`` is the default branch's (or the repository
+    variable's) choice for pull requests: baseline, ab or both.
+
+    Pull requests from the same repository measure on every push. A fork's commit is
+    measured only on the ``labeled`` event for a go label, i.e. exactly the commit the
+    maintainer labelled; its later pushes measure nothing and say the new head needs the
+    label. Other labels start nothing.
+    """
+    if not 1 <= shards <= MAX_SHARDS:
+        raise InputError(f"shards must be between 1 and {MAX_SHARDS}, got {shards}")
+    if isinstance(event, Dispatch):
+        mode = event.mode or "baseline"
+        kind = "ref" if event.base else "default-branch"
+        base = event.base or event.default_branch
+        return Gate(
+            measure=mode != "ab",
+            ab=mode != "baseline",
+            shards=shards,
+            reason=f"manual run, mode {mode}",
+            ab_base=base if mode != "baseline" else None,
+            ab_base_kind=kind if mode != "baseline" else None,
+        )
+    if not isinstance(event, PullRequest):
+        return Gate(reason="not a pull request or manual run: nothing to measure here")
+    common: dict[str, Any] = {
+        "head_sha": event.head_sha,
+        "base_sha": event.base_sha,
+        "number": event.number,
+        "shards": shards,
+    }
+    if event.action == "labeled":
+        if event.label not in GO_LABELS:
+            return Gate(**common, reason=f"the label {event.label!r} starts nothing")
+        go = True
+        reason = f"labelled {event.label!r} by {event.sender or 'a maintainer'}"
+    elif event.from_fork:
+        go = False
+        reason = f"a fork's push: {event.head_sha[:12]} needs the {MEASURE_LABEL!r} label"
+    else:
+        go, reason = True, f"pull request {event.action}"
+    if not go:
+        return Gate(**common, reason=reason, notice="needs-label")
+    ab = pr_mode in ("ab", "both")
+    acceptance = None
+    if event.action == "labeled" and event.label == ACCEPT_LABEL:
+        by = event.sender or "unknown"
+        acceptance = Acceptance(label=ACCEPT_LABEL, by=by, head_sha=event.head_sha)
+    return Gate(
+        **common,
+        measure=pr_mode != "ab",
+        ab=ab,
+        reason=reason,
+        acceptance=acceptance,
+        ab_base=event.base_sha if ab else None,
+        ab_base_kind="merge-base" if ab else None,
+    )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One role's steps, and what a missing piece means for it."""
+
+    role: Role
+    steps: tuple[Step, ...]
+    gate: Gate = field(default_factory=Gate)
+    # The report must hold an A/B: without one the run is ``ab-missing`` (never a silent
+    # baseline-only verdict).
+    expect_ab: bool = False
+
+    def has(self, step: Step) -> bool:
+        return step in self.steps
+
+
+_STEPS: dict[Role, tuple[Step, ...]] = {
+    "plan": (Step.GATE,),
+    "shard": (Step.MEASURE, Step.CONFIRM),
+    "ab": (Step.AB,),
+    "report": (Step.MERGE, Step.JUDGE, Step.PUBLISH),
+    "comment": (Step.COMMENT,),
+    "lower": (Step.LOWER, Step.MEASURE),
+    "relay": (Step.RELAY,),
+    "promote": (Step.MEASURE, Step.PROMOTE),
+    "record": (Step.MEASURE, Step.JUDGE, Step.RECORD),
+}
+
+
+def plan_for(
+    role: Role, event: Event | None, gate_: Gate, *, mode: str, comment: bool, publish: bool
+) -> Plan:
+    """The steps ``role`` runs. ``all`` is the single-job pipeline (a laptop, a one-job
+    workflow): measure, confirm, the A/B when ``mode`` asks, judge, publish, comment."""
+    if role == "all":
+        if isinstance(event, Release):
+            return Plan("promote", _STEPS["promote"], gate_)
+        steps: list[Step] = []
+        if mode != "ab":
+            steps += [Step.MEASURE, Step.CONFIRM]
+        if mode in ("ab", "both"):
+            steps.append(Step.AB)
+        steps.append(Step.JUDGE)
+        if publish:
+            steps.append(Step.PUBLISH)
+        if publish and comment and isinstance(event, PullRequest):
+            steps.append(Step.COMMENT)
+        return Plan("all", tuple(steps), gate_, expect_ab=mode in ("ab", "both"))
+    if role not in _STEPS:
+        raise InputError(f"--role: {role!r} is not one of {', '.join(ROLES)}")
+    return Plan(role, _STEPS[role], gate_, expect_ab=gate_.ab and role == "report")

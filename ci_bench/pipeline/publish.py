@@ -1,0 +1,223 @@
+"""Publishing: report files, the job summary, step outputs, annotations, the sticky comment.
+
+Order matters for "never lose a report": files first, then the job summary, outputs and
+annotations (each on its own: a broken summary file never stops the outputs), and only
+then GitHub. The comment is ONE per pull request (the marker names the workflow and the
+PR): the verdict, or why there is none (every shard failed), or that a fork's new commit
+needs the label; a lowering relay writes its own section of the same comment.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from ci_bench.errors import CiBenchError, InputError
+from ci_bench.github.api import COMMENT_LIMIT, GitHubClient, legacy_marker, marker
+from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
+from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
+from ci_bench.pipeline.config import Config
+from ci_bench.pipeline.plan import ACCEPT_LABEL, MEASURE_LABEL, Gate
+from ci_bench.report.comment import fit_markdown, markdown_report
+from ci_bench.report.sticky import compose, failure, footer, needs_label, stale_accept
+from ci_bench.schema import Report
+from ci_bench.schema.status import RoleStatus
+from ci_bench.store.files import atomic_write_text, dump_model, read_json, read_model
+from ci_bench.text import one_line
+
+ARTIFACT = "ci-bench-report"
+REPORT_FILES = {"baseline": "report", "ab": "ab-report", "pr": "report"}
+# Room left in the comment for the other sections and the marker.
+_SECTION_ROOM = 8_000
+
+
+def api_client(context: ActionsContext, config: Config) -> GitHubClient:
+    if not context.token:
+        raise InputError("GITHUB_TOKEN is not set: cannot call the GitHub API")
+    return GitHubClient(context.token, context.api_url, context.repository, config.github)
+
+
+def comment_key(config: Config) -> str:
+    """The workflow family the sticky comment belongs to (its marker)."""
+    return config.github.comment_key
+
+
+def write_report_files(report: Report, out_dir: Path, stem: str | None = None) -> Path:
+    stem = stem or REPORT_FILES[report.mode]
+    path = out_dir / f"{stem}.json"
+    atomic_write_text(path, dump_model(report))
+    atomic_write_text(out_dir / f"{stem}.md", markdown_report(report))
+    return path
+
+
+def publish_locally(report: Report, path: Path, context: ActionsContext, out: TextIO) -> None:
+    """Job summary, step outputs and annotations: nothing here needs the API, and each is
+    written even when another fails (the first failure is raised after all were tried)."""
+    failures: list[str] = []
+    if context.output:
+        try:
+            write_outputs(context.output, report_outputs(report, path))
+        except (OSError, CiBenchError) as exc:
+            failures.append(f"GITHUB_OUTPUT {context.output}: {one_line(str(exc))}")
+    for line in annotations(report):
+        out.write(line + "\n")
+    if context.step_summary:
+        try:
+            append_summary(context.step_summary, markdown_report(report))
+        except (OSError, CiBenchError) as exc:
+            failures.append(f"GITHUB_STEP_SUMMARY {context.step_summary}: {one_line(str(exc))}")
+    if failures:
+        raise InputError("; ".join(failures) + f" (the report is in {path})")
+
+
+def write_status(out_dir: Path, status: RoleStatus) -> None:
+    name = f"status-{status.role}" + (f"-{status.shard.split('/')[0]}" if status.shard else "")
+    atomic_write_text(out_dir / f"{name}.json", dump_model(status))
+
+
+def read_statuses(folder: Path) -> list[RoleStatus]:
+    """Every role status file under ``folder`` (the downloaded artifacts), oldest first."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.rglob("status-*.json")):
+        try:
+            found.append(read_model(path, RoleStatus, what="status", schema_version=1))
+        except InputError as exc:  # an unreadable status still says something failed
+            sys.stderr.write(f"ci-bench: {exc}\n")
+    return found
+
+
+def verdict_section(report: Report, run_url: str | None) -> str:
+    """The report as the comment's verdict section, cut to fit beside the other sections."""
+    where = f"the job summary and the `{ARTIFACT}` artifact"
+    url = report.run_url or run_url
+    if url:
+        where += f" of {url}"
+    return fit_markdown(report, COMMENT_LIMIT - _SECTION_ROOM, where)
+
+
+def _jobs(env: Mapping[str, str]) -> dict[str, str]:
+    """The needed jobs' results (``toJSON(needs)`` in CI_BENCH_JOBS), e.g. measure: failure."""
+    text = env.get("CI_BENCH_JOBS")
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InputError("CI_BENCH_JOBS: not the JSON of the workflow's needs context") from None
+    if not isinstance(data, dict):
+        raise InputError("CI_BENCH_JOBS: not the JSON of the workflow's needs context")
+    return {
+        str(name): str(job.get("result"))
+        for name, job in data.items()
+        if isinstance(job, dict) and name != "plan"
+    }
+
+
+def comment_role(
+    gate: Gate,
+    context: ActionsContext,
+    config: Config,
+    report_dir: Path,
+    env: Mapping[str, str],
+    out: TextIO,
+) -> str | None:
+    """The comment job: the verdict, the failure, or the fork's notice, in ONE comment.
+
+    Runs no pull-request code: the report artifact is read as data (schema-validated, its
+    head checked against the event's) and re-rendered. Returns what happened, or None when
+    there was nothing to say.
+    """
+    event = context.event
+    if not isinstance(event, PullRequest):
+        raise InputError(f"comment needs a pull request event, got {context.event_name or 'none'}")
+    client = api_client(context, config)
+    tag, legacy = marker(comment_key(config), event.number), legacy_marker(comment_key(config))
+    notes = []
+    # An acceptance holds for the commit it was given for.
+    stale = event.action == "synchronize" and ACCEPT_LABEL in event.labels
+    if stale and client.remove_label(event.number, ACCEPT_LABEL):
+        notes.append(stale_accept(ACCEPT_LABEL, None))
+    section = _comment_body(gate, context, report_dir, env, client, tag, legacy, event)
+    if section is None:
+        return None
+    body = "\n\n".join([*notes, section])
+    action, url = client.upsert_comment(
+        event.number, tag, lambda old: compose(old, {"verdict": body}), legacy=legacy
+    )
+    return f"comment {action}: {url}"
+
+
+def _comment_body(
+    gate: Gate,
+    context: ActionsContext,
+    report_dir: Path,
+    env: Mapping[str, str],
+    client: GitHubClient,
+    tag: str,
+    legacy: str,
+    event: PullRequest,
+) -> str | None:
+    if gate.notice == "needs-label":
+        if client.find_comment(event.number, tag, legacy) is None:
+            return None  # nothing measured before: no comment to correct
+        return needs_label(event.head_sha, MEASURE_LABEL, measured_before=True) + (
+            "\n\n" + footer(context.run_url, None)
+        )
+    path = next(
+        (
+            p
+            for p in (report_dir / "report.json", report_dir / ARTIFACT / "report.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if path is not None:
+        from ci_bench.pipeline.judging import load_report
+
+        report = load_report(path)
+        if report.head_sha and report.head_sha != event.head_sha:
+            raise InputError(
+                f"{path}: the report is for {report.head_sha[:12]}, this run is for "
+                f"{event.head_sha[:12]}; not commenting"
+            )
+        report = report.model_copy(update={"head_sha": event.head_sha, "run_url": context.run_url})
+        return verdict_section(report, context.run_url)
+    if not gate.report:
+        return None
+    jobs = {
+        name: result for name, result in _jobs(env).items() if result in ("failure", "cancelled")
+    }
+    errors = [
+        f"{s.role}{f' {s.shard}' if s.shard else ''}: {s.error}"
+        for s in read_statuses(report_dir)
+        if s.error
+    ]
+    text = failure(event.head_sha, jobs, errors, context.run_url)
+    return text + "\n\n" + footer(context.run_url, event.head_sha)
+
+
+def pull_number(report_dir: Path, event: WorkflowRun, client: GitHubClient) -> int:
+    """GitHub's own list first; a fork's run has none, so the artifact's number is checked.
+
+    The artifact comes from pull-request code and is untrusted: its number counts only if
+    that pull request's head is the commit the run measured.
+    """
+    if event.pull_numbers:
+        return event.pull_numbers[0]
+    path = report_dir / "pr.json"
+    data = read_json(path, "pull request")
+    number = data.get("number") if isinstance(data, dict) else None
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 2**31:
+        raise InputError(f"{path}: number: not a pull request number: {str(number)[:40]!r}")
+    head = client.pull_head_sha(number)
+    if head != event.head_sha:
+        raise InputError(
+            f"{path}: pull request #{number} is at {head[:12]}, not the measured "
+            f"{event.head_sha[:12]}; not commenting"
+        )
+    return number

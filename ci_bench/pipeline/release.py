@@ -1,0 +1,132 @@
+"""Release tags promote baselines; pushes to the default branch record the history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TextIO
+
+from ci_bench.contract.spec import KernelSpec
+from ci_bench.errors import InputError
+from ci_bench.github.context import ActionsContext, Release, merged_pull_number
+from ci_bench.github.history import append_through_api
+from ci_bench.github.outputs import append_summary
+from ci_bench.github.promote import promote_through_api
+from ci_bench.outcome import Outcome
+from ci_bench.pipeline.publish import api_client
+from ci_bench.pipeline.request import Request
+from ci_bench.schema import Report, Results
+from ci_bench.store.baselines import check_promotable
+from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.history import DATA_BRANCH, DEFAULT_KEEP, record_from_results
+
+if TYPE_CHECKING:
+    from ci_bench.pipeline.plan import Plan
+    from ci_bench.pipeline.run import Ports
+
+
+def check_release(release: Release, specs: Mapping[str, KernelSpec]) -> None:
+    """A kernel tag must name a kernel whose SPEC declares the tagged version."""
+    if release.kernel is None:
+        return
+    spec = specs.get(release.kernel)
+    if spec is None:
+        raise InputError(f"tag {release.tag}: no kernel named {release.kernel!r}")
+    if spec.version != release.version:
+        raise InputError(
+            f"tag {release.tag}: kernel {spec.name} declares version {spec.version}, "
+            f"not {release.version}; bump the kernel's SPEC before tagging"
+        )
+
+
+def _repo_path(request: Request) -> str:
+    """The baselines folder as a path inside the repository (the contents API's view)."""
+    folder = request.baselines.folder.resolve()
+    try:
+        return folder.relative_to(request.config.root.resolve()).as_posix().strip("/")
+    except ValueError:
+        raise InputError(f"{folder}: the baselines folder must be inside the repository") from None
+
+
+def promote(request: Request, context: ActionsContext, results: Results, out: TextIO) -> None:
+    """A release tag's results become the baselines, through the contents API."""
+    release = request.release
+    assert release is not None
+    check_promotable(results, str(request.out_dir / "results.json"))
+    client = api_client(context, request.config)
+    lines = promote_through_api(
+        client, results, release.tag, _repo_path(request), request.promote_via
+    )
+    summary = "\n".join(f"- {line}" for line in lines) or "- nothing to promote"
+    text = f"### ci-bench: baselines for {release.tag}\n\n{summary}\n"
+    if context.step_summary:
+        append_summary(context.step_summary, text)
+    out.write(text)
+
+
+def record(
+    results: Results,
+    report: Report,
+    context: ActionsContext,
+    request: Request,
+    head_message: str | None,
+    out: TextIO,
+) -> None:
+    """One history record of a default-branch push, on the data branch."""
+    entry = record_from_results(
+        results,
+        source="run",
+        verdicts={c.id: c.verdict for c in report.cases},
+        pr=merged_pull_number(head_message),
+        tag=None,
+        origin=str(request.out_dir / "results.json"),
+    )
+    client = api_client(context, request.config)
+    outcome, path = append_through_api(
+        client, entry, branch=DATA_BRANCH, folder="history", keep=DEFAULT_KEEP
+    )
+    out.write(f"{outcome}: {entry.commit[:12]} ({entry.device.identity}) in {path}\n")
+
+
+def promote_role(
+    plan: Plan,
+    request: Request,
+    actions: ActionsContext,
+    env: Mapping[str, str],
+    out: TextIO,
+    ports: Ports,
+) -> Outcome:
+    """A release tag: the release profile measured on a trusted runner, then promoted."""
+    from ci_bench.pipeline.run import measure_and_confirm
+    from ci_bench.pipeline.session import load_specs
+
+    assert request.release is not None
+    check_release(request.release, load_specs(request))
+    request.out_dir.mkdir(parents=True, exist_ok=True)
+    results = measure_and_confirm(
+        request, env, ports, request.out_dir / "results.json", confirm=False
+    )
+    promote(request, actions, results, out)
+    return Outcome()
+
+
+def record_role(
+    plan: Plan,
+    request: Request,
+    actions: ActionsContext,
+    env: Mapping[str, str],
+    out: TextIO,
+    ports: Ports,
+) -> Outcome:
+    """A push to the default branch: measure, judge (for the record, never failing), and
+    append one history record to the data branch."""
+    from ci_bench.pipeline.judging import baseline_report
+    from ci_bench.pipeline.run import measure_and_confirm
+
+    request.out_dir.mkdir(parents=True, exist_ok=True)
+    results = measure_and_confirm(
+        request, env, ports, request.out_dir / "results.json", confirm=False
+    )
+    report = baseline_report(request, results)
+    atomic_write_text(request.out_dir / "report.json", dump_model(report))
+    record(results, report, actions, request, actions.head_message, out)
+    return Outcome()

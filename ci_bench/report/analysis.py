@@ -1,0 +1,58 @@
+"""The cost model's terminal table (pure): traffic, re-read operand, steps, VMEM and
+modelled time per chip for each case."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from ci_bench.schema.analysis import Analysis
+
+MIB = 1024 * 1024
+
+
+def _mib(n: int | None) -> str:
+    return "–" if n is None else f"{n / MIB:.2f}"
+
+
+def analysis_table(analysis: Analysis) -> str:
+    """One row per case: traffic, re-read operand, steps, VMEM, modelled µs per chip."""
+    chips = analysis.meta.chips
+    headers = ["case", "HBM MiB", "ideal", "re-read", "steps", "VMEM MiB"]
+    headers += [f"{c} µs" for c in chips]
+    if analysis.meta.base_ref:
+        headers.append("vs base")
+    rows = []
+    for case in analysis.cases:
+        if case.status != "ok":
+            rows.append([case.id, f"not modelled: {case.reason}"[:80]])
+            continue
+        reread = next((c.reread_operand for c in case.calls if c.reread_operand), None)
+        row = [
+            case.id,
+            _mib(case.hbm_bytes),
+            _mib(case.ideal_bytes),
+            reread or "–",
+            case.grid_steps,
+            _mib(case.vmem_bytes),
+        ]
+        for name in chips:
+            found = case.chips.get(name)
+            cell = "–" if found is None else f"{found.modelled_us:,.1f}"
+            row.append(cell if found is None or found.fits else f"{cell} ✗ VMEM")
+        if analysis.meta.base_ref:
+            row.append(f"{case.against.verdict}: {case.against.reason}" if case.against else "new")
+        rows.append(row)
+    lines = [tabulate(rows, headers=headers, disable_numparse=True)]
+    wrong = [c for c in analysis.cases if c.flops_check == "mismatch"]
+    if wrong:
+        lines.append(
+            "\nMXU FLOPs read from the kernel differ from the SPEC's model beyond the factor:"
+        )
+        lines += [f"  {c.id}: {c.flops_ratio:.2f}x the SPEC's {c.spec_flops:,}" for c in wrong]
+    errors = [e for c in analysis.cases for e in (f"{c.id}: {x}" for x in c.errors)]
+    if errors:
+        lines.append("\nDoes not fit VMEM (an error on that chip):")
+        lines += [f"  {e}" for e in errors]
+    seconds = analysis.meta.seconds or 0.0
+    lines.append(f"\n{analysis.verdict}: {len(analysis.cases)} cases in {seconds:.1f} s")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,154 @@
+"""The one sticky pull-request comment, made of sections that different jobs write (pure).
+
+The benchmark workflow writes the ``verdict`` section (the verdict, a failure, or "this
+head needs the label"); the lowering relay writes the ``lowering`` section. Each job edits
+only its own section and keeps the others as it found them, so one comment per pull
+request carries everything, whatever job ran last. Sections are delimited by hidden
+markers; a comment from an older ci-bench (no sections) is replaced whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from ci_bench.report.escape import md_id, md_inline, safe_url
+from ci_bench.schema import Results
+from ci_bench.schema.analysis import Analysis
+from ci_bench.schema.lowering import LoweringResults
+
+SECTIONS = ("verdict", "lowering")
+_SECTION = re.compile(
+    r"<!-- ci-bench section: (\w+) -->\n(.*?)(?=<!-- ci-bench section: |\Z)", re.S
+)
+
+
+def sections_of(body: str | None) -> dict[str, str]:
+    """The sections of an existing comment body (without its marker line)."""
+    if not body:
+        return {}
+    return {m[1]: m[2].strip("\n") for m in _SECTION.finditer(body) if m[1] in SECTIONS}
+
+
+def compose(existing: str | None, updates: Mapping[str, str]) -> str:
+    """The comment body with ``updates`` replacing their sections, the others kept."""
+    merged = {**sections_of(existing), **updates}
+    parts = []
+    for name in SECTIONS:
+        if merged.get(name):
+            parts.append(f"<!-- ci-bench section: {name} -->\n{merged[name].strip()}\n")
+    return "\n".join(parts)
+
+
+def footer(run_url: str | None, head_sha: str | None) -> str:
+    """Which run measured which pull-request commit, once."""
+    url = safe_url(run_url)
+    parts = [f"[benchmark run]({url})"] if url else []
+    if head_sha:
+        parts.append(f"pull request head `{md_inline(head_sha[:12])}`")
+    return f"<sub>{' · '.join(parts)}</sub>" if parts else ""
+
+
+def failure(
+    head_sha: str | None,
+    jobs: Mapping[str, str],
+    errors: Sequence[str],
+    run_url: str | None,
+) -> str:
+    """Nothing measured made it to a report: say so, why, and where to look."""
+    head = f" for `{md_inline(head_sha[:12])}`" if head_sha else ""
+    lines = [f"### 💥 ci-bench: benchmark failed{head}", ""]
+    failed = [f"`{md_inline(name)}` {md_inline(result)}" for name, result in jobs.items()]
+    if failed:
+        lines += [f"**Jobs:** {', '.join(failed)}", ""]
+    if errors:
+        lines += ["**Why:**", ""]
+        lines += [f"- {md_inline(e)}" for e in errors]
+        lines.append("")
+    url = safe_url(run_url)
+    where = f"the [run's log]({url})" if url else "the run's log"
+    lines.append(
+        f"**What to do:** no verdict was reached for this commit: see {where}, fix the "
+        "cause (often a kernel module that no longer imports) and push again, or re-run."
+    )
+    return "\n".join(lines)
+
+
+def needs_label(head_sha: str, label: str, measured_before: bool) -> str:
+    """A fork's new commit: nothing measured until a maintainer labels this exact commit."""
+    earlier = (
+        " The verdict below this line, if any, was for an earlier commit."
+        if measured_before
+        else ""
+    )
+    return (
+        f"### ⏸️ ci-bench: `{md_inline(head_sha[:12])}` is not measured yet\n\n"
+        f"**What to do:** a maintainer reads this commit and applies the `{md_inline(label)}` "
+        f"label (remove it first if it is already on the pull request): a fork's code "
+        f"reaches the benchmark runners only for the commit that was labelled.{earlier}"
+    )
+
+
+def waiting(head_sha: str | None, fork: bool, label: str) -> str:
+    """The verdict section before any benchmark ran (the lowering relay came first)."""
+    head = f"`{md_inline(head_sha[:12])}`" if head_sha else "this commit"
+    if fork:
+        return (
+            f"### ⏸️ ci-bench: {head} is not measured yet\n\n"
+            f"A maintainer's `{md_inline(label)}` label on this commit starts the benchmark."
+        )
+    return f"### ⏳ ci-bench: measuring {head}\n\nThe verdict replaces this line when it is in."
+
+
+def stale_accept(label: str, old: str | None) -> str:
+    """The accept label was for an earlier commit and was removed."""
+    was = f" (it was for `{md_inline(old[:12])}`)" if old else ""
+    return (
+        f"> The `{md_inline(label)}` label was removed{was}: an acceptance holds for the "
+        "commit it was given for; apply it again after reading the new commit."
+    )
+
+
+def lowering_section(
+    lowering: LoweringResults | None,
+    smoke: Results | None,
+    head_sha: str | None,
+    run_url: str | None,
+    max_rows: int = 10,
+    analysis: Analysis | None = None,
+) -> str:
+    """The lowering job's section: every case lowered for TPU (and fitting VMEM), the cost
+    model against the merge base, the smoke profile correct."""
+    lines = ["#### Lowering, cost model and correctness (no accelerator)", ""]
+    if lowering is not None:
+        bad = [c for c in lowering.cases if c.status != "ok"]
+        total, platform = len(lowering.cases), md_inline(lowering.meta.platform)
+        if not bad:
+            lines.append(f"✅ all {total} cases lower for {platform}")
+        else:
+            lines.append(f"❌ {len(bad)} of {total} cases do not lower for {platform}:")
+            lines += [f"- {md_id(c.id)}: {md_inline(c.error or 'error')}" for c in bad[:max_rows]]
+            if len(bad) > max_rows:
+                lines.append(f"- … and {len(bad) - max_rows} more")
+    if analysis is not None and analysis.meta.base_ref:
+        moved = [c for c in analysis.cases if c.against and c.against.verdict == "structural"]
+        base = md_inline(analysis.meta.base_ref)
+        if not moved:
+            lines.append(f"✅ no structural change by the cost model against {base}")
+        else:
+            lines.append(f"📐 {len(moved)} cases slower on TPU by the cost model against {base}:")
+            lines += [
+                f"- {md_id(c.id)}: {md_inline(c.against.reason)}"
+                for c in moved[:max_rows]
+                if c.against
+            ]
+    if smoke is not None:
+        wrong = [c for c in smoke.cases if c.status != "ok"]
+        n = len(smoke.cases)
+        if not wrong:
+            lines.append(f"✅ the smoke profile's {n} cases are correct in the CPU interpreter")
+        else:
+            lines.append(f"❌ {len(wrong)} of {n} smoke cases fail in the CPU interpreter:")
+            lines += [f"- {md_id(c.id)}: {md_inline(c.error or 'error')}" for c in wrong[:max_rows]]
+    lines += ["", footer(run_url, head_sha).replace("benchmark run", "lowering run")]
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""``ci-bench analyze`` output: every selected case's cost model, versioned (docs/FORMATS.md).
+
+Each case is a ``CaseModel`` (the contract's ``id``, ``hbm_bytes``, ``ideal_bytes``,
+``vmem_bytes``, ``grid_steps``, ``flops``, ``chips``, ``calls``) with its identity and, with
+``--base``, the model's verdict against the base ref's kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ci_bench.schema.base import Model
+from ci_bench.schema.model import CaseModel
+from ci_bench.schema.report import ModelChange
+
+ANALYSIS_SCHEMA_VERSION = 1
+ANALYSIS_READABLE = (1,)
+
+
+class AnalyzedCase(CaseModel):
+    """One case of ``ci-bench analyze``: its model, and (``--base``) the model's verdict
+    against the base ref's kernel."""
+
+    id: str
+    kernel: str
+    version: str
+    errors: list[str] = Field(
+        default_factory=list, description="target chips whose VMEM the case does not fit"
+    )
+    against: ModelChange | None = Field(
+        None, description="--base: the model's verdict against the base ref's kernel"
+    )
+
+
+class AnalysisMeta(Model):
+    tool_version: str
+    jax: str
+    profile: str | None
+    chips: list[str] = Field(description="the target chips")
+    seed: int
+    base_ref: str | None = None
+    seconds: float | None = Field(None, ge=0, description="wall time of the whole analysis")
+
+
+class Analysis(Model):
+    """``ci-bench analyze --format json`` / ``--output``: a small versioned document."""
+
+    schema_version: Literal[1] = ANALYSIS_SCHEMA_VERSION
+    kind: Literal["analysis"] = "analysis"
+    verdict: Literal["pass", "structural", "improved", "error", "not_modelled"]
+    exit_code: int
+    meta: AnalysisMeta
+    cases: list[AnalyzedCase]

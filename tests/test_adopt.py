@@ -1,0 +1,300 @@
+"""Adopting ci-bench from another repository: the package, ``ci-bench init``, and an
+adopter's kernel library whose caller workflows run ci-bench's reusable ones end to end.
+
+The adopter (tests/fixtures/adopter) is a TPU-only Pallas library with its own package name
+(``tpu_ops``), made a git repository and adopted with ``ci-bench init``. Its workflows run
+in the runner emulation, ``uses: ci-bench/ci-bench/...@v<version>`` mapped onto this
+checkout's reusable workflows and setup action; the measuring jobs' install step really
+runs, installing the wheel built from this repository (``ci-bench==<version>`` found there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci_bench import HOMEPAGE, REPOSITORY, __version__
+from ci_bench.pipeline.adopt import yaml_lines
+from tests.conftest import run_cli
+from tests.github_server import FakeGitHub
+from tests.pipeline_repo import REPO, TOKEN, event, failures, git, report_of
+from tests.workflow_runner import Runner
+
+ROOT = Path(__file__).resolve().parents[1]
+ADOPTER = Path(__file__).parent / "fixtures" / "adopter"
+NUMBER = 2
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ci-bench's wheel, built from this checkout as a release would build it."""
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (found,) = dist.glob("ci_bench-*.whl")
+    return found
+
+
+def test_the_wheel_holds_ci_bench_only_and_installs_no_kernels_package(wheel, tmp_path):
+    assert wheel.name == f"ci_bench-{__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist()}
+        metadata = archive.read(f"ci_bench-{__version__}.dist-info/METADATA").decode()
+    assert tops == {"ci_bench", f"ci_bench-{__version__}.dist-info"}
+    assert f"Project-URL: Homepage, {HOMEPAGE}" in metadata
+    assert "License-Expression: Apache-2.0" in metadata
+    # Installed into a fresh venv: ci_bench, and no top-level `kernels` beside it.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    probe = "import importlib.util as u; print(u.find_spec('kernels'), u.find_spec('ci_bench'))"
+    done = subprocess.run(
+        [str(python), "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("None ModuleSpec(")
+
+
+def test_the_reusable_workflows_install_their_own_version_never_the_latest():
+    """A caller at @vX gets ci-bench X: every reusable workflow's default and every
+    reference to the setup action name this package's version."""
+    for path in sorted((ROOT / ".github" / "workflows").glob("ci-bench*.yml")):
+        text = path.read_text()
+        data = yaml.safe_load(text)
+        inputs = data[True]["workflow_call"]["inputs"]
+        assert inputs["ci-bench"]["default"] == f"ci-bench=={__version__}", path.name
+        refs = re.findall(rf"{REPOSITORY}/\.github/actions/setup@(\S+)", text)
+        assert refs, path.name
+        assert set(refs) == {f"v{__version__}"}, path.name
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'Homepage = "{HOMEPAGE}"' in pyproject
+
+
+def test_init_writes_the_adoption_once_and_never_replaces_without_force(tmp_path):
+    repo = tmp_path / "lib"
+    shutil.copytree(ADOPTER, repo)
+    first = run_cli("init", cwd=repo)
+    assert first.returncode == 0, first.stderr
+    assert "create: pyproject.toml [tool.ci-bench] (kernels: ['tpu_ops.scale'])" in first.stdout
+    callers = sorted((repo / ".github" / "workflows").glob("*.yml"))
+    assert [p.name for p in callers] == [
+        "benchmark.yml",
+        "lower-relay.yml",
+        "lower.yml",
+        "release.yml",
+    ]
+    lines = sum(yaml_lines(p.read_text()) for p in callers)
+    assert lines <= 25
+    assert f"The caller workflows: {lines} lines" in first.stdout
+    assert "Runner-side checklist" in first.stdout
+    for path in callers:
+        assert f"{REPOSITORY}/.github/workflows/" in path.read_text()
+        assert f"@v{__version__}" in path.read_text()
+    assert (repo / "constraints" / "tpu.txt").read_text().count("==") == 3
+    assert (repo / "baselines" / "README.md").is_file()
+
+    again = run_cli("init", cwd=repo)  # idempotent: everything unchanged
+    assert again.returncode == 0, again.stderr
+    assert "create:" not in again.stdout
+    assert again.stdout.count("unchanged:") == 7
+
+    (repo / ".github" / "workflows" / "lower.yml").write_text("# my own\n")
+    before = (repo / "pyproject.toml").read_text()
+    refused = run_cli("init", "--kernels", "tpu_ops.other", cwd=repo)
+    assert refused.returncode == 2
+    assert "would replace pyproject.toml ([tool.ci-bench]), .github/workflows/lower.yml" in (
+        refused.stderr
+    )
+    assert (repo / ".github" / "workflows" / "lower.yml").read_text() == "# my own\n"
+    assert (repo / "pyproject.toml").read_text() == before  # nothing written at all
+    forced = run_cli("init", "--kernels", "tpu_ops.other", "--force", cwd=repo)
+    assert forced.returncode == 0, forced.stderr
+    assert 'kernels = ["tpu_ops.other"]' in (repo / "pyproject.toml").read_text()
+    assert "[project]" in (repo / "pyproject.toml").read_text()  # the rest kept
+
+
+def _find_links(wheel: Path) -> str:
+    """pip's find-links with the built wheel first (ci-bench==<version> resolves to it)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    configured = done.stdout.strip() if done.returncode == 0 else ""
+    return " ".join(
+        x for x in (str(wheel.parent), configured, os.environ.get("PIP_FIND_LINKS")) if x
+    )
+
+
+@pytest.fixture
+def adopter(tmp_path, wheel):
+    """The adopter's repository after `ci-bench init`, its fake GitHub and its runner."""
+    repo = tmp_path / "tpu-ops"
+    shutil.copytree(ADOPTER, repo)
+    git(repo, "init", "-q", "-b", "master")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "Dev")
+    done = run_cli("init", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    with (repo / "pyproject.toml").open("a") as handle:
+        # The adopter's own settings: a TPU-only library runs under the TPU interpreter on a
+        # CPU; a small run for the test; the fake GitHub's retry policy.
+        handle.write('cpu-interpret = "tpu"\nwarmup = 1\nrepeats = 3\n\n')
+        handle.write("[tool.ci-bench.github]\nretries = 1\nbackoff = 0.01\n")
+        handle.write("seconds-between-requests = 0\nseconds-between-writes = 0\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "adopt ci-bench")
+    git(repo, "tag", "v0.1.0")
+    git(repo, "checkout", "-q", "--detach")
+    server = FakeGitHub(
+        token=TOKEN, repos=(REPO,), login="github-actions[bot]", default_branch="master"
+    )
+    fake = server.__enter__()
+    fake.add_issue(REPO, "An issue")
+    fake.add_issue(REPO, "A pull request")  # number 2
+    runner = Runner(
+        origin=repo,
+        root=tmp_path / "runs",
+        api_url=fake.url,
+        repository=REPO,
+        token=TOKEN,
+        installed={
+            "CI_BENCH_VENV": sys.prefix,
+            "CI_BENCH_JAX_CACHE": str(tmp_path / "tool-cache" / "jax"),
+        },
+        variables={"CI_BENCH_PR_MODE": "baseline"},
+        workflow_run_example=event("workflow_run_completed.json"),
+        tool_cache=tmp_path / "tool-cache",
+        workflows=repo / ".github" / "workflows",
+        run_install=frozenset({"measure"}),
+        extra_env={
+            "PIP_FIND_LINKS": _find_links(wheel),
+            "JAX_PLATFORMS": "cpu",  # jax[tpu] on a CPU host: no TPU to look for
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        },
+    )
+    try:
+        yield repo, fake, runner
+        fake.assert_no_violations()
+    finally:
+        server.__exit__(None, None, None)
+
+
+def _pr(repo: Path, action: str, head: str, *, fork: bool = False, label: str | None = None):
+    name = {
+        "opened": "pull_request_opened.json",
+        "synchronize": "pull_request_synchronize.json",
+        "labeled": "pull_request_labeled.json",
+    }[action]
+    payload = event(name, **{"pull_request.head.sha": head, "repository.full_name": REPO})
+    payload["pull_request"]["base"]["sha"] = git(repo, "rev-parse", "master")
+    if fork:
+        payload["pull_request"]["head"]["repo"]["full_name"] = "someone/tpu-ops"
+    if label is not None:
+        payload["label"]["name"] = label
+    payload["pull_request"]["labels"] = []
+    return payload
+
+
+def _commit(repo: Path, text: str) -> str:
+    git(repo, "checkout", "-q", "-B", "feature", "master")
+    (repo / "NOTES.md").write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", text)
+    sha = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "--detach")
+    return sha
+
+
+def test_an_adopters_repository_runs_the_pipeline_from_its_caller_workflows(adopter):
+    repo, fake, runner = adopter
+    base = git(repo, "rev-parse", "master")
+    comments = lambda: [c["body"] for c in fake.repos[REPO.lower()].comments.values()]  # noqa: E731
+
+    # A pull request: two shards on the "TPU runners", the install step for real.
+    head = _commit(repo, "a change")
+    fake.set_pull(REPO, NUMBER, head, base)
+    [run] = runner.dispatch(
+        "pull_request_target", _pr(repo, "opened", head), "refs/heads/master", base
+    )
+    assert run.workflow == "benchmark.yml"
+    assert run.ran == ["plan", "measure", "measure", "report", "comment"], failures(run)
+    installed = run.job("measure")[0].step("Install ci-bench and the kernels")
+    assert installed.outcome == "success", installed.output
+    report = report_of(run)
+    assert sorted(c["id"] for c in report["cases"]) == [
+        "scale/M256-N128/float32",
+        "scale/M512-N256/float32",
+    ]
+    assert report["meta"]["settings"]["interpret_mode"] == "tpu"
+    assert report["meta"]["tool_version"] == __version__
+    [body] = comments()
+    assert body.startswith(f"<!-- ci-bench sticky: benchmark|pr {NUMBER} -->")
+    assert f"{HOMEPAGE}/blob/v{__version__}/README.md" in body  # ci-bench's docs, not theirs
+
+    # What the install step built: ci-bench from the wheel, the adopter's package, the
+    # pinned TPU toolchain (one venv per workspace: the two shard legs are two runners).
+    venvs = [p for p in (runner.tool_cache / "ci-bench").glob("venv-*") if p.is_dir()]
+    assert venvs
+    resolved = (venvs[0] / ".resolved").read_text().splitlines()
+    assert f"ci-bench=={__version__}" in resolved
+    assert {"jax==0.10.2", "jaxlib==0.10.2"} <= set(resolved)
+    assert any(line.startswith("libtpu==0.0.42") for line in resolved)
+    # Later runs stand in for the install with that venv (the runners keep it).
+    runner.run_install = False
+    runner.installed["CI_BENCH_VENV"] = str(venvs[0])
+
+    # A fork's push: nothing on the runners; with the label, that commit is measured.
+    forked = _commit(repo, "a fork's change")
+    fake.set_pull(REPO, NUMBER, forked, base)
+    [pushed] = runner.dispatch(
+        "pull_request_target",
+        _pr(repo, "synchronize", forked, fork=True),
+        "refs/heads/master",
+        base,
+    )
+    assert pushed.ran == ["plan", "comment"], failures(pushed)
+    assert f"`{forked[:12]}` is not measured yet" in comments()[0]
+    [labelled] = runner.dispatch(
+        "pull_request_target",
+        _pr(repo, "labeled", forked, fork=True, label="benchmark"),
+        "refs/heads/master",
+        base,
+    )
+    assert labelled.ran == ["plan", "measure", "measure", "report", "comment"], failures(labelled)
+    assert {git(j.workspace, "rev-parse", "HEAD") for j in labelled.job("measure")} == {forked}
+    assert len(comments()) == 1
+
+    # A manual run.
+    dispatched = event("workflow_dispatch.json", inputs={"profile": "smoke"})
+    dispatched["repository"]["full_name"] = REPO
+    [manual] = runner.dispatch(
+        "workflow_dispatch", dispatched, "refs/heads/master", base, "benchmark.yml"
+    )
+    assert manual.ran == ["plan", "measure", "measure", "report"], failures(manual)
+
+    # A release tag promotes the adopter's baselines through the contents API.
+    tag = event("push_tag.json", ref="refs/tags/v0.1.0", after=base)
+    [release] = runner.dispatch("push", tag, "refs/tags/v0.1.0", base)
+    assert release.workflow == "release.yml"
+    assert release.result("promote") == "success", failures(release)
+    stored = fake.files(REPO)
+    entry = json.loads(stored["baselines/scale_v0.1.0.json"].decode())["entries"][0]
+    assert entry["provenance"]["tag"] == "v0.1.0"

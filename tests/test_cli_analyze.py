@@ -1,0 +1,195 @@
+"""``ci-bench analyze``, the model in results and ``compare``, and ``lower``'s VMEM check, end
+to end as subprocesses (the way CI runs them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from ci_bench.errors import ExitCode
+from ci_bench.schema import RESULTS_SCHEMA_VERSION, Results
+from ci_bench.store.files import read_model
+from tests.conftest import run_cli, write_project
+
+KIB = 1024
+CASE = "tiling_matmul"
+SMALL_BLOCKS = {"MATMUL_BLOCKS": "64,128,128"}
+
+
+def test_analyze_json_has_the_contracts_fields_with_hand_computed_figures(tmp_path):
+    write_project(tmp_path, ["kernels.matmul"])
+    done = run_cli(
+        "analyze", "--profile", "smoke", "--kernel", "matmul", "--chip", "v5e", "--chip",
+        "v6e", "--format", "json", "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.OK, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["kind"], doc["schema_version"], doc["verdict"]) == ("analysis", 1, "pass")
+    assert doc["meta"]["chips"] == ["v5e", "v6e"]
+    by_id = {c["id"]: c for c in doc["cases"]}
+    for case in doc["cases"]:
+        for key in ("hbm_bytes", "ideal_bytes", "vmem_bytes", "grid_steps", "flops", "calls"):
+            assert case[key] is not None, key
+        for chip in ("v5e", "v6e"):
+            assert {"vmem_limit_bytes", "fits", "modelled_us"} <= set(case["chips"][chip])
+    # 128³ bf16 in one (128, 128, 128) step: a, b read and the output written once (3 x
+    # 32 KiB); two buffers of each block and the f32 accumulator: 6 x 32 + 64 KiB.
+    small = by_id["matmul/B1-M128-K128-N128/bfloat16"]
+    assert small["hbm_bytes"] == small["ideal_bytes"] == 3 * 32 * KIB
+    assert small["vmem_bytes"] == 256 * KIB
+    assert small["grid_steps"] == 1
+    assert small["chips"]["v5e"]["vmem_limit_bytes"] == 16 * 1024 * KIB
+    assert small["chips"]["v6e"]["vmem_limit_bytes"] == 32 * 1024 * KIB
+    # The table: one row per case, a column per chip.
+    table = run_cli("analyze", "--profile", "smoke", "--kernel", "matmul", "-q", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "v5e µs" in table.stdout
+    assert "matmul/B1-M127-K513-N255/float32" in table.stdout
+
+
+def test_unknown_chips_and_empty_selections_are_one_line_usage_errors(tmp_path):
+    write_project(tmp_path, ["kernels.matmul"])
+    bad = run_cli("analyze", "--chip", "v9", cwd=tmp_path)
+    assert bad.returncode == ExitCode.USAGE
+    assert bad.stderr.strip() == (
+        "ci-bench: error: --chip: unknown TPU chip(s) v9; known: v4, v5e, v5p, v6e, 7x"
+    )
+    empty = run_cli("analyze", "--case", "nothing/*", cwd=tmp_path)
+    assert empty.returncode == ExitCode.USAGE
+    assert "Traceback" not in empty.stderr
+    folder = run_cli("analyze", "-o", str(tmp_path), cwd=tmp_path)
+    assert folder.returncode == ExitCode.USAGE
+    assert "it is a directory" in folder.stderr
+
+
+def test_blocks_past_the_scoped_vmem_limit_are_an_error_in_analyze_and_lower(tmp_path):
+    write_project(tmp_path, ["vmem_hog_matmul"])
+    done = run_cli("analyze", "--format", "json", "-q", cwd=tmp_path)
+    assert done.returncode == ExitCode.FAILED, done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    assert case["vmem_bytes"] == 24 * 1024 * KIB
+    assert case["errors"] == [
+        f"{chip}: 24.00 MiB of VMEM blocks and scratch exceed the default scoped VMEM limit "
+        "of 16.00 MiB"
+        for chip in ("v4", "v5e", "v5p")
+    ]
+    assert not case["chips"]["v5e"]["fits"]
+    assert case["chips"]["v6e"]["fits"]  # 32 MiB there
+    assert run_cli("analyze", "--chip", "v6e", "-q", cwd=tmp_path).returncode == ExitCode.OK
+    lenient = run_cli("analyze", "--fail-on", "none", "-q", cwd=tmp_path)
+    assert lenient.returncode == ExitCode.OK  # shown, not failing
+    assert "Does not fit VMEM" in lenient.stdout
+    out = tmp_path / "lower.json"
+    lowered = run_cli("lower", "--platform", "tpu", "-o", str(out), "-q", cwd=tmp_path)
+    assert lowered.returncode == ExitCode.FAILED, lowered.stderr
+    (row,) = json.loads(out.read_text())["cases"]
+    assert row["status"] == "error"
+    assert row["kind"] == "mosaic"  # it lowers: only libtpu on the chip would refuse it
+    assert row["error"].startswith(
+        "does not fit VMEM: v4: 24.00 MiB of VMEM blocks and scratch exceed the default "
+        "scoped VMEM limit of 16.00 MiB; v5e:"
+    )
+    assert "0/1 cases lower for tpu and fit VMEM" in lowered.stdout
+
+
+@pytest.fixture
+def tiled(tmp_path):
+    """A project whose matmul's tiling comes from MATMUL_BLOCKS, with a baseline of the
+    default tiling promoted from a real run."""
+    write_project(tmp_path, [CASE])
+    base = tmp_path / "base.json"
+    done = run_cli("run", "--repeats", "3", "--warmup", "1", "-q", "-o", str(base), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    promoted = run_cli("promote", str(base), "--baselines-dir", "b", cwd=tmp_path)
+    assert promoted.returncode == 0, promoted.stderr
+    return tmp_path
+
+
+def _run_and_compare(folder, name, env=None):
+    out = folder / f"{name}.json"
+    done = run_cli(
+        "run", "--repeats", "3", "--warmup", "1", "-q", "-o", str(out), cwd=folder, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    report = folder / f"{name}-report.json"
+    compared = run_cli("compare", str(out), "--baselines-dir", "b", "-o", str(report), cwd=folder)
+    results = read_model(out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
+    return compared, results, json.loads(report.read_text())
+
+
+def test_a_pr_that_only_shrinks_blocks_is_structural_and_one_that_changes_nothing_passes(tiled):
+    compared, results, report = _run_and_compare(tiled, "head", SMALL_BLOCKS)
+    (case,) = results.cases
+    # The results file carries the model: (64, 128, 128) at 256³ bf16 is 16 steps; a read
+    # twice (256 KiB), b four times (512 KiB), the output once (128 KiB).
+    assert case.model is not None
+    assert case.model.grid_steps == 16
+    assert case.model.hbm_bytes == 896 * KIB
+    assert compared.returncode == ExitCode.FAILED, compared.stdout
+    (row,) = report["cases"]
+    model = row["model"]
+    assert model["verdict"] == "structural"
+    assert (model["grid_steps"], model["hbm_bytes"], model["vmem_bytes"]) == (
+        8,
+        256 * KIB,
+        -96 * KIB,
+    )
+    assert report["counts"]["model-structural"] == 1
+    # The same code again: the same model bytes exactly, whatever the timings did.
+    compared, results, report = _run_and_compare(tiled, "same")
+    (row,) = report["cases"]
+    assert row["model"]["verdict"] == "pass"
+    assert (row["model"]["hbm_bytes"], row["model"]["grid_steps"]) == (0, 0)
+    assert results.cases[0].model.hbm_bytes == 640 * KIB
+    assert "structural" not in report["counts"]
+
+
+def git(folder, *args):
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+MM = """
+import dataclasses, functools
+from ci_bench.spec import MatrixProfile
+from kernels.matmul import SPEC as MATMUL, BlockSizes, matmul_tiled
+ONE = MatrixProfile(({{"B": 1, "M": 512, "K": 512, "N": 512}},), ("bfloat16",))
+SPEC = dataclasses.replace(
+    MATMUL, name="mm", matrix={{"smoke": ONE}}, modes=("forward",),
+    pallas=functools.partial(matmul_tiled, block_sizes=BlockSizes({blocks})),
+)
+"""
+
+
+def test_analyze_base_judges_a_tiling_change_against_the_base_ref_exactly(tmp_path):
+    write_project(tmp_path, ["mm"])
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "config", "user.email", "t@example.com")
+    git(tmp_path, "config", "user.name", "t")
+    (tmp_path / "mm.py").write_text(MM.format(blocks="128, 128, 128"))
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "128 blocks")
+    (tmp_path / "mm.py").write_text(MM.format(blocks="64, 128, 128"))
+    git(tmp_path, "commit", "-q", "-am", "smaller blocks")
+    done = run_cli("analyze", "--base", "HEAD~1", "--format", "json", "-q", cwd=tmp_path)
+    assert done.returncode == ExitCode.FAILED, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["verdict"] == "structural"
+    assert doc["meta"]["base_ref"].startswith("HEAD~1 (")
+    (case,) = doc["cases"]
+    assert case["against"]["verdict"] == "structural"
+    assert case["against"]["steps_ratio"] == 2.0
+    assert case["against"]["hbm_bytes"] == 2 * 1024 * KIB  # 6.5 MiB against 4.5 MiB
+    same = run_cli("analyze", "--base", "HEAD", "--format", "json", "-q", cwd=tmp_path)
+    assert same.returncode == ExitCode.OK, same.stderr
+    (case,) = json.loads(same.stdout)["cases"]
+    assert case["against"]["verdict"] == "pass"
+    assert case["against"]["hbm_bytes"] == 0
+    lenient = run_cli("analyze", "--base", "HEAD~1", "--fail-on", "none", "-q", cwd=tmp_path)
+    assert lenient.returncode == ExitCode.OK
+    assert "structural: modelled +" in lenient.stdout
+    worktrees = subprocess.run(
+        ["git", "-C", str(tmp_path), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert len(worktrees.strip().splitlines()) == 1

@@ -1,0 +1,66 @@
+"""Chips come from jax's own table; what it lacks is a small cited table; the two-core rule."""
+
+from __future__ import annotations
+
+import pytest
+from jax._src.pallas.mosaic.tpu_info import chip_version_from_device_kind, get_tpu_info_for_chip
+from jax.experimental.pallas import tpu as pltpu
+
+from ci_bench.judge.model import target_chips
+from ci_bench.measure.model.chips import (
+    CHIP_NAMES,
+    DEFAULT_SCOPED_VMEM,
+    MEGACORE,
+    UnknownChipError,
+    chip,
+    chip_for_device_kind,
+)
+from ci_bench.schema.model import TPU_DEVICE_KINDS
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize("name", CHIP_NAMES)
+def test_every_figure_jax_has_is_read_from_jax(name):
+    found = chip(name)
+    cores = 2 if name in MEGACORE else 1
+    info = get_tpu_info_for_chip(pltpu.ChipVersion(name), cores)
+    assert found.tensor_cores == cores
+    assert found.vmem_capacity_bytes == info.vmem_capacity_bytes
+    assert found.smem_capacity_bytes == info.smem_capacity_bytes
+    assert found.hbm_bytes_per_s == info.mem_bw_bytes_per_second
+    assert found.bf16_flops_per_s == info.bf16_ops_per_second
+    # The chip peak is per-TensorCore x cores: v5p's 459 TFLOPS is two 229.5 ones.
+    assert found.chip_tflops == pytest.approx(info.bf16_ops_per_second * cores / 1e12)
+
+
+def test_the_scoped_vmem_defaults_are_the_cited_ones():
+    assert {c: DEFAULT_SCOPED_VMEM[c] // MIB for c in CHIP_NAMES} == {
+        "v4": 16,
+        "v5e": 16,
+        "v5p": 16,
+        "v6e": 32,
+        "7x": 32,
+    }
+    # A scoped default is never above the physical VMEM of a core.
+    assert all(chip(c).scoped_vmem_bytes <= chip(c).vmem_capacity_bytes for c in CHIP_NAMES)
+
+
+def test_unknown_chips_are_refused_by_name():
+    with pytest.raises(UnknownChipError, match="unknown TPU chip 'v9'; known: v4, v5e"):
+        chip("v9")
+
+
+def test_the_pure_device_kind_table_agrees_with_jax():
+    for kind, name in TPU_DEVICE_KINDS.items():
+        assert str(chip_version_from_device_kind(kind)) == name
+        assert chip_for_device_kind(kind) == name
+    assert chip_for_device_kind("cpu") is None
+
+
+def test_target_chips_config_then_the_runners_tpu_then_every_chip():
+    every = list(CHIP_NAMES)
+    assert target_chips(["v6e"], "TPU v5 lite", every) == ["v6e"]
+    assert target_chips([], "TPU v5 lite", every) == ["v5e"]
+    assert target_chips([], "cpu", every) == every
+    assert target_chips([], None, every) == every

@@ -1,0 +1,181 @@
+"""The model's verdict (``structural``) in compare, A/B and the pull-request verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from ci_bench.contract.spec import Case
+from ci_bench.judge.ab import ab_report
+from ci_bench.judge.compare import compare
+from ci_bench.judge.model import judge_model
+from ci_bench.judge.pr import pr_report
+from ci_bench.measure.model import analyze_case
+from ci_bench.schema import (
+    BaselineEntry,
+    BaselineFile,
+    FailPolicy,
+    Lookup,
+    Provenance,
+    RunSettings,
+    Thresholds,
+)
+from kernels.matmul import SPEC as MATMUL
+from kernels.matmul import BlockSizes, matmul_tiled
+from tests.factories import V5E, case, results
+
+CID = "matmul/B1-M512-K512-N512/bfloat16"
+CASE = Case("matmul", {"B": 1, "M": 512, "K": 512, "N": 512}, "bfloat16")
+CHIPS = ["v5e", "v6e"]
+
+
+@functools.cache
+def model_of(bm: int, bk: int = 128, bn: int = 128):
+    blocks = BlockSizes(block_m=bm, block_k=bk, block_n=bn)
+    spec = dataclasses.replace(MATMUL, pallas=functools.partial(matmul_tiled, block_sizes=blocks))
+    return analyze_case(spec, CASE, CHIPS)
+
+
+def with_model(result, model):
+    return result.model_copy(update={"model": model})
+
+
+def baseline_of(cases, device=V5E) -> Lookup:
+    when = datetime(2026, 10, 1, tzinfo=UTC)
+    entry = BaselineEntry(
+        device=device,
+        provenance=Provenance(
+            tag="v0.1.0", promoted_at=when, measured_at=when, tool_version="0.1.0", profile="ci"
+        ),
+        settings=RunSettings(warmup=5, repeats=20, seed=42, interpret=False),
+        cases=cases,
+    )
+    doc = BaselineFile(kernel="matmul", version="0.1.0", entries=[entry])
+    return Lookup("matmul", "0.1.0", Path("baselines/matmul_v0.1.0.json"), doc, None)
+
+
+def test_smaller_blocks_are_structural_with_the_deltas_and_the_reverse_improved():
+    t = Thresholds()
+    change = judge_model(model_of(64), model_of(128), CHIPS, t)
+    assert change is not None
+    assert change.verdict == "structural"
+    # (64, 128, 128) at 512³: 128 grid steps instead of 64; b read 8x instead of 4x:
+    # 6.5 MiB instead of 4.5 MiB; VMEM 160 KiB instead of 256 KiB.
+    assert change.grid_steps == 64
+    assert change.hbm_bytes == 2 * 1024 * 1024
+    assert change.vmem_bytes == -96 * 1024
+    assert change.hbm_ratio == pytest.approx(6.5 / 4.5)
+    assert change.steps_ratio == 2.0
+    assert change.chip in CHIPS
+    assert change.time_change > 0.5  # overhead-bound: about twice the steps
+    assert "HBM x1.44" in change.reason
+    assert "steps x2.00" in change.reason
+    back = judge_model(model_of(128), model_of(64), CHIPS, t)
+    assert back is not None
+    assert back.verdict == "improved"
+
+
+def test_the_same_kernel_reads_the_same_model_exactly():
+    again = analyze_case(MATMUL, CASE, CHIPS)
+    first = analyze_case(MATMUL, CASE, CHIPS)
+    assert again.model_dump(exclude={"model_ms"}) == first.model_dump(exclude={"model_ms"})
+    change = judge_model(again, first, CHIPS, Thresholds())
+    assert change is not None
+    assert (change.verdict, change.hbm_bytes, change.grid_steps, change.vmem_bytes) == (
+        "pass",
+        0,
+        0,
+        0,
+    )
+    assert change.time_change == 0.0
+
+
+def test_compare_shows_the_model_beside_timing_even_against_another_devices_baseline():
+    base = with_model(case(CID, 1.0), model_of(128))
+    head = with_model(case(CID, 1.0), model_of(64))  # same timing: only the model moved
+    run = results([head], profile="ci")  # measured on a CPU; the baseline is a v5e's
+    report = compare(run, {"matmul": baseline_of([base])}, Thresholds(), FailPolicy())
+    (row,) = report.cases
+    assert row.verdict == "incomparable"  # timing from another device: never compared
+    assert row.model is not None
+    assert row.model.verdict == "structural"
+    assert report.verdict == "structural"
+    assert report.exit_code == 1
+    assert report.counts["model-structural"] == 1
+    assert "1 structural" in report.headline
+    lenient = compare(
+        run,
+        {"matmul": baseline_of([base])},
+        Thresholds(),
+        FailPolicy(structural=False),
+    )
+    assert lenient.exit_code == 0
+    assert lenient.verdict == "structural"  # still shown, just not failing
+
+
+def test_the_threshold_is_configurable_and_unchanged_kernels_pass():
+    base = with_model(case(CID, 1.0), model_of(128))
+    same = with_model(case(CID, 1.0), model_of(128))
+    run = results([same], profile="ci")
+    report = compare(run, {"matmul": baseline_of([base])}, Thresholds(), FailPolicy())
+    assert report.cases[0].model.verdict == "pass"
+    assert report.exit_code == 0
+    head = with_model(case(CID, 1.0), model_of(64))
+    wide = Thresholds(model_slowdown=5.0)  # +100 % is within a 500 % threshold
+    report = compare(
+        results([head], profile="ci"), {"matmul": baseline_of([base])}, wide, FailPolicy()
+    )
+    assert report.cases[0].model.verdict == "pass"
+
+
+def test_a_case_that_does_not_fit_a_target_chips_vmem_is_an_error_naming_chip_bytes_limit():
+    hog = BlockSizes(block_m=1024, block_k=2048, block_n=1024)
+    spec = dataclasses.replace(MATMUL, pallas=functools.partial(matmul_tiled, block_sizes=hog))
+    big = Case("matmul", {"B": 1, "M": 1024, "K": 2048, "N": 1024}, "bfloat16")
+    model = analyze_case(spec, big, ["v5e", "v6e"])
+    cid = big.id
+    run = results([with_model(case(cid, 1.0), model)], profile="ci")
+    lookups = {"matmul": baseline_of([])}
+    report = compare(run, lookups, Thresholds(), FailPolicy())
+    (row,) = report.cases
+    assert row.verdict == "error"
+    assert row.reason == (
+        "does not fit VMEM: v5e: 24.00 MiB of VMEM blocks and scratch exceed the default "
+        "scoped VMEM limit of 16.00 MiB"
+    )
+    assert report.exit_code == 1
+    # v6e's default scoped limit is 32 MiB: fine there.
+    only_v6e = compare(run, lookups, Thresholds(), FailPolicy(), target_chips=["v6e"])
+    assert only_v6e.cases[0].verdict == "incomparable"  # the timing verdict, untouched
+
+
+def test_ab_judges_head_against_base_and_the_pr_verdict_keeps_the_ab_model():
+    head = with_model(case(CID, 1.0), model_of(64))
+    base = with_model(case(CID, 1.0), model_of(128))
+    ab = ab_report(results([head], profile="ci"), [base], "main (abc)", Thresholds(), FailPolicy())
+    (row,) = ab.cases
+    assert row.model is not None
+    assert row.model.verdict == "structural"
+    assert ab.exit_code == 1
+    # The stored baseline already had the small blocks (an earlier merge): against it the
+    # model passes, but the PR verdict takes the A/B's, this PR's change.
+    stored = with_model(case(CID, 1.0), model_of(64))
+    against_baseline = compare(
+        results([head], profile="ci"), {"matmul": baseline_of([stored])}, Thresholds(), FailPolicy()
+    )
+    assert against_baseline.cases[0].model.verdict == "pass"
+    pr = pr_report(against_baseline, ab, FailPolicy())
+    assert pr.cases[0].model.verdict == "structural"
+    assert pr.verdict == "structural"
+    assert pr.exit_code == 1
+
+
+def test_results_without_models_get_no_model_verdict():
+    run = results([case(CID, 1.0)], profile="ci")
+    report = compare(run, {"matmul": baseline_of([case(CID, 1.0)])}, Thresholds(), FailPolicy())
+    assert report.cases[0].model is None
+    assert report.verdict == "incomparable"
