@@ -119,6 +119,11 @@ RECIPES = {
         ("config",),
         cost=10,
     ),
+    "analyze": Recipe(
+        ("analyze", "--format", "json", "-q", "-o", "o-analysis.json"), ("config",), 5
+    ),
+    # Adoption on the seed project: its [tool.ci-bench] block differs, so --force replaces it.
+    "init": Recipe(("init", "--kernels", "tiny_matmul", "--force"), ()),
 }
 
 # Output flags of each command (for a parser that does not declare them itself): files
@@ -139,6 +144,11 @@ STATIC_OUTPUTS = {
     ("site", "out"): "folder",
     ("promote", "baselines_dir"): "folder",
 }
+# What ``init`` writes under its --dir (the repository root): its adoption files.
+INIT_OUTPUTS = (
+    {"pyproject.toml", "baselines", "baselines/README.md"},  # the folder: a file added
+    {".github", "constraints"},
+)
 # Outputs that are documented exceptions to "never replace an existing file".
 REPLACEABLE = {("run", "resume")}
 

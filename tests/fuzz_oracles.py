@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.fuzz_commands import REPLACEABLE, options, output_kind
+from tests.fuzz_commands import INIT_OUTPUTS, REPLACEABLE, options, output_kind
 from tests.fuzz_inputs import DEVICE, FIFO, Input
 
 if TYPE_CHECKING:
@@ -64,6 +64,10 @@ def named_outputs(inp: Input, parser: argparse.ArgumentParser) -> tuple[set[str]
             files.add(os.path.normpath(given[dest]))
     if inp.command == "promote" and "baselines_dir" not in given:
         folders.add("baselines")
+    if inp.command == "init":
+        root = given.get("dir", ".")
+        files |= {os.path.normpath(Path(root) / f) for f in INIT_OUTPUTS[0]}
+        folders |= {os.path.normpath(Path(root) / f) for f in INIT_OUTPUTS[1]}
     for key in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
         if key in inp.env:
             files.add(os.path.normpath(inp.env[key]))
