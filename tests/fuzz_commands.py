@@ -138,6 +138,7 @@ STATIC_OUTPUTS = {
     ("plot", "out"): "file",
     ("lower", "output"): "file",
     ("export", "output"): "file",
+    ("analyze", "output"): "file",
     ("profile", "out"): "folder",
     ("ci", "out_dir"): "folder",
     ("record", "history"): "folder",
@@ -228,6 +229,11 @@ def _text_value(action: argparse.Action, rng: random.Random, inp: Input) -> str:
         )
         if not value.startswith("http") or "<" in value:
             inp.breaks(f"--repo-url {value[:20]}: not an http(s) URL")
+        return value
+    if dest == "kernels":  # init: module names written into the config's TOML
+        value = rng.choice(["tiny_matmul", "tpu_ops.flash", 'a"]', "a b", *MARKUP])
+        if value not in ("tiny_matmul", "tpu_ops.flash"):
+            inp.breaks(f"--kernels {value[:20]!r}: not a module name")
         return value
     if dest in ("kernel", "case", "kernel_module"):
         return rng.choice(["matmul", ID, "matmul/*", "nope", "../x", "tiny_matmul", CANARY])

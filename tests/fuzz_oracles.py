@@ -66,6 +66,7 @@ def named_outputs(inp: Input, parser: argparse.ArgumentParser) -> tuple[set[str]
         folders.add("baselines")
     if inp.command == "init":
         root = given.get("dir", ".")
+        files.add(os.path.normpath(root))  # the folder itself: files added to it
         files |= {os.path.normpath(Path(root) / f) for f in INIT_OUTPUTS[0]}
         folders |= {os.path.normpath(Path(root) / f) for f in INIT_OUTPUTS[1]}
     for key in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):

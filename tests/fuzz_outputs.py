@@ -43,6 +43,10 @@ def _ci_bench_reader(value: Any, path: Path) -> str | None:
         return None
     if "entries" in value and "kernel" in value:
         model, versions, what = BaselineFile, BASELINE_READABLE, "baseline"
+    elif value.get("kind") == "analysis":
+        from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
+
+        model, versions, what = Analysis, ANALYSIS_READABLE, "analysis"
     elif value.get("kind") == "lowering":
         from ci_bench.schema.lowering import LoweringResults
 
@@ -56,7 +60,8 @@ def _ci_bench_reader(value: Any, path: Path) -> str | None:
     try:
         read_model(path, model, what=what, schema_version=versions)
     except InputError as exc:
-        return f"{what} file unreadable by ci-bench ({str(exc)[:100]})"
+        why = str(exc).replace(str(path), path.name)  # one cause, one signature
+        return f"{what} file unreadable by ci-bench ({why[:100]})"
     return None
 
 
