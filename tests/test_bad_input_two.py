@@ -301,6 +301,48 @@ def test_a_crafted_artifact_cannot_put_markup_in_the_comment_footer(tmp_path, fi
     assert_one_line_error(outcome, "report.json", field, "not a")
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("by", "x @everyone"),
+        ("by", "<img src=x onerror=alert(1)>"),
+        ("head_sha", "`](https://evil.example)"),
+        ("label", "a" * 51),
+    ],
+)
+def test_a_crafted_acceptance_in_the_artifact_is_refused(tmp_path, field, value):
+    """ "Accepted by @<by>" is rendered from the artifact: a login, a commit, a label only."""
+    seeds = REPO_FIXTURES / "events" / "pull_request_opened.json"
+    report = _report(tmp_path)
+    report["acceptance"] = {"label": "benchmark-accept", "by": "octo", "head_sha": "a" * 40}
+    report["acceptance"][field] = value
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "report.json").write_text(json.dumps(report))
+    env = {
+        "GITHUB_EVENT_NAME": "pull_request_target",
+        "GITHUB_EVENT_PATH": str(seeds),
+        "GITHUB_REPOSITORY": "octo/kernels",
+        "GITHUB_TOKEN": "t",
+        "GITHUB_API_URL": "http://127.0.0.1:9",  # never reached
+    }
+    outcome = call("comment", "--report-dir", str(artifact), cwd=tmp_path, env=env)
+    assert_one_line_error(outcome, "report.json", f"acceptance.{field}")
+
+
+def test_an_event_sender_that_is_not_a_login_is_one_line(tmp_path):
+    event = json.loads((REPO_FIXTURES / "events" / "pull_request_opened.json").read_text())
+    event["sender"]["login"] = "<b>x</b> @everyone"
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    env = {"GITHUB_EVENT_NAME": "pull_request_target", "GITHUB_EVENT_PATH": str(path)}
+    res = tmp_path / "r.json"
+    res.write_text(dump_model(results([case(ID)])))
+    args = ["ci", "--results", str(res), "--mode", "baseline", "--no-comment", "--out-dir", "o"]
+    outcome = call(*args, cwd=tmp_path, env={**env, "GITHUB_REPOSITORY": "octo/kernels"})
+    assert_one_line_error(outcome, "sender.login", "not a GitHub login")
+
+
 REPO_FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -53,6 +53,8 @@ def _aware_utc(value: datetime) -> datetime:
 UtcDatetime = Annotated[datetime, AfterValidator(_aware_utc)]
 # A git commit (SHA-1 or SHA-256, abbreviated or whole) and a plain http(s) link target.
 GIT_SHA = re.compile(r"[0-9a-f]{7,64}")
+# A GitHub account as GitHub allows it (an app's bot account ends in [bot]).
+GITHUB_LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}(\[bot\])?")
 HTTP_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+=@-]*)*")
 # ``--shard I/N`` as recorded in a results file, or the shards a merge holds ("1/4+2/4").
 SHARD = re.compile(r"[1-9]\d{0,5}/[1-9]\d{0,5}(\+[1-9]\d{0,5}/[1-9]\d{0,5})*")
@@ -70,6 +72,7 @@ def matching(pattern: re.Pattern[str], what: str, limit: int = 2048) -> AfterVal
 
 
 GitSha = Annotated[str, matching(GIT_SHA, "a git commit (7 to 64 hex digits)")]
+GitHubLogin = Annotated[str, matching(GITHUB_LOGIN, "a GitHub login")]
 HttpUrl = Annotated[str, matching(HTTP_URL, "a plain http(s) URL")]
 ShardText = Annotated[str, matching(SHARD, "I/N (e.g. 1/4), or shards joined by +", 64_000)]
 
