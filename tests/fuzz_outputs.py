@@ -161,6 +161,9 @@ def check_file(path: Path, rel: str, inp: Input) -> str | None:
         return f"{name}: not UTF-8"
     if inp.env.get("GITHUB_OUTPUT") == rel:
         return _outputs_file(text)
+    markdown_targets = {b for a, b in itertools.pairwise(inp.argv) if a == "--markdown"}
+    if rel in markdown_targets:  # markdown under whatever name it was given
+        return markup_problem(text)
     if name == "data.js":
         return _site_data(text.removeprefix("window.CI_BENCH_DATA = ").rstrip().rstrip(";"))
     if name.endswith(".json"):

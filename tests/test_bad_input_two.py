@@ -57,6 +57,22 @@ def test_a_history_file_that_is_not_utf8_is_one_line(tmp_path, results_file, com
     assert_one_line_error(outcome, line.name, "not UTF-8")
 
 
+@pytest.mark.parametrize("command", ["history", "site"])
+def test_a_history_record_whose_kernel_version_is_not_semver_is_refused(
+    tmp_path, results_file, command
+):
+    """Found by the long fuzz run: ``kernels: {"zz": "x"}`` in a history line passed."""
+    line = history_line(results_file, tmp_path / "h")
+    record = json.loads(line.read_text().splitlines()[0])
+    record["kernels"]["other"] = "x"
+    line.write_text(json.dumps(record) + "\n")
+    extra = ["--out", str(tmp_path / "site")] if command == "site" else []
+    outcome = call(
+        command, "--history", str(tmp_path / "h"), "--no-baselines", *extra, cwd=tmp_path
+    )
+    assert_one_line_error(outcome, line.name, "kernels.other")
+
+
 def test_naive_and_aware_timestamps_mix_in_site_and_record(tmp_path, results_file):
     """A naive time is read as UTC: records from any writer sort together."""
     line = history_line(results_file, tmp_path / "h")

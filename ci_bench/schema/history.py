@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ci_bench.schema.base import CaseId, Model, UtcDatetime
+from ci_bench.schema.base import CaseId, KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.results import Bound
 from ci_bench.schema.verdicts import Verdict
 
@@ -77,7 +77,7 @@ class HistoryRecord(Model):
     timer: str | None = Field(None, description="how samples were timed, when results say")
     peak_tflops: float | None = None
     peak_gbps: float | None = None
-    kernels: dict[str, str] = Field(description="kernel name -> version")
+    kernels: dict[KernelName, Version] = Field(description="kernel name -> version")
     cases: list[CasePoint]
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ci_bench.schema.base import Model, UtcDatetime
+from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.model import CaseModel
 
 LOWERING_SCHEMA_VERSION = 2
@@ -56,7 +56,7 @@ class LoweringMeta(Model):
     profile: str | None
     jax: str
     jaxlib: str
-    kernels: dict[str, str] = Field(description="kernel name -> version")
+    kernels: dict[KernelName, Version] = Field(description="kernel name -> version")
     chips: list[str] = Field(
         default_factory=list, description="target chips the model checked (version 2)"
     )
