@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import ci_bench
 from ci_bench.errors import ExitCode
 from ci_bench.github.outputs import annotations
 from ci_bench.judge.compare import compare
@@ -90,12 +91,51 @@ def test_a_kernel_that_kills_the_process_never_gets_a_green_check(tmp_path):
     assert call("compare", str(merged), cwd=tmp_path).code == ExitCode.FAILED
 
 
-def test_the_workflow_measure_step_fails_without_complete_results():
-    text = (REPO / ".github" / "workflows" / "benchmark.yml").read_text()
-    step = text.split("- name: Measure shard", 1)[1].split("- uses:", 1)[0]
-    assert '["meta"]["complete"]' in step
-    checked = step.index('["meta"]["complete"]')
-    assert "exit 1" in step[checked:]
+FIRST = "crashing_matmul/B1-M128-K128-N128/float32"
+
+
+def test_a_shard_job_killed_mid_run_fails_keeps_its_cases_and_its_rerun_resumes(tmp_path):
+    """The shard role for real (``ci-bench ci --role shard`` in a subprocess, as the reusable
+    workflow runs it): terminated after its first case it exits non-zero and keeps that case
+    in the runner's state folder; the job's re-run measures only the rest and exits 0."""
+    write_project(tmp_path, ["crashing_matmul"], "shards = 1\n")
+    event = tmp_path / "event.json"
+    event.write_text((FIXTURES / "events" / "workflow_dispatch.json").read_text())
+    state = tmp_path / "state"
+    env = {
+        "GITHUB_EVENT_NAME": "workflow_dispatch",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "octo-org/kernels",
+        "GITHUB_RUN_ID": "77",
+        "CI_BENCH_SHARD": "1",
+        "CI_BENCH_STATE": str(state),
+    }
+    args = ("ci", "--role", "shard", "--mode", "baseline", "--repeats", "2", "--warmup", "0")
+    args += ("--out-dir", str(tmp_path / "out"))
+    proc = cli_process(*args, cwd=tmp_path, extra_env={**env, "CRASH_MODE": "sleep"})
+    kept = state / "octo-org_kernels-77-1of1" / "results.json"
+    deadline = time.monotonic() + 240
+    while not kept.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kept.exists(), "the first case was never saved: " + (proc.poll() and proc.stderr.read())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.TERMINATED, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out" / "results-1.json").exists()  # no shard file for the report
+    saved = json.loads(kept.read_text())
+    assert [c["id"] for c in saved["cases"]] == [FIRST]
+    assert saved["meta"]["complete"] is False
+
+    rerun = cli_process(*args, cwd=tmp_path, extra_env=env)
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    done = json.loads((tmp_path / "out" / "results-1.json").read_text())
+    assert done["meta"]["complete"] is True
+    assert sorted(c["id"] for c in done["cases"]) == [FIRST, FIRST.replace("M128", "M256")]
+    first = next(c for c in done["cases"] if c["id"] == FIRST)
+    assert first == saved["cases"][0]  # resumed, not re-measured
+    assert not kept.parent.exists()  # state is kept only while the shard is unfinished
 
 
 # --- SIGTERM -------------------------------------------------------------------------------
@@ -180,7 +220,9 @@ def test_untrusted_text_is_inert_in_the_pr_comment(payload):
     for dangerous in ("<img", "</details><h1>", "\n### injected", "@octocat"):
         if dangerous in payload:
             assert dangerous not in outside, body
-    assert not re.search(r"(?<!\\)\]\(", outside), body  # no link survives
+    # ci-bench's own method link is the one link a comment writes; none from the payload survives
+    own = re.escape(f"https://github.com/ci-bench/ci-bench/blob/v{ci_bench.__version__}/")
+    assert not re.search(r"(?<!\\)\]\((?!" + own + ")", outside), body
     assert "\n### injected" not in body
     # every table row still has the header's number of cells
     table = [line for line in body.splitlines() if line.startswith("|")]
