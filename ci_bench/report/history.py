@@ -5,6 +5,7 @@ Pure: the site (``report.site``) and ``ci-bench history`` both read these views.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -121,7 +122,8 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
                 series.points.append((x, p))
     for group in groups.values():
         for series in group.cases.values():
-            ok = [(x, p) for x, p in series.points if p.median_ms]
+            # Only finite, positive levels go to change-point detection (its log needs them).
+            ok = [(x, p) for x, p in series.points if usable(p.median_ms)]
             found = detect([p.median_ms for _, p in ok]) if ok else []  # type: ignore[misc]
             for cp in found:
                 x_new, x_old = ok[cp.index][0], ok[cp.index - 1][0]
@@ -129,6 +131,16 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
                     Change(series.id, group.commits[x_new], group.commits[x_old], cp)
                 )
     return [groups[k] for k in sorted(groups)]
+
+
+def usable(value: float | None) -> bool:
+    """A level change-point detection can take: finite and above zero."""
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def finite(value: float | None) -> float | None:
+    """``value``, or None when it overflowed (a JSON file holds finite numbers only)."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def commit_url(repo_url: str | None, sha: str) -> str | None:

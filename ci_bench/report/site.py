@@ -8,18 +8,22 @@ as SVG by ``site_assets/app.js``, hand-written vanilla JS with no dependency.
 from __future__ import annotations
 
 import html
-import json
+import math
 from importlib import resources
 from typing import Any
 
 from ci_bench.report.history import Group, commit_url, pr_url
+from ci_bench.schema.base import json_text
 
 SITE_DATA_VERSION = 1
 ASSETS = ("app.js", "style.css")
 
 
 def _num(value: float | None, digits: int = 6) -> float | None:
-    return None if value is None else float(f"{value:.{digits}g}")
+    """Rounded for a small file; None where a figure overflowed (JSON has no infinity)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(f"{value:.{digits}g}")
 
 
 def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
@@ -99,8 +103,8 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
             {
                 "version": version,
                 "commit": group.commits[last].sha,
-                "peak_tflops": peak_tflops,
-                "peak_gbps": peak_gbps,
+                "peak_tflops": _num(peak_tflops),
+                "peak_gbps": _num(peak_gbps),
                 "points": sorted(pts, key=lambda p: p["id"]),
             }
         )
@@ -137,7 +141,7 @@ def site_files(
 ) -> dict[str, str]:
     """File name -> text of the whole site."""
     data = site_data(groups, repo_url=repo_url, title=title, generated_at=generated_at)
-    text = json.dumps(data, separators=(",", ":"), sort_keys=True)
+    text = json_text(data, indent=None, compact=True).rstrip("\n")
     page = _asset("index.html").replace("{{TITLE}}", html.escape(title))
     return {
         "index.html": page,
