@@ -1,87 +1,341 @@
-"""The long fuzz run: many hostile inputs per target, counting distinct contract failures.
+"""The long fuzz run: thousands of real processes over every subcommand, failures counted.
 
-Same targets and contract as tests/test_fuzz.py (tests/fuzzing.py), but random rather than
-derandomized, with more examples, and it never stops at the first failure: it prints how
-many inputs it tried and every distinct way the contract broke (exit 5 or a traceback, an
-exception escaping ``main``, exit 2 on more than one line, a file outside its folder).
+Same inputs and oracles as tests/test_fuzz.py (tests/fuzzing.py and friends), but many
+more, random, and it never stops at a failure. Each input runs in a real process: by
+default a fork of this process with ci-bench already imported (a real exit code, real
+signals, about 20x cheaper than a fresh interpreter), and ``--exec-share`` of them again
+through a fresh ``python -m ci_bench.commands.cli`` (the real entry point). It prints the
+inputs, runs and distinct failures per class (crash, hang, silent pass, false refusal,
+invalid output, fault unreported) and writes them as JSON with ``--json``.
 
-    python benchmarks/fuzz.py --examples 400 --seed 1 [--json fuzz.json]
+    python benchmarks/fuzz.py --runs 3000 --jobs 2 --seed 1 --json fuzz.json
+    python benchmarks/fuzz.py --replay 1:417                       # one input, in detail
 
-Run it from the repository root (it imports tests/fuzzing.py). No test asserts these
-figures; they are measured and printed.
+No test asserts these figures; they are measured and printed. Seeds (a real run and what
+each command made of it) are cached in ``--seeds``. To fuzz another version of ci-bench
+(e.g. before a fix), copy ``tests/fuzz*.py`` and this file into its checkout and run there.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import io
+import os
+import random
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import time
-from collections import Counter
+import traceback
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hypothesis import HealthCheck, Phase, given, seed, settings
-
-from tests.fuzzing import TARGETS, attempt
+HERE = Path(__file__).resolve().parents[1]
 
 
-def fuzz(target: str, examples: int, rng_seed: int) -> tuple[int, Counter[str]]:
-    """Inputs tried and failure signatures (with counts) for one target."""
-    strategy, _ = TARGETS[target]
-    tried = 0
-    failures: Counter[str] = Counter()
+CODE = HERE  # the checkout whose ci_bench is fuzzed: this one
+sys.path.insert(0, str(HERE))
 
-    @seed(rng_seed)
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],  # no shrinking: every input counts once
-        suppress_health_check=list(HealthCheck),
+from tests.fuzz_commands import make_input, recipe, subcommands, weights  # noqa: E402
+from tests.fuzz_seeds import Seeds, describe, make_seeds  # noqa: E402
+from tests.fuzzing import (  # noqa: E402
+    ESCAPED,
+    Failure,
+    Outcome,
+    Workspace,
+    as_json,
+    dump_failure,
+    judge,
+    run_exec,
+    tmpfs_available,
+)
+
+KINDS = ["crash", "hang", "silent-pass", "false-refusal", "invalid-output", "fault-unreported"]
+# The fuzzer's own faults: counted apart (never a ci-bench failure), and never fatal to a run.
+HARNESS = "harness-error"
+
+
+@dataclass
+class Running:
+    index: int
+    mode: str
+    inp: object
+    ws: Workspace
+    pid: int
+    deadline: float
+    out: Path
+    err: Path
+    started: float
+    proc: subprocess.Popen | None = None  # exec mode (its object reaps it, not waitpid)
+
+    def poll(self) -> int | None:
+        """The exit code (negative: a signal), or None while it runs."""
+        if self.proc is not None:
+            return self.proc.poll()
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        return None if pid == 0 else os.waitstatus_to_exitcode(status)
+
+    def kill(self) -> None:
+        with_group_killed(self.pid)
+        if self.proc is not None:
+            self.proc.wait()
+        else:
+            os.waitpid(self.pid, 0)
+
+
+def generate(seeds: Seeds, seed: int, index: int, parsers: dict, disk: bool):
+    rng = random.Random(f"{seed}:{index}")
+    names = list(parsers)
+    command = rng.choices(names, [weights(parsers)[n] for n in names])[0]
+    return make_input(seeds, command, parsers[command], rng, disk=disk)
+
+
+def _child(inp, ws: Workspace, env: dict[str, str], out: Path, err: Path) -> None:
+    """In the forked process: become a ci-bench run and exit with its code."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        os.chdir(ws.work)
+        os.environ.clear()
+        os.environ.update(env)
+        tempfile.tempdir = None  # read TMPDIR again
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        for fd, path in ((1, out), (2, err)):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+        sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(
+            os.fdopen(2, "wb", closefd=False), errors="backslashreplace", line_buffering=True
+        )
+        sys.argv = ["ci-bench", *inp.argv]
+        from ci_bench.commands.cli import main
+
+        try:
+            code = main(list(inp.argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+        except BaseException:  # what the console script would print (exit 120, not 1)
+            traceback.print_exc()
+            code = ESCAPED
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(int(code))
+
+
+def start(index, mode, inp, seeds, parent, timeout) -> Running:
+    ws = Workspace.create(seeds, inp, parent)
+    env = ws.env(seeds, inp)
+    out, err = ws.root / "stdout", ws.root / "stderr"
+    proc = None
+    if mode == "fork":
+        pid = os.fork()
+        if pid == 0:
+            _child(inp, ws, env, out, err)
+    else:
+        with out.open("wb") as o, err.open("wb") as e:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.fuzz_entry", *inp.argv],
+                cwd=ws.work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=o,
+                stderr=e,
+                start_new_session=True,
+            )
+        pid = proc.pid
+    now = time.perf_counter()
+    return Running(index, mode, inp, ws, pid, now + timeout, out, err, now, proc)
+
+
+def finish(job: Running, code: int | None, parsers) -> tuple[list[Failure], Outcome]:
+    read = lambda p: p.read_bytes().decode("utf-8", "backslashreplace") if p.exists() else ""  # noqa: E731
+    outcome = Outcome(None, read(job.out), read(job.err))
+    outcome.seconds = time.perf_counter() - job.started
+    if code is None:
+        outcome.hung = True
+    else:
+        outcome.code = code if code >= 0 else None
+        outcome.signal = -code if code < 0 else None
+    try:
+        return judge(job.inp, outcome, job.ws, parsers[job.inp.command]), outcome
+    except Exception as exc:  # a fault of the oracles: reported, the run goes on
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        signature = f"judging: {type(exc).__name__} at {Path(where.filename).name}:{where.lineno}"
+        return [Failure(HARNESS, signature, repr(exc))], outcome
+    finally:
+        job.ws.remove()
+
+
+def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
+    import importlib
+
+    # Imported once, before the forks, so each child starts with them (never jax: its
+    # backend starts threads, which a fork must not copy).
+    for module in ("ci_bench.commands.cli", "scipy.stats", "ruptures", "markdown_it"):
+        importlib.import_module(module)
+
+    parsers = subcommands()
+    disk_why = tmpfs_available()
+    if disk_why:
+        print(f"full-disk fault skipped: {disk_why}")
+    parent = Path(tempfile.mkdtemp(prefix="ci-bench-fuzz-"))
+    rng = random.Random(args.seed)
+    todo = []
+    for index in range(args.runs):
+        todo.append((index, "fork"))
+        if rng.random() < args.exec_share:
+            todo.append((index, "exec"))
+    inputs = {}
+    running: list[Running] = []
+    failures: dict[str, Counter] = defaultdict(Counter)
+    examples: dict[str, dict] = {}
+    per_command: Counter = Counter()
+    seconds: dict[str, list[float]] = defaultdict(list)
+    runs = Counter()
+    started = time.perf_counter()
+    done = 0
+    while todo or running:
+        while todo and len(running) < args.jobs:
+            index, mode = todo.pop(0)
+            if index not in inputs:
+                try:
+                    inputs[index] = generate(seeds, args.seed, index, parsers, disk_why is None)
+                except Exception as exc:  # a fault of the generator: reported, skipped
+                    failures[HARNESS][f"generating: {type(exc).__name__}: {exc}"[:120]] += 1
+                    inputs[index] = None
+            inp = inputs[index]
+            if inp is None:
+                continue
+            limit = args.timeout * (2 if recipe(inp.command, parsers[inp.command]).cost >= 5 else 1)
+            running.append(start(index, mode, inp, seeds, parent, limit))
+            runs[mode] += 1
+            per_command[inp.command] += mode == "fork"
+        time.sleep(0.005)
+        for job in list(running):
+            code = job.poll()
+            if code is None and time.perf_counter() < job.deadline:
+                continue
+            if code is None:
+                job.kill()
+            running.remove(job)
+            found, outcome = finish(job, code, parsers)
+            seconds[job.inp.command].append(outcome.seconds)
+            for failure in found:
+                failures[failure.kind][failure.signature] += 1
+                key = f"{failure.kind}: {failure.signature}"
+                examples.setdefault(
+                    key,
+                    {
+                        "input": f"{args.seed}:{job.index}",
+                        "mode": job.mode,
+                        **dump_failure(failure, job.inp),
+                    },
+                )
+            done += 1
+            if done % 200 == 0:
+                rate = done / (time.perf_counter() - started)
+                distinct = sum(len(c) for c in failures.values())
+                print(f"  {done} runs ({rate:.1f}/s), {distinct} distinct failures", flush=True)
+                if args.json:  # what was found so far survives an interrupted run
+                    partial = summary_of(args, inputs, runs, started, per_command, seconds)
+                    write_figures(args.json, {**partial, **found_so_far(failures, examples)})
+    shutil.rmtree(parent, ignore_errors=True)
+    return {
+        **summary_of(args, inputs, runs, started, per_command, seconds),
+        **found_so_far(failures, examples),
+    }
+
+
+def summary_of(args, inputs, runs, started, per_command, seconds) -> dict:
+    return {
+        "code": str(CODE),
+        "seed": args.seed,
+        "inputs": sum(i is not None for i in inputs.values()),
+        "runs": dict(runs),
+        "seconds": round(time.perf_counter() - started, 1),
+        "commands": dict(sorted(per_command.items())),
+        "median_seconds": {k: round(sorted(v)[len(v) // 2], 2) for k, v in sorted(seconds.items())},
+    }
+
+
+def found_so_far(failures: dict, examples: dict) -> dict:
+    return {"failures": {k: dict(failures[k]) for k in [*KINDS, HARNESS]}, "examples": examples}
+
+
+def write_figures(path: Path, data: dict) -> None:
+    path.write_text(as_json(data) + "\n")
+
+
+def with_group_killed(pid: int) -> None:
+    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        with contextlib.suppress(OSError):
+            target()
+
+
+def report(figures: dict) -> None:
+    runs = figures["runs"]
+    print(
+        f"\n{figures['inputs']} inputs, {sum(runs.values())} runs "
+        f"({runs.get('fork', 0)} forked, {runs.get('exec', 0)} fresh interpreters), "
+        f"{figures['seconds']:.0f} s, code {figures['code']}"
     )
-    @given(strategy)
-    def explore(value: object) -> None:
-        nonlocal tried
-        tried += 1
-        failure = attempt(target, value)
-        if failure:
-            failures[failure] += 1
+    print("per command: " + ", ".join(f"{k} {v}" for k, v in figures["commands"].items()))
+    print("median s:    " + ", ".join(f"{k} {v}" for k, v in figures["median_seconds"].items()))
+    total = 0
+    for kind in [*KINDS, HARNESS]:
+        found = figures["failures"][kind]
+        total += len(found)
+        print(f"{kind:17s} {sum(found.values()):5d} runs, {len(found):3d} distinct")
+        for signature, count in sorted(found.items(), key=lambda kv: -kv[1]):
+            example = figures["examples"].get(f"{kind}: {signature}", {}).get("input", "")
+            print(f"    {count:4d} x {signature}  (e.g. --replay {example})")
+    harness = len(figures["failures"][HARNESS])
+    print(f"distinct failures: {total - harness} (and {harness} of the fuzzer itself)")
 
-    explore()
-    return tried, failures
+
+def replay(spec: str, seeds: Seeds, timeout: float) -> None:
+    seed, index = (int(x) for x in spec.split(":"))
+    parsers = subcommands()
+    inp = generate(seeds, seed, index, parsers, tmpfs_available() is None)
+    print(f"input {spec}: {inp.label()}\n  argv {inp.argv}\n  env {inp.env}\n  broken {inp.broken}")
+    ws = Workspace.create(seeds, inp)
+    try:
+        outcome = run_exec(inp, ws, ws.env(seeds, inp), timeout)
+        print(f"exit {outcome.code} (signal {outcome.signal}, hung {outcome.hung})")
+        print(f"stderr: {outcome.err[-3000:]}\nstdout: {outcome.out[-1500:]}")
+        for failure in judge(inp, outcome, ws, parsers[inp.command]):
+            print(f"FAILURE {failure}\n  {failure.detail[-600:]}")
+    finally:
+        ws.remove()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=400, help="inputs per target")
+    parser.add_argument("--runs", type=int, default=3000, help="inputs to generate")
+    parser.add_argument("--jobs", type=int, default=2, help="processes at a time")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated")
+    parser.add_argument("--exec-share", type=float, default=0.05)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a hang")
+    parser.add_argument("--seeds", type=Path, help="seed project folder (made if absent)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--replay", metavar="SEED:INDEX", help="run one input and show it")
     args = parser.parse_args()
-    report = {}
-    total_tried = 0
-    distinct: set[str] = set()
-    started = time.perf_counter()
-    for target in args.targets.split(","):
-        t0 = time.perf_counter()
-        tried, failures = fuzz(target, args.examples, args.seed)
-        total_tried += tried
-        distinct |= {f"{target}: {f}" for f in failures}
-        print(
-            f"{target:9s} {tried:5d} inputs, {sum(failures.values()):4d} failing, "
-            f"{len(failures):3d} distinct failures ({time.perf_counter() - t0:.0f} s)"
-        )
-        for failure, count in failures.most_common():
-            print(f"    {count:4d} × {failure}")
-        report[target] = {"inputs": tried, "failures": dict(failures)}
-    print(
-        f"total: {total_tried} inputs tried, {len(distinct)} distinct failures "
-        f"({time.perf_counter() - started:.0f} s)"
-    )
+    folder = args.seeds or Path(tempfile.gettempdir()) / "ci-bench-fuzz-seeds"
+    seeds = make_seeds(folder, cache=folder.parent / f"{folder.name}-jax", code_root=CODE)
+    if args.replay:
+        replay(args.replay, seeds, args.timeout)
+        return 0
+    print(f"seeds in {folder}:\n{describe(seeds)}")
+    figures = fuzz(args, seeds)
+    report(figures)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_figures(args.json, figures)
     return 0
 
 

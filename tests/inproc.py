@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
+from tests.conftest import FIXTURES, REPO
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -27,6 +29,8 @@ def call(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Outcome:
 
     out, err = io.StringIO(), io.StringIO()
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    # worker processes import the kernels as run_cli's subprocesses do: from the repository
+    clean["PYTHONPATH"] = os.pathsep.join([str(REPO), str(FIXTURES)])
     previous = Path.cwd()
     with (
         mock.patch.dict(os.environ, {**clean, **(env or {})}, clear=True),

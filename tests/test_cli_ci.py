@@ -243,6 +243,24 @@ def test_an_artifact_naming_another_pull_request_is_refused(server, workspace):
     assert comments(server, number) == []
 
 
+def test_an_acceptance_claimed_by_the_artifact_is_refused_by_the_comment_job(server, workspace):
+    """The report artifact comes from jobs that ran pull-request code: who accepted is
+    this run's event's word (the plan), never the artifact's."""
+    number, head = open_pull(server)
+    out = workspace / "ci-bench-out"
+    env = pr_env(server, workspace, number, head)
+    done = run_cli("ci", *SMALL, "--no-comment", cwd=workspace, env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    report["acceptance"] = {"label": "benchmark-accept", "by": "a-maintainer", "head_sha": head}
+    (out / "report.json").write_text(json.dumps(report))
+    done = run_cli("ci", "--role", "comment", "--report-dir", str(out), cwd=workspace, env=env)
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert "acceptance is not the one this run's event gave (no acceptance)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert comments(server, number) == []
+
+
 def test_server_errors_are_retried(server, workspace):
     number, head = open_pull(server)
     server.fail_next("GET", r"/issues/\d+/comments$", 502)

@@ -215,11 +215,12 @@ def test_merge_joins_shards_into_the_whole_matrix(tmp_path, project):
     merged = json.loads(out.read_text())
     assert [c["id"] for c in merged["cases"]] == [IDS[0], IDS[2], IDS[1]]
     assert merged["meta"]["shard"] is None
-    clash = run_cli("merge", str(one), str(one), "-o", str(out), cwd=project)
+    # --force: the merged file exists now, and each of these must reach its own refusal.
+    clash = run_cli("merge", str(one), str(one), "-o", str(out), "--force", cwd=project)
     assert clash.returncode == ExitCode.USAGE
     assert "is also in" in clash.stderr
     other = write_results(tmp_path / "3.json", results([case(IDS[1])], device=V5E, shard="2/2"))
-    mixed = run_cli("merge", str(one), str(other), "-o", str(out), cwd=project)
+    mixed = run_cli("merge", str(one), str(other), "-o", str(out), "--force", cwd=project)
     assert mixed.returncode == ExitCode.USAGE
     assert "meta.device" in mixed.stderr
 

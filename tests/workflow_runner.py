@@ -442,6 +442,7 @@ class Runner:
             "event_name": event,
             "event": payload,
             "repository": self.repository,
+            "server_url": "https://github.com",
             "ref": ref,
             "sha": sha,
             "run_id": str(run_id),

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.commands.run import request_from
-from ci_bench.commands.validate import check_output_file
+from ci_bench.commands.validate import SEED_MAX, Output, int_range, path_arg, shape
 from ci_bench.pipeline.session import load_specs
-from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.files import dump_model, write_text
 
 
 def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None:  # type: ignore[type-arg]
@@ -35,22 +35,32 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         "config target-chips, else this machine's TPU, else all of them)",
     )
     analyze.add_argument("--format", choices=("table", "json"), default="table")
-    analyze.add_argument("--output", "-o", type=Path, help="write the analysis JSON here")
+    Output("file").on(
+        analyze.add_argument("--output", "-o", type=path_arg, help="write the analysis JSON here")
+    )
+    analyze.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --output file (otherwise refused: nothing is replaced silently)",
+    )
     analyze.add_argument(
         "--base",
         metavar="REF",
         help="also model the kernels at this git ref and judge each case against them",
     )
     analyze.add_argument("--fail-on", metavar="STATES", help="as for compare (default: config)")
-    analyze.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
+    analyze.add_argument(
+        "--shape", type=shape, help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)"
+    )
     analyze.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
-    analyze.add_argument("--seed", type=int, help="PRNG seed for inputs (default 42)")
+    analyze.add_argument(
+        "--seed", type=int_range(0, SEED_MAX), help="PRNG seed for inputs (default 42)"
+    )
     analyze.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
 
 def cmd_analyze(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    if args.output is not None:
-        check_output_file(args.output, "--output")  # before anything is traced
+    # --output was checked when the command line was parsed (Output), before any tracing.
     from ci_bench.measure.model.chips import resolve_chips
     from ci_bench.pipeline.analysis import analyze_cases
     from ci_bench.report.analysis import analysis_table
@@ -65,7 +75,7 @@ def cmd_analyze(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
 
     analysis = analyze_cases(request, specs, chips, progress)
     if args.output is not None:
-        atomic_write_text(args.output, dump_model(analysis))
+        write_text(args.output, dump_model(analysis), what="analysis", replace=args.force)
     out.write(dump_model(analysis) if args.format == "json" else analysis_table(analysis))
     return analysis.exit_code
 

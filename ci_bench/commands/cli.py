@@ -28,6 +28,7 @@ from ci_bench.commands.validate import check_output_dir, check_output_file
 from ci_bench.contract.matrix import SelectionError
 from ci_bench.contract.spec import SpecError
 from ci_bench.errors import CiBenchError, ExitCode
+from ci_bench.store.files import environment_error
 from ci_bench.text import one_line
 
 COMMANDS = {
@@ -140,6 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("ci-bench: interrupted; results measured so far were saved\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
+        if environment_error(exc):  # the machine's fault (disk full, ...), not a bug
+            sys.stderr.write(f"ci-bench: error: {one_line(environment_error(exc) or '')}\n")
+            return int(ExitCode.USAGE)
         log = crash_log(exc)
         where = f"the traceback is in {log}" if log else "no log could be written"
         sys.stderr.write(

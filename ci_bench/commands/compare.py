@@ -14,7 +14,7 @@ from ci_bench.report.comment import markdown_report
 from ci_bench.report.terminal import terminal_report
 from ci_bench.schema import Report
 from ci_bench.store.baselines import baseline_path
-from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.files import dump_model, write_text
 from ci_bench.store.merge import merge_results
 from ci_bench.store.transaction import promote_into
 
@@ -28,18 +28,22 @@ def emit_report(report: Report, fmt: str, out: TextIO, *, wide: bool = False) ->
         out.write(terminal_report(report, wide=wide))
 
 
-def write_report_files(report: Report, json_path: Path | None, md_path: Path | None) -> None:
+def write_report_files(
+    report: Report, json_path: Path | None, md_path: Path | None, *, replace: bool
+) -> None:
+    """The report's files; an existing one is replaced only with --force (checked on
+    parsing too: this closes the gap between the check and the write)."""
     if json_path:
-        atomic_write_text(json_path, dump_model(report))
+        write_text(json_path, dump_model(report), what="report", replace=replace)
     if md_path:
-        atomic_write_text(md_path, markdown_report(report))
+        write_text(md_path, markdown_report(report), what="markdown", replace=replace)
 
 
 def cmd_compare(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     request = request_from(args, cwd)
     assert request.results_path is not None
     report = baseline_report(request, load_results(request.results_path))
-    write_report_files(report, request.output, args.markdown)
+    write_report_files(report, request.output, args.markdown, replace=args.force)
     emit_report(report, request.fmt, out, wide=args.wide)
     return report.exit_code
 
@@ -66,6 +70,6 @@ def cmd_promote(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
 def cmd_merge(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     parts = [(str(path), load_results(path)) for path in args.parts]
     merged = merge_results(parts)
-    atomic_write_text(args.output, dump_model(merged))
+    write_text(args.output, dump_model(merged), what="merged results", replace=args.force)
     out.write(f"merged {len(merged.cases)} cases from {len(parts)} files into {args.output}\n")
     return 0

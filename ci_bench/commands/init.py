@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench import __version__, docs_url
+from ci_bench.commands.validate import path_arg
 from ci_bench.errors import InputError
 from ci_bench.pipeline.adopt import (
     BASELINES_README,
@@ -27,9 +28,12 @@ from ci_bench.pipeline.adopt import (
     with_config,
     yaml_lines,
 )
-from ci_bench.store.files import atomic_write_text, read_bytes
+from ci_bench.store.files import atomic_write_text, decode_text, read_bytes
+from ci_bench.store.writer import target_problem
 
 _SPEC = re.compile(r"^SPEC\s*(?::[^=]+)?=\s*(?:[\w.]+\.)?KernelSpec\(", re.M)
+# A kernel module as Python imports it (dotted identifiers): what the TOML list holds.
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _SKIP = {".git", ".venv", "venv", "node_modules", "tests", "build", "dist", "__pycache__"}
 
 
@@ -45,7 +49,7 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
     )
     init.add_argument("--force", action="store_true", help="replace files that differ")
     init.add_argument(
-        "--dir", type=Path, default=Path(), help="the repository's root (default: here)"
+        "--dir", type=path_arg, default=Path(), help="the repository's root (default: here)"
     )
 
 
@@ -69,7 +73,7 @@ def find_kernels(root: Path) -> list[str]:
 def _read(path: Path) -> str | None:
     if not path.exists() and not path.is_symlink():
         return None
-    return read_bytes(path, "file").decode("utf-8", errors="strict")
+    return decode_text(read_bytes(path, "existing"), str(path), "the existing file")
 
 
 def _libtpu() -> str | None:
@@ -86,6 +90,9 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     if not root.is_dir():
         raise InputError(f"--dir {args.dir}: not a folder")
     kernels = list(args.kernels or find_kernels(root))
+    bad = [k for k in kernels if len(k) > 200 or not _MODULE.fullmatch(k)]
+    if bad:
+        raise InputError(f"--kernels {bad[0][:80]!r}: not a Python module name (a.b.c)")
     wanted = {
         **callers(__version__),
         "constraints/tpu.txt": constraints_template(
@@ -106,6 +113,13 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
             f"init would replace {', '.join(conflicts)}, which differ from what ci-bench "
             "writes; nothing was written (--force replaces them)"
         )
+    targets = [p.path for p in planned if p.action != "unchanged"]
+    if config_action != "unchanged":
+        targets.insert(0, "pyproject.toml")
+    for target in targets:  # every target checked before the first is written
+        problem = target_problem(root / target, replace=True)
+        if problem:
+            raise InputError(f"{root / target}: cannot write: {problem}; nothing was written")
     if config_action != "unchanged":
         atomic_write_text(root / "pyproject.toml", pyproject)
     out.write(f"{config_action}: pyproject.toml [tool.ci-bench] (kernels: {kernels or 'none'})\n")

@@ -14,7 +14,7 @@ from ci_bench.errors import ExitCode, InputError
 from ci_bench.outcome import ERRORS_FAIL, Outcome, exit_code
 from ci_bench.pipeline.session import cases_for, load_specs
 from ci_bench.schema.lowering import LoweredCase
-from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.files import dump_model, write_text
 from ci_bench.text import split_list
 
 
@@ -27,7 +27,7 @@ def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: 
     specs = load_specs(request)
     results = lower_all(request, specs, cases_for(request.selection, specs), args.platform)
     if args.output is not None:
-        atomic_write_text(args.output, dump_model(results))
+        write_text(args.output, dump_model(results), what="lowering", replace=args.force)
     done, chips = results.cases, results.meta.chips
     rows = [
         [c.id, c.status, c.kind or "–", ", ".join(c.custom_calls) or "–", _vmem(c), c.error or ""]

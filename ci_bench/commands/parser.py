@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ci_bench import __version__
 from ci_bench.commands import analyze, history, init
@@ -13,22 +15,53 @@ from ci_bench.commands.validate import (
     REPEATS_MAX,
     RUNS_MAX,
     SEED_MAX,
+    WORKERS_MAX,
+    Output,
     int_range,
     open_fraction,
     path_arg,
     positive_float,
     shape,
+    shard_arg,
 )
 from ci_bench.contract.spec import PROFILES
+from ci_bench.errors import InputError
 from ci_bench.pipeline.plan import ROLES
 from ci_bench.text import one_line
 
+FILE, FOLDER = Output("file"), Output("folder")
+
 
 class Parser(argparse.ArgumentParser):
-    """Usage errors in one line (the promise for every bad input), exit 2."""
+    """Usage errors in one line (the promise for every bad input), exit 2; every declared
+    output path (``Output.on``) checked as soon as the command line is parsed."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {one_line(str(message))} (see {self.prog} --help)\n")
+        text = one_line(str(message))[:500]
+        self.exit(2, f"{self.prog}: error: {text} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            rule = getattr(action, "output", None)
+            value = getattr(namespace, action.dest, None)
+            if rule is not None and value is not None:
+                flag = action.option_strings[0] if action.option_strings else action.dest
+                try:
+                    rule.check(Path(value), flag, namespace)
+                except InputError as exc:
+                    self.exit(2, f"ci-bench: error: {one_line(str(exc))[:500]}\n")
+        return namespace, extras
+
+
+def add_force(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace an existing {what} (otherwise refused: nothing is replaced silently)",
+    )
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +120,7 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="per-case time cap for --adaptive (default: config, 30)",
     )
-    run.add_argument("--shard", help="run shard I of N of the matrix, e.g. 2/4")
+    run.add_argument("--shard", type=shard_arg, help="run shard I of N of the matrix, e.g. 2/4")
     run.add_argument(
         "--peak-tflops", type=positive_float(PEAK_MAX), help="override the device's peak TFLOPS"
     )
@@ -95,11 +128,13 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
         "--peak-gbps", type=positive_float(PEAK_MAX), help="override the device's peak HBM GB/s"
     )
     cache = run.add_mutually_exclusive_group()
-    cache.add_argument(
-        "--compilation-cache",
-        type=path_arg,
-        metavar="DIR",
-        help="JAX persistent compilation cache folder (default: config)",
+    FOLDER.on(
+        cache.add_argument(
+            "--compilation-cache",
+            type=path_arg,
+            metavar="DIR",
+            help="JAX persistent compilation cache folder (default: config)",
+        )
     )
     cache.add_argument("--no-compilation-cache", action="store_true")
     run.add_argument(
@@ -110,13 +145,13 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--case-timeout",
-        type=float,
+        type=positive_float(MAX_SECONDS),
         metavar="SECONDS",
         help="a case running longer is an error and its worker is replaced (default: config, 600)",
     )
     run.add_argument(
         "--workers",
-        type=int,
+        type=int_range(1, WORKERS_MAX),
         metavar="N",
         help="worker processes, each pinned to one accelerator (default: one per local "
         "accelerator; 1 on CPU)",
@@ -162,7 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("tpu", "cuda"),
         help="first lower each case for this platform; a case that cannot is an error",
     )
-    run.add_argument("--output", "-o", type=path_arg, help="write the results JSON here")
+    Output("file", "resume").on(
+        run.add_argument("--output", "-o", type=path_arg, help="write the results JSON here")
+    )
     run.add_argument(
         "--force",
         action="store_true",
@@ -191,11 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=path_arg,
         help="comment and relay roles: the downloaded artifact (default: --out-dir)",
     )
-    ci.add_argument(
-        "--out-dir",
-        type=path_arg,
-        default=Path("ci-bench-out"),
-        help="results, report and comment context go here (the artifact)",
+    FOLDER.on(
+        ci.add_argument(
+            "--out-dir",
+            type=path_arg,
+            default=Path("ci-bench-out"),
+            help="results, report and comment context go here (the artifact; a re-run job "
+            "rewrites its files)",
+        )
     )
     ci.add_argument(
         "--results", type=path_arg, help="use these (merged) results instead of running"
@@ -244,8 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_measurement(ab)
     ab.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
     ab.add_argument("--format", choices=("table", "markdown", "json"), default="table")
-    ab.add_argument("--output", "-o", type=path_arg, help="write the report JSON here")
-    ab.add_argument("--markdown", type=path_arg, metavar="FILE", help="write the markdown here")
+    FILE.on(ab.add_argument("--output", "-o", type=path_arg, help="write the report JSON here"))
+    FILE.on(
+        ab.add_argument("--markdown", type=path_arg, metavar="FILE", help="write the markdown here")
+    )
+    add_force(ab, "--output or --markdown file")
     ab.add_argument("--fail-on", metavar="STATES", help="as for compare (default: config)")
     ab.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged cases")
 
@@ -253,7 +296,11 @@ def build_parser() -> argparse.ArgumentParser:
         "profile", help="jax.profiler trace of one case under a top-level jit; HLO dump"
     )
     _add_selection(profile)
-    profile.add_argument("--out", type=path_arg, required=True, help="folder for trace and dumps")
+    FOLDER.on(
+        profile.add_argument(
+            "--out", type=path_arg, required=True, help="folder for trace and dumps"
+        )
+    )
     profile.add_argument(
         "--runs", type=int_range(1, RUNS_MAX), default=3, help="traced runs (default 3)"
     )
@@ -266,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = sub.add_parser("plot", help="roofline chart (PNG) of a results file")
     plot.add_argument("results", type=path_arg)
-    plot.add_argument("--out", "-o", type=path_arg, default=Path("roofline.png"))
+    FILE.on(plot.add_argument("--out", "-o", type=path_arg, default=Path("roofline.png")))
+    add_force(plot, "--out file")
     plot.add_argument("--baseline", type=path_arg, help="results file drawn beside the current one")
     plot.add_argument("--peak-tflops", type=positive_float(PEAK_MAX), help="compute roof (TFLOPS)")
     plot.add_argument("--peak-gbps", type=positive_float(PEAK_MAX), help="memory roof (GB/s)")
@@ -289,11 +337,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_selection(lower)
     lower.add_argument("--platform", required=True, help="tpu, or cuda (needs jax's CUDA plugin)")
-    lower.add_argument("--shape", help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)")
+    lower.add_argument(
+        "--shape", type=shape, help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)"
+    )
     lower.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
-    lower.add_argument("--shard", help="lower shard I of N of the matrix, e.g. 2/4")
-    lower.add_argument("--seed", type=int, help="PRNG seed for input shapes (default 42)")
-    lower.add_argument("--output", "-o", type=path_arg, help="write the lowering JSON here")
+    lower.add_argument("--shard", type=shard_arg, help="lower shard I of N of the matrix, e.g. 2/4")
+    lower.add_argument(
+        "--seed", type=int_range(0, SEED_MAX), help="PRNG seed for input shapes (default 42)"
+    )
+    FILE.on(
+        lower.add_argument("--output", "-o", type=path_arg, help="write the lowering JSON here")
+    )
+    add_force(lower, "--output file")
     lower.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
     check = sub.add_parser(
@@ -322,10 +377,15 @@ def build_parser() -> argparse.ArgumentParser:
         "or KERNEL=VERSION,...",
     )
     compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
-    compare.add_argument("--output", "-o", type=path_arg, help="write the report JSON here")
-    compare.add_argument(
-        "--markdown", type=path_arg, metavar="FILE", help="write the markdown here"
+    FILE.on(
+        compare.add_argument("--output", "-o", type=path_arg, help="write the report JSON here")
     )
+    FILE.on(
+        compare.add_argument(
+            "--markdown", type=path_arg, metavar="FILE", help="write the markdown here"
+        )
+    )
+    add_force(compare, "--output or --markdown file")
     compare.add_argument(
         "--fail-on",
         metavar="STATES",
@@ -337,7 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     promote = sub.add_parser("promote", help="write results as baselines/<kernel>_v<version>.json")
     promote.add_argument("results", type=path_arg)
-    promote.add_argument("--baselines-dir", type=path_arg, help="baseline folder (default: config)")
+    FOLDER.on(
+        promote.add_argument(
+            "--baselines-dir", type=path_arg, help="baseline folder (default: config)"
+        )
+    )
     promote.add_argument("--tag", help="release tag recorded in the provenance")
     promote.add_argument(
         "--force", action="store_true", help="replace an existing entry for this device"
@@ -346,7 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     merge = sub.add_parser("merge", help="join shard results into one results file")
     merge.add_argument("parts", type=path_arg, nargs="+")
-    merge.add_argument("--output", "-o", type=path_arg, required=True)
+    FILE.on(merge.add_argument("--output", "-o", type=path_arg, required=True))
+    add_force(merge, "--output file")
     history.register(sub)
     analyze.register(sub, _add_selection)
     init.register(sub, _add_selection)

@@ -13,7 +13,7 @@ from ci_bench.pipeline.config import load_config
 from ci_bench.pipeline.request import Request, build_request
 from ci_bench.pipeline.session import cases_for, load_specs, open_bench
 from ci_bench.schema import Results
-from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.files import Checkpoint, dump_model
 
 
 def request_from(args: argparse.Namespace, cwd: Path) -> Request:
@@ -22,12 +22,15 @@ def request_from(args: argparse.Namespace, cwd: Path) -> Request:
     return build_request(flags, load_config(flags.get("config"), cwd))
 
 
-def saver(path: Path | None) -> Callable[[Results], None]:
-    """Write the growing results atomically after every case, so nothing measured is lost."""
+def saver(path: Path | None, *, replace: bool) -> Callable[[Results], None]:
+    """Write the growing results after every case, so nothing measured is lost; a failed
+    write (a full disk) says which cases the file still holds."""
+    checkpoint = Checkpoint(path, "results", replace=replace) if path is not None else None
 
     def save(results: Results) -> None:
-        if path is not None:
-            atomic_write_text(path, dump_model(results))
+        if checkpoint is not None:
+            held = f"{len(results.cases)} of {len(results.meta.matrix or ())} cases"
+            checkpoint.write(dump_model(results), holds=held)
 
     return save
 
@@ -40,7 +43,8 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
     bench = open_bench(request, load_specs(request), env)
     output = request.output if request.output is not None else request.resume
     with worker_runs(bench) as runs:
-        results = measure(bench, runs, saver(output), resume=request.resume)
+        replace = bool(args.force) or output == request.resume  # --resume grows its own file
+        results = measure(bench, runs, saver(output, replace=replace), resume=request.resume)
     if output is not None:
         bench.progress.note(f"results written to {output}")
     if request.fmt == "json":

@@ -10,8 +10,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from ci_bench.errors import InputError
+from ci_bench.schema.base import HTTP_URL
+from ci_bench.store.files import os_reason, target_problem
 
 # numpy/jax PRNG seeds are unsigned 32-bit; a larger seed fails deep inside jax.
 SEED_MAX = 2**32 - 1
@@ -22,6 +29,10 @@ RUNS_MAX = 10_000
 DIM_MAX = 2**31 - 1
 MAX_SECONDS = 7 * 24 * 3600.0
 PEAK_MAX = 1e9  # TFLOPS or GB/s: any real device is orders of magnitude below
+# Far beyond a host's accelerators (8 chips) or a CI matrix; each worker is a process.
+WORKERS_MAX = 256
+SHARDS_MAX = 10_000  # --shard I/N: runners in one matrix (GitHub allows 256 jobs)
+NAME_BYTES_MAX = 255  # one path component (Linux, macOS, Windows)
 
 
 def int_range(low: int, high: int) -> Callable[[str], int]:
@@ -87,12 +98,73 @@ def shape(text: str) -> str:
 
 
 def path_arg(text: str) -> Path:
+    """A path from the command line: not empty, no NUL, valid UTF-8 (it ends up in reports,
+    JSON and step outputs, which hold Unicode text only), no name over 255 bytes."""
     if not text or "\x00" in text:
-        raise argparse.ArgumentTypeError(f"not a usable path: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a usable path: {text[:200]!r}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text.encode('utf-8', 'backslashreplace').decode()[:200]}: the path is not UTF-8"
+        ) from None
+    long = [p for p in Path(text).parts if len(p.encode()) > NAME_BYTES_MAX]
+    if long:
+        raise argparse.ArgumentTypeError(
+            f"{long[0][:40]}…: a name in the path is longer than {NAME_BYTES_MAX} bytes"
+        )
     return Path(text)
 
 
+def shard_arg(text: str) -> str:
+    """``--shard I/N``: 1 <= I <= N <= SHARDS_MAX, digits only (no 5,000-digit numbers)."""
+    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"wants I/N, e.g. 1/4, got {text[:40]!r}")
+    index, count = int(match[1]), int(match[2])
+    if not 1 <= index <= count <= SHARDS_MAX:
+        raise argparse.ArgumentTypeError(
+            f"--shard {index}/{count}: the index must be between 1 and N, N at most {SHARDS_MAX}"
+        )
+    return f"{index}/{count}"
+
+
+def http_url(text: str) -> str:
+    """A plain http(s) URL (it becomes the target of links in the dashboard)."""
+    if len(text) > 2048 or not HTTP_URL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a plain http(s) URL: {text[:80]!r}")
+    return text.rstrip("/")
+
+
 # --- output paths ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Output:
+    """A flag that names something the command writes; declared where the flag is defined
+    (``parser.py``), checked right after parsing, before anything is read or measured.
+
+    ``replace``: for a file, what may replace an existing one: ``force`` (only ``--force``),
+    ``resume`` (``--force``, or the same path as ``--resume``), ``always`` (a regenerated
+    artifact). A folder is written into; it may exist.
+    """
+
+    kind: Literal["file", "folder"]
+    replace: Literal["force", "resume", "always"] = "force"
+
+    def on(self, action: argparse.Action) -> argparse.Action:
+        """Declare ``action`` an output of this kind (returns it)."""
+        action.output = self  # type: ignore[attr-defined]
+        return action
+
+    def check(self, path: Path, flag: str, args: argparse.Namespace) -> None:
+        if self.kind == "folder":
+            check_output_dir(path, flag)
+            return
+        allowed = self.replace == "always" or bool(getattr(args, "force", False))
+        if self.replace == "resume" and getattr(args, "resume", None) is not None:
+            allowed = allowed or Path(args.resume) == path
+        check_output_file(path, flag, replace=allowed)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -112,43 +184,59 @@ def _check_creatable(path: Path, flag: str) -> None:
 
 
 def raise_output(flag: str, path: Path, why: str) -> None:
-    from ci_bench.errors import InputError
-
     raise InputError(f"{flag} {path}: cannot write here: {why}")
 
 
-def check_output_file(path: Path, flag: str, *, replace: bool = True) -> None:
-    """A file ci-bench will write: not a folder, under a folder that exists or can be made."""
-    if path.is_dir():
-        raise_output(flag, path, "it is a directory")
-    if path.exists() or path.is_symlink():
-        if not replace:
-            from ci_bench.errors import InputError
+def _safely(check: Callable[[], None], flag: str, path: Path) -> None:
+    """A check whose system calls may fail (a name too long, a loop of links): one line."""
+    long = [p for p in path.parts if len(os.fsencode(p)) > NAME_BYTES_MAX]
+    if long:
+        raise_output(flag, path, f"a name is longer than {NAME_BYTES_MAX} bytes")
+    try:
+        check()
+    except OSError as exc:
+        raise_output(flag, path, os_reason(exc))
 
-            raise InputError(
-                f"{flag} {path}: already exists; earlier results are never replaced silently "
-                "(choose another file, or pass --force)"
-            )
-        if path.is_symlink() and not path.exists():
-            raise_output(flag, path, "it is a dangling symbolic link")
-        if not os.access(path.parent, os.W_OK | os.X_OK):
-            raise_output(flag, path, f"{path.parent} is not writable")
-        return
-    _check_creatable(path, flag)
+
+def check_output_file(path: Path, flag: str, *, replace: bool = True) -> None:
+    """A file ci-bench will write: a regular file (or nothing yet) under a folder that exists
+    or can be made; never a folder, a link, a device or pipe; an existing file only with
+    ``replace``."""
+
+    def check() -> None:
+        if path.is_dir():
+            raise_output(flag, path, "it is a directory")
+        if path.exists() or path.is_symlink():
+            if not replace and path.is_file() and not path.is_symlink():
+                raise InputError(
+                    f"{flag} {path}: already exists; earlier results are never replaced "
+                    "silently (choose another file, or pass --force)"
+                )
+            problem = target_problem(path, replace=True)
+            if problem:
+                raise_output(flag, path, problem)
+            if not os.access(path.parent, os.W_OK | os.X_OK):
+                raise_output(flag, path, f"{path.parent} is not writable")
+            return
+        _check_creatable(path, flag)
+
+    _safely(check, flag, path)
 
 
 def check_output_dir(path: Path, flag: str, *, must_exist: bool = False) -> None:
     """A folder ci-bench will write into (or create)."""
-    from ci_bench.errors import InputError
 
-    if path.exists():
-        if not path.is_dir():
-            raise_output(flag, path, "not a directory")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise_output(flag, path, "not writable")
-        return
-    if path.is_symlink():
-        raise_output(flag, path, "a dangling symbolic link")
-    if must_exist:
-        raise InputError(f"{flag} {path}: does not exist")
-    _check_creatable(path, flag)
+    def check() -> None:
+        if path.exists():
+            if not path.is_dir():
+                raise_output(flag, path, "not a directory")
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise_output(flag, path, "not writable")
+            return
+        if path.is_symlink():
+            raise_output(flag, path, "a dangling symbolic link")
+        if must_exist:
+            raise InputError(f"{flag} {path}: does not exist")
+        _check_creatable(path, flag)
+
+    _safely(check, flag, path)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench.errors import InputError
+from ci_bench.schema.base import GITHUB_LOGIN
 
 PUBLIC_API = "https://api.github.com"
 # Pull-request actions that mean new code to measure; "labeled" is the maintainer's go-ahead
@@ -138,6 +139,14 @@ def _text(mapping: Mapping[str, Any], key: str, where: str, *, required: bool = 
     return value
 
 
+def _login(mapping: Mapping[str, Any], where: str) -> str:
+    """The account that sent the event: rendered as an @mention when it accepts a change."""
+    value = _text(mapping, "login", where)
+    if not GITHUB_LOGIN.fullmatch(value):
+        raise InputError(f"{where}.login: not a GitHub login: {value[:80]!r}")
+    return value
+
+
 def _sha(mapping: Mapping[str, Any], key: str, where: str) -> str:
     value = _text(mapping, key, where)
     if not SHA.match(value):
@@ -237,7 +246,7 @@ def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
         label=_text(_obj(label, f"{where}.label"), "name", f"{where}.label")
         if label is not None
         else None,
-        sender=_text(_obj(sender, f"{where}.sender"), "login", f"{where}.sender")
+        sender=_login(_obj(sender, f"{where}.sender"), f"{where}.sender")
         if sender is not None
         else None,
         labels=_labels(pr.get("labels"), f"{where}.pull_request.labels"),

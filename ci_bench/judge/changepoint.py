@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures
 
 SIGMA_FLOOR = 1e-3  # in log units: 0.1 %
 MIN_SIZE = 2  # points per segment: one odd commit is an outlier, not a level
@@ -39,6 +38,17 @@ class ChangePoint:
     @property
     def slower(self) -> bool:
         return self.change > 0
+
+
+def _median(values: Sequence[float]) -> float:
+    """The median without overflow or underflow: ``a + (b - a) / 2`` for the middle pair
+    (``(a + b) / 2`` is infinite near 1e308, ``a/2 + b/2`` zero at 5e-324)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    low, high = ordered[mid - 1], ordered[mid]
+    return low + (high - low) / 2
 
 
 def noise_sigma(logs: np.ndarray) -> float:
@@ -60,6 +70,10 @@ def detect(values: Sequence[float], *, min_size: int = MIN_SIZE) -> list[ChangeP
     n = len(values)
     if n < 2 * min_size:
         return []
+    # ruptures (with scipy.stats) takes about a second to import: only the history
+    # commands need it, so every other command starts that much faster.
+    import ruptures
+
     logs = np.log(np.asarray(values, dtype=float))
     algo = ruptures.Pelt(model="l1", min_size=min_size, jump=1).fit(logs.reshape(-1, 1))
     ends = algo.predict(pen=penalty(n, noise_sigma(logs)))
@@ -67,7 +81,8 @@ def detect(values: Sequence[float], *, min_size: int = MIN_SIZE) -> list[ChangeP
     segments = [values[a:b] for a, b in itertools.pairwise(bounds)]
     changes = []
     for i in range(1, len(segments)):
-        before = float(np.median(segments[i - 1]))
-        after = float(np.median(segments[i]))
-        changes.append(ChangePoint(bounds[i], before, after, after / before - 1.0))
+        before, after = _median(segments[i - 1]), _median(segments[i])
+        # In log space: after / before overflows for levels 1e-300 -> 1e300 (inf, not a size).
+        change = math.expm1(min(math.log(after) - math.log(before), 700.0))
+        changes.append(ChangePoint(bounds[i], before, after, change))
     return changes

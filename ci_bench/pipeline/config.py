@@ -1,4 +1,9 @@
-"""``[tool.ci-bench]`` in pyproject.toml, validated; the defaults are the specification's."""
+"""``[tool.ci-bench]`` in pyproject.toml, validated; the defaults are the specification's.
+
+Strict: TOML has types, so a value of the wrong type is an error naming the key and the type
+it wants (``confirm = "yes"``, ``warmup = true``, ``cost-model-factor = "2"``), never
+coerced into something the user did not write.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from ci_bench.commands.validate import MAX_SECONDS, REPEATS_MAX, SEED_MAX
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
-from ci_bench.store.files import read_bytes, too_deep, validation_message
+from ci_bench.store.files import read_text, too_deep
 
 Profile = Literal["smoke", "ci", "full"]
 
@@ -68,8 +73,11 @@ class Config(BaseModel):
     @field_validator("baselines_dir", "compilation_cache_dir", mode="before")
     @classmethod
     def _usable_path(cls, value: object) -> object:
-        if isinstance(value, str) and (not value or "\x00" in value or len(value) > 4096):
-            raise ValueError("not a usable path")
+        """A path is a TOML string (strict mode takes no str for a Path by itself)."""
+        if isinstance(value, str):
+            if not value or "\x00" in value or len(value) > 4096:
+                raise ValueError("not a usable path")
+            return Path(value)
         return value
 
 
@@ -78,13 +86,39 @@ MAX_CONFIG_BYTES = 1024 * 1024
 MAX_CONFIG_DEPTH = 16
 
 
+# What a strict validation error wants, in TOML's words.
+_EXPECTED = {
+    "bool_type": "a boolean (true or false)",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "list_type": "an array",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "is_instance_of": "a string",
+}
+_TOML_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
+
+
+def config_error(path: Path, exc: ValidationError) -> InputError:
+    """``file: [tool.ci-bench] key: expected TYPE, got TYPE value`` (or pydantic's words)."""
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(table)"
+    expected = _EXPECTED.get(err["type"])
+    if expected:
+        value = err.get("input")
+        got = _TOML_TYPE.get(type(value), "table" if isinstance(value, dict) else "value")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        shown = "" if isinstance(value, dict | list) else f" {text[:40]!r}"
+        why = f"expected {expected}, got {got}{shown}"
+    else:
+        why = " ".join(str(err["msg"]).split())[:200]
+    return InputError(f"{path}: [tool.ci-bench] {key}: {why}")
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a table: UTF-8, bounded, every failure one line naming the file."""
-    raw = read_bytes(path, "config", limit=MAX_CONFIG_BYTES)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: config is not UTF-8 text (byte {exc.start})") from None
+    text = read_text(path, "config", limit=MAX_CONFIG_BYTES)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -118,7 +152,13 @@ def find_pyproject(start: Path) -> Path | None:
     """
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _section(_read_toml(candidate), candidate) is not None:
+        try:
+            present = candidate.exists() or candidate.is_symlink()
+        except OSError as exc:
+            raise InputError(f"{candidate}: cannot read the config: {exc.strerror}") from None
+        # Anything named pyproject.toml is read: a folder or a dangling link there fails
+        # loudly instead of being skipped for defaults the user did not choose.
+        if present and _section(_read_toml(candidate), candidate) is not None:
             return candidate
     return None
 
@@ -130,9 +170,9 @@ def load_config(path: Path | None, cwd: Path) -> Config:
         return Config(root=cwd)
     table = _section(_read_toml(path), path) or {}
     try:
-        config = Config.model_validate({**table, "root": path.parent.resolve()})
+        config = Config.model_validate({**table, "root": path.parent.resolve()}, strict=True)
     except ValidationError as exc:
-        raise InputError(f"{path}: [tool.ci-bench] {validation_message(exc)}") from None
+        raise config_error(path, exc) from None
     return config
 
 

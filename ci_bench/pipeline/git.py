@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ci_bench.errors import InputError
 from ci_bench.schema import GitInfo
+from ci_bench.store.files import write_text
 
 
 def git(cwd: Path, *args: str, timeout: float = 120) -> str:
@@ -78,7 +79,7 @@ def export_folder(root: Path, ref: str, folder: Path, dest: Path) -> Path:
     for name in listing.splitlines() if listing else []:
         if name.endswith(".json") and "/" not in name:
             text = git(top, "show", f"{ref}:{rel}/{name}")
-            (dest / name).write_text(text + "\n", encoding="utf-8")
+            write_text(dest / name, text + "\n", what="baseline", replace=True)
     return dest
 
 

@@ -185,6 +185,7 @@ def _comment_body(
                 f"{path}: the report is for {report.head_sha[:12]}, this run is for "
                 f"{event.head_sha[:12]}; not commenting"
             )
+        _check_acceptance(report, gate, path)
         report = report.model_copy(update={"head_sha": event.head_sha, "run_url": context.run_url})
         return verdict_section(report, context.run_url)
     if not gate.report:
@@ -199,6 +200,24 @@ def _comment_body(
     ]
     text = failure(event.head_sha, jobs, errors, context.run_url)
     return text + "\n\n" + footer(context.run_url, event.head_sha)
+
+
+def _check_acceptance(report: Report, gate: Gate, path: Path) -> None:
+    """Who accepted which head comes from this run's plan (the event), never from the
+    artifact: pull-request code wrote the report, and could claim a maintainer's word."""
+    claimed = report.acceptance is not None or any(
+        c.verdict == "accepted"
+        or c.memory_verdict == "accepted"
+        or (c.model is not None and c.model.verdict == "accepted")
+        for c in report.cases
+    )
+    if report.acceptance != gate.acceptance or (claimed and gate.acceptance is None):
+        given = gate.acceptance
+        said = f"{given.label} by @{given.by}" if given else "no acceptance"
+        raise InputError(
+            f"{path}: the report's acceptance is not the one this run's event gave ({said}); "
+            "not commenting"
+        )
 
 
 def pull_number(report_dir: Path, event: WorkflowRun, client: GitHubClient) -> int:

@@ -58,9 +58,9 @@ def promote(request: Request, context: ActionsContext, results: Results, out: Te
     )
     summary = "\n".join(f"- {line}" for line in lines) or "- nothing to promote"
     text = f"### ci-bench: baselines for {release.tag}\n\n{summary}\n"
+    out.write(text)  # first: a bad GITHUB_STEP_SUMMARY must not hide what was promoted
     if context.step_summary:
         append_summary(context.step_summary, text)
-    out.write(text)
 
 
 def record(

@@ -34,7 +34,7 @@ from ci_bench.pipeline.session import load_specs, matrix_of, open_bench
 from ci_bench.schema import Report, Results
 from ci_bench.schema.status import RoleStatus
 from ci_bench.store.baselines import check_pins
-from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.files import Checkpoint, atomic_write_text, dump_model
 from ci_bench.store.merge import merge_results
 from ci_bench.text import one_line
 
@@ -178,9 +178,13 @@ def measure_and_confirm(
     check_pins(request.baselines.folder, request.baselines.pins)
     bench = open_bench(request, specs, env, cases=cases, in_process=ports.in_process)
 
+    # the shard's state file or the job's own output folder: replaced as the run grows
+    checkpoint = Checkpoint(save_to, "results", replace=True) if save_to is not None else None
+
     def save(results: Results) -> None:
-        if save_to is not None:
-            atomic_write_text(save_to, dump_model(results))
+        if checkpoint is not None:
+            held = f"{len(results.cases)} of {len(results.meta.matrix or ())} cases"
+            checkpoint.write(dump_model(results), holds=held)
 
     with ports.open_runs(bench, None) as runs:
         results = measure(bench, runs, save, resume=resume or request.resume)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ci_bench.schema.base import HTTP_URL
 from ci_bench.text import one_line
 
 # Zero-width joiner: ``@user`` and ``#123`` stay readable but no longer notify or link.
@@ -16,6 +17,9 @@ ZWJ = "\u200d"
 # Only what can change structure: code spans, cell splits, links and images, escapes.
 _MARKDOWN = re.compile(r"([\\`|\[\]])")
 _MENTION = re.compile(r"([@#])(?=[\w-])")
+# GitHub turns bare ``https://…`` and ``www.…`` into links (its autolink extension).
+_SCHEME = re.compile(r"(?i)\b(https?|ftp):(?=//)")
+_WWW = re.compile(r"(?i)\b(www)\.")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -24,11 +28,13 @@ def md_inline(text: str, limit: int = 300) -> str:
 
     HTML is entity-escaped; backslashes, backticks, ``|`` (a cell cannot split) and
     brackets (no links or images) are backslash-escaped; ``@``/``#`` followed by a name get
-    a zero-width joiner; newlines become spaces, so no heading or list can start.
+    a zero-width joiner, and so do bare URLs (``https:``, ``www.``), which GitHub would
+    link; newlines become spaces, so no heading or list can start.
     """
     line = one_line(text, limit)
     line = "".join(_HTML.get(c, c) for c in line)
     line = _MARKDOWN.sub(r"\\\1", line)
+    line = _WWW.sub(rf"\1{ZWJ}.", _SCHEME.sub(rf"\1:{ZWJ}", line))
     return _MENTION.sub(lambda m: m[1] + ZWJ, line)
 
 
@@ -46,7 +52,6 @@ def md_code(text: str, limit: int = 300) -> str:
 
 
 _PLAIN_ID = re.compile(r"[\w./=+-]{1,512}")
-_SAFE_URL = re.compile(r"https://[\w.-]+(?::\d+)?(?:/[\w.~%+=-]*)*")
 
 
 def md_id(text: str) -> str:
@@ -56,8 +61,9 @@ def md_id(text: str) -> str:
 
 
 def safe_url(url: str | None) -> str | None:
-    """``url`` if it is a plain https URL fit for a markdown link target, else None."""
-    return url if url and _SAFE_URL.fullmatch(url) else None
+    """``url`` if it is a plain http(s) URL fit for a link target, else None: the same rule
+    a report's ``run_url`` and the dashboard's links follow (``schema.base.HTTP_URL``)."""
+    return url if url and len(url) <= 2048 and HTTP_URL.fullmatch(url) else None
 
 
 def workflow_data(text: str) -> str:

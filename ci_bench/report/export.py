@@ -8,11 +8,14 @@
   ``{name, unit, value, range?, extra?}`` (its ``BenchmarkResult`` in ``src/extract.ts``).
 
 The value is the median of the Pallas samples (what ci-bench's verdicts are robust on);
-the interval is the interquartile range. Error cases have no figures and are left out.
+the interval is the interquartile range. Error cases have no figures and are left out, and
+so is a figure that overflows in the exported unit (``1e308`` ms in nanoseconds): JSON has
+no infinity, and neither tool could read one.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, Literal
 
@@ -31,6 +34,10 @@ def _quartiles(samples: list[float]) -> tuple[float, float]:
 
 def _ok(results: Results) -> list[CaseResult]:
     return [c for c in results.cases if c.status == "ok" and c.pallas is not None]
+
+
+def _finite(measure: dict[str, float]) -> bool:
+    return all(math.isfinite(v) for v in measure.values())
 
 
 def to_bmf(results: Results) -> dict[str, dict[str, dict[str, float]]]:
@@ -55,7 +62,9 @@ def to_bmf(results: Results) -> dict[str, dict[str, dict[str, float]]]:
             }
         if case.tflops is not None:
             measures["tflops"] = {"value": case.tflops}
-        out[case.id] = measures
+        kept = {name: m for name, m in measures.items() if _finite(m)}
+        if kept:
+            out[case.id] = kept
     return out
 
 
@@ -80,7 +89,7 @@ def to_gab(results: Results) -> list[dict[str, Any]]:
                 "name": case.id,
                 "unit": "ms",
                 "value": stats.median_ms,
-                "range": f"± {(q3 - q1) / 2:.6g}",
+                "range": f"± {q3 / 2 - q1 / 2:.6g}",
                 "extra": "\n".join(extra),
             }
         )

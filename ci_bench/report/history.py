@@ -5,6 +5,7 @@ Pure: the site (``report.site``) and ``ci-bench history`` both read these views.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -128,7 +129,8 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
                 series.points.append((x, p))
     for group in groups.values():
         for series in group.cases.values():
-            ok = [(x, p) for x, p in series.points if p.median_ms]
+            # Only finite, positive levels go to change-point detection (its log needs them).
+            ok = [(x, p) for x, p in series.points if usable(p.median_ms)]
             found = detect([p.median_ms for _, p in ok]) if ok else []  # type: ignore[misc]
             for cp in found:
                 x_new, x_old = ok[cp.index][0], ok[cp.index - 1][0]
@@ -136,6 +138,16 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
                     Change(series.id, group.commits[x_new], group.commits[x_old], cp)
                 )
     return [groups[k] for k in sorted(groups)]
+
+
+def usable(value: float | None) -> bool:
+    """A level change-point detection can take: finite and above zero."""
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def finite(value: float | None) -> float | None:
+    """``value``, or None when it overflowed (a JSON file holds finite numbers only)."""
+    return value if value is None or math.isfinite(value) else None
 
 
 FlagStatus = Literal["confirmed", "unconfirmed", "pending"]
@@ -166,7 +178,7 @@ def flags_of(group: Group) -> list[Flag]:
     flags = []
     for series in group.cases.values():
         slower = [(group.commits.index(c.commit), c) for c in series.changes if c.point.slower]
-        ok_xs = [x for x, p in series.points if p.median_ms]
+        ok_xs = [x for x, p in series.points if usable(p.median_ms)]
         for x, point in series.points:
             if point.verdict not in FLAGGED:
                 continue

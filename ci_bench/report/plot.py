@@ -6,6 +6,7 @@ so the rest of ci-bench never needs it.
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,14 @@ from ci_bench.schema import CaseResult, Results
 
 _DTYPE_COLOUR = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
 MAX_LABELS = 6
+# A log axis can show what lies well inside the float range: real arithmetic intensities
+# and TFLOPS sit between 1e-6 and 1e6; a point at 1e308 would push the axis to infinity.
+PLOTTABLE = (1e-30, 1e30)
+PEAK_RANGE = (1e-6, 1e9)  # a recorded peak outside it is ignored (the CLI's own bound)
+
+
+def _plottable(value: float | None, bounds: tuple[float, float] = PLOTTABLE) -> bool:
+    return value is not None and math.isfinite(value) and bounds[0] <= value <= bounds[1]
 
 
 @dataclass(frozen=True)
@@ -39,9 +48,8 @@ def _ok_points(results: Results) -> dict[str, CaseResult]:
         for c in results.cases
         if c.status == "ok"
         and c.metrics is not None
-        and c.metrics.arithmetic_intensity
-        and c.tflops is not None
-        and c.tflops > 0
+        and _plottable(c.metrics.arithmetic_intensity)
+        and _plottable(c.tflops)
     }
 
 
@@ -56,9 +64,11 @@ def resolve_ceilings(
     recorded_gbps = None
     for c in results.cases:
         if c.metrics is not None:
-            if c.metrics.peak_tflops and c.dtype not in recorded:
-                recorded[c.dtype] = c.metrics.peak_tflops
-            recorded_gbps = recorded_gbps or c.metrics.peak_gbps
+            peak = c.metrics.peak_tflops
+            if _plottable(peak, PEAK_RANGE) and c.dtype not in recorded:
+                recorded[c.dtype] = peak  # type: ignore[assignment]
+            if _plottable(c.metrics.peak_gbps, PEAK_RANGE):
+                recorded_gbps = recorded_gbps or c.metrics.peak_gbps
     if peak_tflops:
         tflops = dict.fromkeys(dtypes, peak_tflops)
     elif recorded:
@@ -108,7 +118,10 @@ def roofline_figure(
         raise InputError("ci-bench plot needs matplotlib: pip install 'ci-bench[plot]'") from None
     current = _ok_points(results)
     if not current:
-        raise InputError("nothing to plot: no ok case with an arithmetic intensity")
+        raise InputError(
+            "nothing to plot: no ok case with an arithmetic intensity and TFLOPS within "
+            f"{PLOTTABLE[0]:g}..{PLOTTABLE[1]:g}"
+        )
     base = _ok_points(baseline) if baseline is not None else {}
     ceilings = resolve_ceilings(results, peak_tflops, peak_gbps)
     device = results.meta.device.device_kind
@@ -187,13 +200,31 @@ def roofline_png(
     peak_gbps: float | None = None,
     title: str | None = None,
 ) -> Path:
-    """``roofline_figure`` written to ``out`` as a PNG; returns ``out``."""
+    """``roofline_figure`` written to ``out`` as a PNG (atomically, replacing ``out``)."""
+    from ci_bench.store.files import write_bytes
+
+    data = png_bytes(
+        results, baseline=baseline, peak_tflops=peak_tflops, peak_gbps=peak_gbps, title=title
+    )
+    write_bytes(out, data, what="roofline chart", replace=True)
+    return out
+
+
+def png_bytes(
+    results: Results,
+    *,
+    baseline: Results | None = None,
+    peak_tflops: float | None = None,
+    peak_gbps: float | None = None,
+    title: str | None = None,
+) -> bytes:
+    """The roofline chart as PNG bytes, for the one writer to put in place."""
     fig = roofline_figure(
         results, baseline=baseline, peak_tflops=peak_tflops, peak_gbps=peak_gbps, title=title
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    return out
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
 
 
 def _draw_roofs(ax: Any, ceilings: Ceilings, dtypes: list[str], lo: float, hi: float) -> None:

@@ -8,7 +8,6 @@ as SVG by ``site_assets/app.js``, hand-written vanilla JS with no dependency.
 from __future__ import annotations
 
 import html
-import json
 import math
 from importlib import resources
 from typing import Any
@@ -16,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ci_bench.judge.changepoint import noise_sigma
-from ci_bench.report.history import Flag, Group, commit_url, flags_of, pr_url
+from ci_bench.report.history import Flag, Group, commit_url, flags_of, pr_url, usable
+from ci_bench.schema.base import json_text
 
 # 2: the group's platform and interpreted flag, each flag's status, the page's flag list.
 SITE_DATA_VERSION = 2
@@ -24,7 +24,10 @@ ASSETS = ("app.js", "style.css")
 
 
 def _num(value: float | None, digits: int = 6) -> float | None:
-    return None if value is None else float(f"{value:.{digits}g}")
+    """Rounded for a small file; None where a figure overflowed (JSON has no infinity)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(f"{value:.{digits}g}")
 
 
 def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
@@ -73,7 +76,7 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
             }
             for c in series.changes
         ]
-        medians = [p.median_ms for _, p in series.points if p.median_ms]
+        medians = [p.median_ms for _, p in series.points if usable(p.median_ms)]
         noise = noise_sigma(np.log(np.asarray(medians))) if len(medians) >= 3 else None
         cases.append(
             {
@@ -111,8 +114,8 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
             {
                 "version": version,
                 "commit": group.commits[last].sha,
-                "peak_tflops": peak_tflops,
-                "peak_gbps": peak_gbps,
+                "peak_tflops": _num(peak_tflops),
+                "peak_gbps": _num(peak_gbps),
                 "points": sorted(pts, key=lambda p: p["id"]),
             }
         )
@@ -184,7 +187,7 @@ def site_files(
 ) -> dict[str, str]:
     """File name -> text of the whole site."""
     data = site_data(groups, repo_url=repo_url, title=title, generated_at=generated_at)
-    text = json.dumps(data, separators=(",", ":"), sort_keys=True)
+    text = json_text(data, indent=None, compact=True).rstrip("\n")
     page = _asset("index.html").replace("{{TITLE}}", html.escape(title))
     return {
         "index.html": page,

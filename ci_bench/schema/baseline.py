@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import model_validator
 
-from ci_bench.schema.base import KernelName, Model, Version
+from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunSettings
 from ci_bench.text import SEMVER
 
@@ -20,8 +20,8 @@ class Provenance(Model):
     tag: str | None = None
     commit: str | None = None
     ref: str | None = None
-    promoted_at: datetime
-    measured_at: datetime
+    promoted_at: UtcDatetime
+    measured_at: UtcDatetime
     tool_version: str
     profile: str | None
 
@@ -45,7 +45,10 @@ class BaselineEntry(Model):
     def _only_ok_cases(self) -> BaselineEntry:
         bad = [c.id for c in self.cases if c.status != "ok"]
         if bad:
-            raise ValueError(f"a baseline holds only ok cases, not {', '.join(bad)}")
+            raise ValueError(f"a baseline holds only ok cases, not {', '.join(bad[:3])}")
+        counts = Counter(c.id for c in self.cases)
+        if len(counts) != len(self.cases):
+            raise ValueError(f"case {next(i for i, n in counts.items() if n > 1)} twice")
         return self
 
 

@@ -7,12 +7,12 @@ records must stay small enough for the contents API. Format history: docs/FORMAT
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections import Counter
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ci_bench.schema.base import Model
+from ci_bench.schema.base import CaseId, KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.results import Bound
 from ci_bench.schema.verdicts import Verdict
 
@@ -24,7 +24,7 @@ Source = Literal["run", "promotion", "baseline"]
 class CasePoint(Model):
     """One case of one run, reduced to summary statistics (milliseconds)."""
 
-    id: str
+    id: CaseId
     kernel: str
     version: str
     dtype: str
@@ -64,8 +64,9 @@ class HistoryRecord(Model):
     """One run: a push to the default branch, a promotion, or a stored baseline entry."""
 
     schema_version: Literal[1] = HISTORY_SCHEMA_VERSION
-    commit: str = Field(min_length=1)
-    time: datetime = Field(description="when the run started")
+    # A commit sha, or a baseline's tag: printed and linked, so no spaces or control text.
+    commit: str = Field(pattern=r"^[^\x00-\x20\x7f]{1,256}$")
+    time: UtcDatetime = Field(description="when the run started (UTC)")
     source: Source
     ref: str | None = None
     tag: str | None = None
@@ -76,8 +77,15 @@ class HistoryRecord(Model):
     timer: str | None = Field(None, description="how samples were timed, when results say")
     peak_tflops: float | None = None
     peak_gbps: float | None = None
-    kernels: dict[str, str] = Field(description="kernel name -> version")
+    kernels: dict[KernelName, Version] = Field(description="kernel name -> version")
     cases: list[CasePoint]
+
+    @model_validator(mode="after")
+    def _one_point_per_case(self) -> HistoryRecord:
+        counts = Counter(p.id for p in self.cases)
+        if len(counts) != len(self.cases):
+            raise ValueError(f"case {next(i for i, n in counts.items() if n > 1)} twice")
+        return self
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -7,12 +7,11 @@ rather than a results file with fake timings. Format history: docs/FORMATS.md.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ci_bench.schema.base import Model
+from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.model import CaseModel
 
 LOWERING_SCHEMA_VERSION = 2
@@ -52,12 +51,12 @@ class LoweredCase(Model):
 
 class LoweringMeta(Model):
     tool_version: str
-    started_at: datetime
+    started_at: UtcDatetime
     platform: LoweringPlatform
     profile: str | None
     jax: str
     jaxlib: str
-    kernels: dict[str, str] = Field(description="kernel name -> version")
+    kernels: dict[KernelName, Version] = Field(description="kernel name -> version")
     chips: list[str] = Field(
         default_factory=list, description="target chips the model checked (version 2)"
     )

@@ -6,7 +6,16 @@ from typing import Literal
 
 from pydantic import Field
 
-from ci_bench.schema.base import KEBAB, CaseId, KernelName, Model, Version
+from ci_bench.schema.base import (
+    KEBAB,
+    CaseId,
+    GitHubLogin,
+    GitSha,
+    HttpUrl,
+    KernelName,
+    Model,
+    Version,
+)
 from ci_bench.schema.baseline import Provenance
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunMeta
 from ci_bench.schema.verdicts import CaseState, FailPolicy, RunStateName, Verdict
@@ -120,9 +129,11 @@ class Acceptance(Model):
     """A maintainer's accept label on the pull request's head: confirmed regressions of that
     commit become ``accepted``. Tied to the commit: a new push needs the label again."""
 
-    label: str
-    by: str = Field(description="the account that applied the label")
-    head_sha: str = Field(description="the commit it was applied for")
+    # Rendered into the PR comment ("accepted by @by") from the artifact: a GitHub login, a
+    # commit, a label as GitHub allows them (50 characters), never markup or a second mention.
+    label: str = Field(pattern=r"^[^\x00-\x1f\x7f]{1,50}$")
+    by: GitHubLogin = Field(description="the account that applied the label")
+    head_sha: GitSha = Field(description="the commit it was applied for")
 
 
 class Report(Model):
@@ -151,5 +162,7 @@ class Report(Model):
     acceptance: Acceptance | None = Field(
         None, description="the accept label that turned confirmed regressions into 'accepted'"
     )
-    head_sha: str | None = Field(None, description="the pull request's head commit")
-    run_url: str | None = Field(None, description="the workflow run that measured it")
+    # Rendered into the PR comment's footer from an artifact pull-request code wrote: a
+    # commit is hex, a run link a plain http(s) URL, or the report is refused.
+    head_sha: GitSha | None = Field(None, description="the pull request's head commit")
+    run_url: HttpUrl | None = Field(None, description="the workflow run that measured it")

@@ -7,7 +7,7 @@ an older reader would misread; readers refuse other versions with a clear messag
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from collections import Counter
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -20,6 +20,8 @@ from ci_bench.schema.base import (
     Mode,
     Model,
     ParamName,
+    ShardText,
+    UtcDatetime,
     Version,
 )
 from ci_bench.schema.model import CaseModel
@@ -301,13 +303,26 @@ class CaseResult(Model):
         stats = self.analysis.get("pallas")
         return stats.memory.peak_bytes if stats and stats.memory else None
 
+    def _id_matches(self) -> bool:
+        """The id is ``<kernel>/<params>/<dtype>[/<mode>]`` of this case; the params may come
+        in another key order (JSON objects are unordered: ``jq -S`` sorts them)."""
+        tokens = [f"{k}{v}" for k, v in self.params.items()]
+        suffix = "" if self.mode == "forward" else f"/{self.mode}"
+        if self.id == f"{self.kernel}/{'-'.join(tokens)}/{self.dtype}{suffix}":
+            return True
+        parts = self.id.split("/")
+        tail = [self.dtype] if self.mode == "forward" else [self.dtype, self.mode]
+        return (
+            len(parts) == 2 + len(tail)
+            and parts[0] == self.kernel
+            and parts[2:] == tail
+            and all(v >= 0 for v in self.params.values())  # no "-" inside a token
+            and sorted(parts[1].split("-")) == sorted(tokens)
+        )
+
     @model_validator(mode="after")
     def _consistent(self) -> CaseResult:
-        params = "-".join(f"{k}{v}" for k, v in self.params.items())
-        expected = f"{self.kernel}/{params}/{self.dtype}"
-        if self.mode != "forward":
-            expected += f"/{self.mode}"
-        if self.id != expected:
+        if not self._id_matches():
             raise ValueError(
                 f"case id {self.id[:80]!r} is not <kernel>/<params>/<dtype>[/<mode>] of this "
                 "case (forward cases carry no mode)"
@@ -356,11 +371,11 @@ class GitInfo(Model):
 
 class RunMeta(Model):
     tool_version: str
-    started_at: datetime
-    finished_at: datetime | None = None
+    started_at: UtcDatetime
+    finished_at: UtcDatetime | None = None
     complete: bool = Field(description="false while a run is in progress or was interrupted")
     profile: str | None
-    shard: str | None = None
+    shard: ShardText | None = None
     case_globs: list[str] = Field(default_factory=list, description="--case filters")
     adhoc: bool = Field(False, description="one ad-hoc --shape case, not a profile")
     git: GitInfo = GitInfo()
@@ -386,12 +401,29 @@ class Results(Model):
     meta: RunMeta
     cases: list[CaseResult]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unique_ids_first(cls, data: object) -> object:
+        """Duplicate ids are counted before any case is validated: a file of 60,000 copies
+        of one case is refused after one linear pass, not 60,000 case validations."""
+        cases = data.get("cases") if isinstance(data, dict) else None
+        if isinstance(cases, list):
+            raw = (c.get("id") for c in cases if isinstance(c, dict))
+            ids = Counter(i for i in raw if isinstance(i, str))  # others fail their field
+            dup = sorted(i for i, n in ids.items() if n > 1)
+            if dup:
+                more = f" (+{len(dup) - 3} more)" if len(dup) > 3 else ""
+                raise ValueError(f"duplicate case ids: {', '.join(dup[:3])}{more}")
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Results:
-        ids = [c.id for c in self.cases]
-        if len(ids) != len(set(ids)):
-            dup = sorted({i for i in ids if ids.count(i) > 1})
-            raise ValueError(f"duplicate case ids: {', '.join(dup)}")
+        # Counted, not searched: a file of 60,000 repeated ids is checked in linear time.
+        counts = Counter(c.id for c in self.cases)
+        if len(counts) != len(self.cases):
+            dup = sorted(i for i, n in counts.items() if n > 1)
+            more = f" (+{len(dup) - 3} more)" if len(dup) > 3 else ""
+            raise ValueError(f"duplicate case ids: {', '.join(dup[:3])}{more}")
         for case in self.cases:
             if self.meta.kernels.get(case.kernel) != case.version:
                 raise ValueError(
@@ -399,3 +431,14 @@ class Results(Model):
                     f"says {self.meta.kernels.get(case.kernel, 'nothing')}"
                 )
         return self
+
+    def uncovered(self) -> tuple[list[str], list[str]]:
+        """(ids of ``meta.matrix`` with no case, case ids outside it); ([], []) when the
+        file does not know its matrix (format 1). Completeness judged from the cases held,
+        never from ``meta.complete`` alone."""
+        if self.meta.matrix is None:
+            return [], []
+        held = {c.id for c in self.cases}
+        matrix = set(self.meta.matrix)
+        missing = [i for i in self.meta.matrix if i not in held]
+        return missing, [c.id for c in self.cases if c.id not in matrix]

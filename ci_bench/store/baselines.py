@@ -23,7 +23,7 @@ from ci_bench.schema import (
     Results,
     version_key,
 )
-from ci_bench.store.files import atomic_write_text, dump_model, non_finite, parse_json, read_model
+from ci_bench.store.files import dump_model, non_finite, parse_json, read_model, write_text
 from ci_bench.text import NAME, NAME_MAX, SEMVER
 
 
@@ -176,6 +176,19 @@ def check_promotable(results: Results, source: str) -> None:
             f"{source}: meta: only part of the {results.meta.profile or 'ad-hoc'} matrix ran "
             "(--case, --shard or --shape); merge the shards or run the whole profile"
         )
+    # Completeness from the cases themselves, not from the file's word (meta.complete).
+    missing, stray = results.uncovered()
+    if missing:
+        matrix = results.meta.matrix or []
+        raise PromotionRefusedError(
+            f"{source}: cases: {len(missing)} of the matrix's {len(matrix)} cases were never "
+            f"measured ({', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}); not promoted"
+        )
+    if stray:
+        raise PromotionRefusedError(
+            f"{source}: cases: {stray[0]} is not in meta.matrix; the file contradicts itself, "
+            "not promoted"
+        )
 
 
 def merge_entry(
@@ -290,7 +303,8 @@ def write_promotions(folder: Path, promotions: Sequence[Promotion]) -> list[Path
     written = []
     for promotion, text in texts:
         path = baseline_path(folder, promotion.kernel, promotion.version)
-        atomic_write_text(path, text)
+        # A store file is read, merged and written back under the store's lock.
+        write_text(path, text, what="baseline", replace=True)
         written.append(path)
     return written
 

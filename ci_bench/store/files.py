@@ -1,22 +1,35 @@
-"""File edge: atomic writes and validated reads that fail with one line naming file and field.
+"""The file edge: ONE reader for every file ci-bench reads, and the writer's entry points.
 
-A file read here is untrusted (an artifact from pull-request code, a hand-edited baseline):
-it is bounded in size and nesting, must be UTF-8, and may hold finite numbers only, before
-pydantic sees it.
+A file read here is untrusted (an artifact from pull-request code, a hand-edited baseline, a
+history line). Results, baselines, reports, history lines, configs and event payloads all
+pass the same limits before pydantic sees them: a regular file of bounded size, UTF-8, JSON
+nested at most ``MAX_DEPTH`` deep, finite numbers, valid Unicode. Every failure is one line
+naming the file (and line, and field). Writing is ``ci_bench.store.writer`` (re-exported
+here, so a caller has one module for its files).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from ci_bench.errors import InputError
+from ci_bench.store.writer import (  # noqa: F401 -- the writer's entry points, re-exported
+    Checkpoint,
+    WriteError,
+    append_text,
+    atomic_write_text,
+    environment_error,
+    os_reason,
+    target_problem,
+    write_bytes,
+    write_text,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -26,31 +39,15 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 # hit its recursion limit (a RecursionError, not a message) long before pydantic could.
 MAX_DEPTH = 64
 
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def dump_model(model: BaseModel) -> str:
-    return model.model_dump_json(indent=2, exclude_none=False) + "\n"
+# --- reading ---------------------------------------------------------------------------------
 
 
 def validation_message(exc: ValidationError) -> str:
     """First pydantic error as ``field.path: message``, on one line."""
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    return " ".join(f"{where}: {err['msg']}".split())
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return " ".join(f"{where}: {message}".split())[:500]
 
 
 def too_deep(value: Any, limit: int) -> bool:
@@ -69,43 +66,111 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def non_finite(value: object) -> str | None:
-    """The dotted path of the first NaN or infinity in a JSON-like value, iteratively."""
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _bad_text(text: str) -> bool:
+    """A lone surrogate (``"\\ud800"`` in JSON): not Unicode, and unwritable as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def invalid_value(value: object) -> str | None:
+    """``path: why`` of the first NaN, infinity or non-Unicode string in a JSON-like value."""
     stack: list[tuple[object, str]] = [(value, "")]
     while stack:
         item, at = stack.pop()
+        where = at or "(top level)"
         if isinstance(item, float) and not math.isfinite(item):
-            return at or "(top level)"
+            return f"{where[:200]}: not a finite number"
+        if isinstance(item, str) and _bad_text(item):
+            return f"{where[:200]}: not valid Unicode text"
         if isinstance(item, dict):
-            stack.extend((v, f"{at}.{k}" if at else str(k)) for k, v in item.items())
+            for k, v in item.items():
+                key = str(k)
+                if _bad_text(key):
+                    return f"{where[:200]}: a key is not valid Unicode text"
+                stack.append((v, f"{at}.{key}" if at else key))
         elif isinstance(item, list | tuple):
             stack.extend((v, f"{at}.{i}" if at else str(i)) for i, v in enumerate(item))
     return None
 
 
-def parse_json(data: bytes, source: str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Bytes -> JSON value, refusing what is not UTF-8, too deep or not finite (one line)."""
+def suspect(value: Any, limit: int, *, text: bool) -> bool:
+    """One fast pass (no paths built): could ``value`` be too deep, hold a non-finite number
+    or (``text``) a non-Unicode string? Only then are the slower, path-naming checks run."""
+    stack = [(value, 1)]
+    isfinite = math.isfinite
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if type(item) is dict else item
+        if text and type(item) is dict and any(_bad_text(str(k)) for k in item):
+            return True
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+            elif (kind is float and not isfinite(child)) or (
+                text and kind is str and _bad_text(child)
+            ):
+                return True
+    return False
+
+
+def non_finite(value: object) -> str | None:
+    """The dotted path of the first NaN or infinity in a JSON-like value, iteratively."""
+    found = invalid_value(value)
+    return found.rsplit(": ", 1)[0] if found and found.endswith("finite number") else None
+
+
+def decode_text(data: bytes, source: str, what: str) -> str:
+    """Bytes -> text; a file that is not UTF-8 is one line naming the first bad byte."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{source}: {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def parse_json(data: bytes | str, source: str, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Bytes -> JSON value, refusing what is not UTF-8, too deep or not finite (one line)."""
+    text = decode_text(data, source, what) if isinstance(data, bytes) else data
     if not text.strip():
         raise InputError(f"{source}: {what} file is empty")
     deep = f"{source}: {what} is nested deeper than {max_depth} levels"
     try:
         # NaN, Infinity and overflowing literals (1e999) parse to non-finite floats, found
-        # below with the field's path: a results file holds finite numbers only.
+        # below with the field's path: a ci-bench file holds finite numbers only.
         value = json.loads(text)
     except ValueError as exc:  # JSONDecodeError included
-        raise InputError(f"{source}: invalid JSON: {' '.join(str(exc).split())}") from None
+        raise InputError(f"{source}: invalid JSON: {' '.join(str(exc).split())[:200]}") from None
     except RecursionError:
         raise InputError(deep) from None
-    if too_deep(value, max_depth):
-        raise InputError(deep)
-    bad = non_finite(value)
-    if bad:
-        raise InputError(f"{source}: {bad[:200]}: not a finite number")
+    # A lone surrogate can only come from a \uD800-\uDFFF escape: strings are checked
+    # when the text holds one.
+    escapes = _SURROGATE_ESCAPE.search(text) is not None
+    if suspect([value], max_depth + 1, text=escapes):
+        if too_deep(value, max_depth):
+            raise InputError(deep)
+        bad = invalid_value(value)
+        if bad:
+            raise InputError(f"{source}: {bad}")
     return value
+
+
+def json_lines(text: str, source: str, what: str) -> list[tuple[str, Any]]:
+    """JSON Lines: ``(where, value)`` per non-blank line, each under ``parse_json``'s rules;
+    ``where`` is ``source:line`` for the line's errors."""
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            where = f"{source}:{number}"
+            found.append((where, parse_json(line, where, what)))
+    return found
 
 
 def read_bytes(path: Path, what: str, *, limit: int | None = None) -> bytes:
@@ -119,23 +184,31 @@ def read_bytes(path: Path, what: str, *, limit: int | None = None) -> bytes:
         with path.open("rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
-        raise InputError(f"{path}: cannot read {what} file: {exc.strerror or exc}") from None
+        raise InputError(f"{path}: cannot read the {what} file: {os_reason(exc)}") from None
     if len(data) > limit:
         raise InputError(f"{path}: {what} file is larger than {limit} bytes")
     return data
+
+
+def read_text(path: Path, what: str, *, limit: int | None = None) -> str:
+    return decode_text(read_bytes(path, what, limit=limit), str(path), what)
 
 
 def read_json(path: Path, what: str) -> Any:
     return parse_json(read_bytes(path, what), str(path), what)
 
 
-def read_model(
-    path: Path, model: type[M], *, what: str, schema_version: int | tuple[int, ...] | None
+def validate_model(
+    data: Any,
+    model: type[M],
+    *,
+    source: str,
+    what: str,
+    schema_version: int | tuple[int, ...] | None,
 ) -> M:
-    """Load and validate a JSON file; every failure is an InputError naming the file and field."""
-    data = read_json(path, what)
+    """A parsed JSON value as ``model``: object, known ``schema_version``, valid fields."""
     if not isinstance(data, dict):
-        raise InputError(f"{path}: {what} must be a JSON object, got {type(data).__name__}")
+        raise InputError(f"{source}: {what} must be a JSON object, got {type(data).__name__}")
     if schema_version is not None:
         readable = schema_version if isinstance(schema_version, tuple) else (schema_version,)
         found = data.get("schema_version")
@@ -147,12 +220,24 @@ def read_model(
             )
             versions = ", ".join(str(v) for v in readable)
             raise InputError(
-                f"{path}: schema_version: {repr(found)[:40]} is not supported (this ci-bench "
+                f"{source}: schema_version: {repr(found)[:40]} is not supported (this ci-bench "
                 f"reads {versions}; {hint})"
             )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"{path}: {validation_message(exc)}") from None
+        raise InputError(f"{source}: {validation_message(exc)}") from None
     except RecursionError:
-        raise InputError(f"{path}: {what} is nested too deeply") from None
+        raise InputError(f"{source}: {what} is nested too deeply") from None
+
+
+def read_model(
+    path: Path, model: type[M], *, what: str, schema_version: int | tuple[int, ...] | None
+) -> M:
+    """Load and validate a JSON file; every failure is an InputError naming the file and field."""
+    data = read_json(path, what)
+    return validate_model(data, model, source=str(path), what=what, schema_version=schema_version)
+
+
+def dump_model(model: BaseModel) -> str:
+    return model.model_dump_json(indent=2, exclude_none=False) + "\n"

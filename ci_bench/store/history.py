@@ -8,7 +8,6 @@ device). ``load_local`` / ``append_local`` are the folder edge; the data-branch 
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,7 +33,14 @@ from ci_bench.schema.results import (
 )
 from ci_bench.schema.verdicts import Verdict
 from ci_bench.store.baselines import load_baseline
-from ci_bench.store.files import atomic_write_text, read_model, validation_message
+from ci_bench.store.files import (
+    json_lines,
+    read_json,
+    read_text,
+    validate_model,
+    validation_message,
+    write_text,
+)
 
 DATA_BRANCH = "ci-bench-data"
 DEFAULT_KEEP = 500  # records per device
@@ -128,7 +134,8 @@ def record_from_results(
         raise InputError(f"{origin}: meta.git.commit: no commit recorded; history needs one")
     verdicts = verdicts or {}
     peak_tflops, peak_gbps = _peaks(results.cases)
-    return HistoryRecord(
+    return _record(
+        origin,
         commit=meta.git.commit,
         time=meta.started_at,
         source=source,
@@ -146,7 +153,18 @@ def record_from_results(
     )
 
 
-def records_from_baseline(doc: BaselineFile) -> list[HistoryRecord]:
+def _record(origin: str, **fields: object) -> HistoryRecord:
+    """A record from a results or baseline file's values, which the record's own rules may
+    refuse (a commit with spaces): an input error naming the file, never a crash."""
+    try:
+        return HistoryRecord.model_validate(fields)
+    except ValidationError as exc:
+        raise InputError(
+            f"{origin}: cannot be a history record: {validation_message(exc)}"
+        ) from None
+
+
+def records_from_baseline(doc: BaselineFile, origin: str = "baseline") -> list[HistoryRecord]:
     """One record per device entry; an entry without commit or tag has no place in time."""
     records = []
     for entry in doc.entries:
@@ -156,7 +174,8 @@ def records_from_baseline(doc: BaselineFile) -> list[HistoryRecord]:
             continue
         peak_tflops, peak_gbps = _peaks(entry.cases)
         records.append(
-            HistoryRecord(
+            _record(
+                origin,
                 commit=commit,
                 time=prov.measured_at,
                 source="baseline",
@@ -183,27 +202,18 @@ def device_file(identity: str) -> str:
 
 
 def parse_jsonl(text: str, origin: str) -> list[HistoryRecord]:
-    """Every line a record; a bad line is an InputError naming file, line and field."""
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{origin}:{number}"
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{where}: invalid JSON: {exc}") from None
-        found = data.get("schema_version") if isinstance(data, dict) else None
-        if found != HISTORY_SCHEMA_VERSION:
-            raise InputError(
-                f"{where}: schema_version: {found!r} is not supported (this ci-bench reads "
-                f"{HISTORY_SCHEMA_VERSION}; docs/FORMATS.md)"
-            )
-        try:
-            records.append(HistoryRecord.model_validate(data))
-        except ValidationError as exc:
-            raise InputError(f"{where}: {validation_message(exc)}") from None
-    return records
+    """Every line a record, read under the same rules as every other file (depth, finite
+    numbers, Unicode); a bad line is an InputError naming file, line and field."""
+    return [
+        validate_model(
+            value,
+            HistoryRecord,
+            source=where,
+            what="history record",
+            schema_version=HISTORY_SCHEMA_VERSION,
+        )
+        for where, value in json_lines(text, origin, "history record")
+    ]
 
 
 def render_jsonl(records: Iterable[HistoryRecord]) -> str:
@@ -255,26 +265,23 @@ def append_local(
     folder: Path, record: HistoryRecord, keep: int = DEFAULT_KEEP
 ) -> tuple[Literal["written", "unchanged"], Path]:
     path = folder / device_file(record.device.identity)
-    try:
-        text = path.read_text(encoding="utf-8") if path.is_file() else None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read history file: {exc}") from None
+    text = read_text(path, "history") if path.exists() or path.is_symlink() else None
     new = merge_text(text, record, keep, str(path))
     if new is None:
         return "unchanged", path
-    atomic_write_text(path, new)
+    # The store is read, merged and written back: replacing its file is the point.
+    write_text(path, new, what="history", replace=True)
     return "written", path
 
 
 def _load_json(path: Path) -> list[HistoryRecord]:
     """A results file or a baseline file, told apart by their top-level keys."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    data = read_json(path, "results or baseline")
     if isinstance(data, dict) and "entries" in data:
-        return records_from_baseline(load_baseline(path))
-    results = read_model(path, Results, what="results", schema_version=RESULTS_READABLE)
+        return records_from_baseline(load_baseline(path), str(path))
+    results = validate_model(
+        data, Results, source=str(path), what="results", schema_version=RESULTS_READABLE
+    )
     return [record_from_results(results, origin=str(path))]
 
 
@@ -290,14 +297,12 @@ def load_local(
         if not folder.is_dir():
             raise InputError(f"{folder}: history folder not found")
         for path in sorted(folder.glob("*.jsonl")):
-            records += parse_jsonl(path.read_text(encoding="utf-8"), str(path))
+            records += parse_jsonl(read_text(path, "history"), str(path))
         for path in sorted(folder.glob("*.json")):
             records += _load_json(path)
     for path in results:
-        if not path.is_file():
-            raise InputError(f"{path}: results file not found")
         records += _load_json(path)
     if baselines_dir is not None and baselines_dir.is_dir():
         for path in sorted(baselines_dir.glob("*_v*.json")):
-            records += records_from_baseline(load_baseline(path))
+            records += records_from_baseline(load_baseline(path), str(path))
     return records
