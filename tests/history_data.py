@@ -6,7 +6,9 @@ tests of the store, change-point detection, the CLI and the browser share one st
 - commits 0..17 are matmul v0.1.0, commits 18.. are v0.2.0 (a version boundary);
 - at the boundary ``M128 float32`` gets 30 % faster (v0.2.0's new tiling);
 - at ``STEP_AT`` (inside v0.2.0) ``M1024 bfloat16`` gets 25 % slower, and the pipeline
-  flagged that commit as a regression.
+  flagged that commit as a regression;
+- at ``FALSE_ALARM_AT`` (a documentation-only commit: nothing moves) the pipeline flagged
+  ``M128 bfloat16`` as a regression too: a false alarm the history does not confirm.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ci_bench.measure.roofline import compute_metrics
+from ci_bench.schema import DeviceFingerprint
 from ci_bench.schema.history import HistoryRecord
 from ci_bench.store.history import record_from_results
 from tests.factories import V5E, case, results
@@ -26,6 +29,8 @@ BOUNDARY = 18
 STEP_AT = 26
 STEP_CASE = "matmul/B1-M1024-K1024-N1024/bfloat16"
 FASTER_CASE = "matmul/B1-M128-K128-N128/float32"
+FALSE_ALARM_AT = 10
+FALSE_ALARM_CASE = "matmul/B1-M128-K128-N128/bfloat16"
 CASES = {
     "matmul/B1-M128-K128-N128/float32": 0.050,
     "matmul/B1-M128-K128-N128/bfloat16": 0.040,
@@ -61,8 +66,8 @@ def _case(cid: str, mean_ms: float, version: str):
     return c.model_copy(update={"metrics": metrics})
 
 
-def story(commits: int = COMMITS, seed: int = 7) -> Story:
-    """The generated history, oldest first."""
+def story(commits: int = COMMITS, seed: int = 7, device: DeviceFingerprint = V5E) -> Story:
+    """The generated history, oldest first (on a CPU ``device``: interpreted runs)."""
     rng = random.Random(seed)
     start = datetime(2026, 9, 1, 9, 0, tzinfo=UTC)
     records = []
@@ -75,10 +80,12 @@ def story(commits: int = COMMITS, seed: int = 7) -> Story:
             if cid == STEP_CASE and i >= STEP_AT:
                 level *= 1.25
             cases.append(_case(cid, level * (1 + rng.gauss(0, 0.015)), version))
-        run = results(cases, device=V5E, commit=sha(i), profile="ci")
+        run = results(cases, device=device, commit=sha(i), profile="ci")
         meta = run.meta.model_copy(update={"started_at": start + timedelta(hours=6 * i)})
         run = run.model_copy(update={"meta": meta})
         verdicts = {STEP_CASE: "regression"} if i == STEP_AT else {}
+        if i == FALSE_ALARM_AT:
+            verdicts = {FALSE_ALARM_CASE: "regression"}
         records.append(
             record_from_results(run, verdicts=verdicts, pr=100 + i if i % 3 == 0 else None)
         )

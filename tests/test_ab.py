@@ -123,6 +123,7 @@ def test_ab_measures_head_and_base_in_one_process_and_cleans_up(repo):
         assert verdict["baseline"]["version"] == "0.1.0"
         assert len(verdict["current"]["pallas"]["samples_ms"]) >= 6
     assert "[" in done.stdout  # the interval is in the table
+    assert max(len(line) for line in done.stdout.splitlines()) <= 120  # a terminal's width
     assert "A/B: head against HEAD~1" in done.stdout
     worktrees = subprocess.run(
         ["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True, check=True

@@ -224,10 +224,18 @@ def test_untrusted_text_is_inert_in_the_pr_comment(payload):
     own = re.escape(f"https://github.com/ci-bench/ci-bench/blob/v{ci_bench.__version__}/")
     assert not re.search(r"(?<!\\)\]\((?!" + own + ")", outside), body
     assert "\n### injected" not in body
-    # every table row still has the header's number of cells
-    table = [line for line in body.splitlines() if line.startswith("|")]
-    cells = {len(md_split(line)) for line in table}
-    assert len(cells) == 1, table
+    # every row of every table still has its header's number of cells
+    tables: list[list[str]] = [[]]
+    for line in body.splitlines():
+        if line.startswith("|"):
+            tables[-1].append(line)
+        elif tables[-1]:
+            tables.append([])
+    tables = [t for t in tables if t]
+    assert tables
+    for table in tables:
+        cells = {len(md_split(line)) for line in table}
+        assert len(cells) == 1, table
     for line in annotations(report):
         assert "\n" not in line
         assert "\r" not in line

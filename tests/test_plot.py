@@ -1,8 +1,7 @@
-"""Roofline PNGs (when matplotlib is installed) and the mermaid Δ% chart for PR comments."""
+"""Roofline PNGs (when matplotlib is installed) and their short case labels."""
 
 from __future__ import annotations
 
-import re
 import struct
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 
 from ci_bench.errors import InputError
 from ci_bench.measure.roofline import compute_metrics
-from ci_bench.report.chart import mermaid_delta_chart, short_labels
+from ci_bench.report.chart import short_labels
 from ci_bench.report.plot import resolve_ceilings, roofline_png
 from ci_bench.schema import CaseResult, Results
 from tests.factories import V5E, case, results
@@ -136,53 +135,9 @@ def test_peaks_come_from_args_then_recorded_metrics_then_the_device_table() -> N
     assert resolve_ceilings(recorded).gbps == 819.0
 
 
-# ---- mermaid ------------------------------------------------------------------------
+# ---- labels -------------------------------------------------------------------------
 
 
-def _chart_lines(text: str) -> list[str]:
-    lines = text.rstrip("\n").splitlines()
-    assert lines[0] == "```mermaid"
-    assert lines[-1] == "```"
-    return [line.strip() for line in lines[1:-1]]
-
-
-def _floats(line: str, keyword: str) -> list[float]:
-    match = re.fullmatch(rf"{keyword} \[(.*)\]", line)
-    assert match
-    return [float(v) for v in match[1].split(", ")]
-
-
-def test_mermaid_chart_lists_deltas_worst_first_with_short_labels() -> None:
-    deltas = [(IDS[0], -3.5), (IDS[1], 12.25), (IDS[2], 0.0)]
-    lines = _chart_lines(mermaid_delta_chart(deltas, "matmul: Δ mean vs v0.1.0"))
-    assert lines[0] == "xychart-beta"
-    assert lines[1] == 'title "matmul: Δ mean vs v0.1.0"'
-    labels = '"B1-M128-K128-N128/bf16", "B4-M1024-K1024-N1024/bf16", "B1-M128-K128-N128/f32"'
-    assert lines[2] == f"x-axis [{labels}]"
-    y_axis = re.fullmatch(r'y-axis "Δ mean \(%\)" (-?\d+) --> (-?\d+)', lines[3])
-    assert y_axis
-    assert int(y_axis[1]) < -3.5
-    assert int(y_axis[2]) > 12.25
-    assert _floats(lines[4], "bar") == [12.25, 0.0, -3.5]
-    assert len(lines) == 5
-
-
-def test_mermaid_chart_escapes_quotes_caps_bars_and_adds_a_threshold_line() -> None:
-    deltas = [(f"my/P{i}/float32", float(i)) for i in range(40)]
-    deltas.append(('my/P99/"odd"', float("nan")))
-    text = mermaid_delta_chart(deltas, 'say "hi"', limit=30, threshold=5.0)
-    lines = _chart_lines(text)
-    assert lines[0] == "xychart-beta horizontal"  # many bars: labels stay readable
-    assert lines[1] == "title \"say 'hi' (worst 30 of 40)\""
-    assert _floats(lines[4], "bar") == [float(i) for i in range(39, 9, -1)]
-    assert _floats(lines[5], "line") == [5.0] * 30
-    assert text.count('"') % 2 == 0
-    assert "e+" not in text
-    assert "e-" not in text
-
-
-def test_mixed_kernels_keep_their_prefix_and_empty_input_gives_no_chart() -> None:
+def test_mixed_kernels_keep_their_prefix_in_short_labels() -> None:
     assert short_labels(["a/M1/float32", "b/M1/float32"]) == ["a/M1/f32", "b/M1/f32"]
     assert short_labels(['a/M1/"x"']) == ['M1/"x"']
-    assert mermaid_delta_chart([], "t") == ""
-    assert mermaid_delta_chart([("a/M1/float32", float("inf"))], "t") == ""

@@ -13,7 +13,8 @@ import pytest
 
 from ci_bench.judge.compare import compare
 from ci_bench.report.comment import markdown_report
-from ci_bench.report.render import terminal_report
+from ci_bench.report.render import results_table
+from ci_bench.report.terminal import terminal_report
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
 from tests.factories import case, results
@@ -89,3 +90,50 @@ def test_the_verdict_comes_first_and_regressions_lead_the_table(report):
     assert "memory +50%; ✅ pass" in rows[1]
     assert "| ✅ pass" not in look  # plain passes stay in the full matrix
     assert "compared with v0.1.0: no baseline yet for v0.2.0" in text
+
+
+LONG = "flash_attention/B16-H32-T8192-D128-W4096/bfloat16"
+
+
+def test_the_run_table_fits_120_columns_and_names_what_it_left_out():
+    cases = [case(LONG, 1.5), case("matmul/B1-M128-K128-N128/float32", 0.2)]
+    text = results_table(cases, interpreted=True)
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert text.splitlines()[0].startswith("† CPU interpreter — times are not kernel performance")
+    header = next(line for line in text.splitlines() if line.startswith("case"))
+    assert "speedup†" in header
+    assert "TFLOPS†" in header
+    assert "compile ms" not in header
+    assert "(left out to fit 120 columns: compile ms" in text
+    wide = results_table(cases, interpreted=True, width=None)
+    wide_header = next(line for line in wide.splitlines() if line.startswith("case"))
+    assert wide_header.split() == [
+        "case", "mode", "Pallas", "ms†", "native", "ms", "speedup†", "TFLOPS†", "GB/s†",
+        "MFU/HBM†", "compile", "ms",
+    ]  # fmt: skip
+    assert "left out" not in wide
+    on_tpu = results_table(cases, interpreted=False)
+    assert "†" not in on_tpu
+    assert "interpreter" not in on_tpu
+
+
+def test_the_verdict_table_fits_120_columns_unless_wide(report):
+    text = terminal_report(report)
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "left out to fit 120 columns" in text
+    wide = terminal_report(report, wide=True)
+    header = next(line for line in wide.splitlines() if line.startswith("case"))
+    for column in ("native ms", "GB/s†", "bound", "baseline ms", "mem Δ", "MDC", "verdict"):
+        assert column in header
+    assert "A/B Δ" not in header  # a baseline report has no A/B
+
+
+def test_a_pr_report_in_a_terminal_keeps_the_two_comparisons_apart():
+    from tests.comment_data import BASE, REG, rich_pr_report
+
+    text = terminal_report(rich_pr_report(), wide=True)
+    row = next(line for line in text.splitlines() if line.startswith(f"{REG} "))
+    assert "+25.2%" in row  # against the baseline
+    assert "+24.7% [+22.2%, +27.8%]" in row  # the A/B, with its interval
+    assert "regression (confirmed)" in row
+    assert f"A/B: head against main ({BASE[:12]})" in text

@@ -11,7 +11,7 @@ from typing import TextIO
 from ci_bench.commands.run import request_from
 from ci_bench.pipeline.judging import baseline_report, load_results
 from ci_bench.report.comment import markdown_report
-from ci_bench.report.render import terminal_report
+from ci_bench.report.terminal import terminal_report
 from ci_bench.schema import Report
 from ci_bench.store.baselines import baseline_path
 from ci_bench.store.files import dump_model, write_text
@@ -19,13 +19,13 @@ from ci_bench.store.merge import merge_results
 from ci_bench.store.transaction import promote_into
 
 
-def emit_report(report: Report, fmt: str, out: TextIO) -> None:
+def emit_report(report: Report, fmt: str, out: TextIO, *, wide: bool = False) -> None:
     if fmt == "json":
         out.write(dump_model(report))
     elif fmt == "markdown":
         out.write(markdown_report(report))
     else:
-        out.write(terminal_report(report))
+        out.write(terminal_report(report, wide=wide))
 
 
 def write_report_files(
@@ -44,7 +44,7 @@ def cmd_compare(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
     assert request.results_path is not None
     report = baseline_report(request, load_results(request.results_path))
     write_report_files(report, request.output, args.markdown, replace=args.force)
-    emit_report(report, request.fmt, out)
+    emit_report(report, request.fmt, out, wide=args.wide)
     return report.exit_code
 
 

@@ -173,6 +173,15 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_wide(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--wide",
+        action="store_true",
+        help="the terminal table with every column (by default it leaves columns out to "
+        "fit 120 and names them)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="ci-bench", description="Continuous benchmarking for JAX Pallas kernels.")
     parser.add_argument("--version", action="version", version=f"ci-bench {__version__}")
@@ -202,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="what to print on stdout",
     )
+    _add_wide(run)
 
     ci = sub.add_parser("ci", help="what the GitHub event asks for: run, compare, report, promote")
     _add_selection(ci)
@@ -383,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
         "('none' for regressions only; default: config)",
     )
     compare.add_argument("--config", type=path_arg, help="pyproject.toml with [tool.ci-bench]")
+    _add_wide(compare)
 
     promote = sub.add_parser("promote", help="write results as baselines/<kernel>_v<version>.json")
     promote.add_argument("results", type=path_arg)

@@ -37,7 +37,7 @@ def saver(path: Path | None, *, replace: bool) -> Callable[[Results], None]:
 
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     from ci_bench.pipeline.measuring import measure, worker_runs
-    from ci_bench.report.render import results_table, run_summary
+    from ci_bench.report.render import WIDTH, results_table, run_summary
 
     request = request_from(args, cwd)
     bench = open_bench(request, load_specs(request), env)
@@ -50,7 +50,12 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
     if request.fmt == "json":
         out.write(dump_model(results))
     else:
-        table = results_table(results.cases, "github" if request.fmt == "markdown" else "simple")
+        table = results_table(
+            results.cases,
+            "github" if request.fmt == "markdown" else "simple",
+            interpreted=results.meta.settings.interpret,
+            width=None if getattr(args, "wide", False) else WIDTH,
+        )
         out.write(table + "\n\n" + run_summary(results) + "\n")
     ok = sum(c.status == "ok" for c in results.cases)
     errors = len(results.cases) - ok

@@ -28,6 +28,7 @@ from ci_bench.measure.modes import cast_like, cotangent_like, differentiable, mo
 from ci_bench.measure.roofline import PeakLookup, compute_metrics, tflops_of
 from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.measure.timers import Timed, timed_rounds
+from ci_bench.measure.yardstick import Yardstick, yardstick
 from ci_bench.schema import (
     CaseResult,
     CompileTimes,
@@ -223,6 +224,11 @@ def run_contestants(
                 return failed(problem, current.spec)
         current = None
         del want
+        native = people[-1]
+        assert native.work is not None
+        # What the cost models are checked against: the native's dot FLOPs, or XLA's FLOPs
+        # without conversions, and how many passes it compiled to (measure.yardstick).
+        reference = yardstick(native.work.fn, native.work.args, native.exe)
         fns, args = _calls(people)
         timed = timed_rounds(
             settings.timer or "wallclock",
@@ -248,6 +254,7 @@ def run_contestants(
         timed,
         inputs_ms,
         (flops, flops_source, nbytes, bytes_source),
+        reference,
     )
 
 
@@ -271,6 +278,7 @@ def _results(
     timed: Timed,
     inputs_ms: float | None,
     costs: tuple[int, str, int, str],
+    reference: Yardstick,
 ) -> list[CaseResult]:
     first = specs[0]
     flops, flops_source, nbytes, bytes_source = costs
@@ -320,8 +328,12 @@ def _results(
                     pallas_ms=mine.compile_ms, native_ms=people[base_at].compile_ms
                 ),
                 analysis={"pallas": mine.stats, "native": base_stats},
-                cost_check=cost_model_check(flops, base_stats, settings.cost_model_factor),
-                bytes_check=bytes_model_check(nbytes, base_stats, settings.cost_model_factor),
+                cost_check=cost_model_check(
+                    flops, base_stats, settings.cost_model_factor, reference, first.compute_unit
+                ),
+                bytes_check=bytes_model_check(
+                    nbytes, base_stats, settings.cost_model_factor, reference
+                ),
                 correctness=mine.correctness,
                 gradients=mine.gradients,
                 implementations=Implementations(

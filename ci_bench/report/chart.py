@@ -1,7 +1,9 @@
-"""A mermaid Δ% chart for PR comments (pure text).
+"""Text charts for tables (pure): a diverging Δ bar that renders the same everywhere.
 
-GitHub renders mermaid blocks in markdown, so a PR comment gets a chart without uploading
-an image.
+A PR comment cannot be checked against GitHub's mermaid renderer here, and its bar charts
+drew negative changes as positive bars with overlapping labels. A bar made of characters
+inside the table row is read with the number beside it, and a reader can check it:
+left of the axis is faster, right is slower, and each full block is one threshold.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ import math
 from collections.abc import Sequence
 
 _DTYPE_SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
-MAX_BARS = 30
+
+BAR_CELLS = 5  # per side: five thresholds (25 % at the specification's 5 %)
+_TRACK, _AXIS, _FULL, _OVER = "·", "│", "█", "+"
+_HALF_RIGHTWARD, _HALF_LEFTWARD = "▌", "▐"  # half a cell, touching the axis side
 
 
 def short_labels(ids: Sequence[str]) -> list[str]:
@@ -28,55 +33,34 @@ def short_labels(ids: Sequence[str]) -> list[str]:
     return labels
 
 
-def _mermaid_text(text: str) -> str:
-    """Mermaid strings have no escapes: a double quote would end the string."""
-    return " ".join(text.replace('"', "'").split())
+def _side(cells: float, half: str) -> list[str]:
+    """One side's characters from the axis outwards: full cells, a half, then the track."""
+    halves = min(round(cells * 2), 2 * BAR_CELLS)
+    out = [_FULL] * (halves // 2) + ([half] if halves % 2 else [])
+    out += [_TRACK] * (BAR_CELLS - len(out))
+    if cells > BAR_CELLS:
+        out[-1] = _OVER
+    return out
 
 
-def _number(value: float) -> str:
-    """Fixed-point: mermaid's number token takes no exponent."""
-    text = f"{value:.2f}"
-    return "0.00" if text == "-0.00" else text
-
-
-def mermaid_delta_chart(
-    cases: Sequence[tuple[str, float]],
-    title: str,
-    *,
-    limit: int = MAX_BARS,
-    threshold: float | None = None,
-) -> str:
-    """A fenced ```mermaid ``xychart-beta`` bar chart of Δ% per case, worst (largest) first.
-
-    ``cases`` are (case id, Δ in percent, e.g. +5.2 for 5.2 % slower). Non-finite deltas are
-    dropped; at most ``limit`` bars are drawn. ``threshold`` (percent) adds a flat line, e.g.
-    the 5 % slowdown rule. More than six bars lie horizontally so long labels stay readable.
-    Returns "" when there is nothing to chart.
+def delta_bar(change: float | None, unit: float) -> str:
+    """``change`` (e.g. +0.12 for 12 % slower) as a diverging bar of ``2·BAR_CELLS + 1``
+    characters: a full block per ``unit`` (the threshold), halves in between, ``+`` at the
+    end when it goes further; faster grows left of ``│``, slower right. "" without a change.
     """
-    finite = sorted(
-        ((cid, d) for cid, d in cases if math.isfinite(d)), key=lambda item: (-item[1], item[0])
-    )
-    if not finite:
+    if change is None or not math.isfinite(change) or unit <= 0:
         return ""
-    shown = finite[:limit]
-    if len(shown) < len(finite):
-        title = f"{title} (worst {len(shown)} of {len(finite)})"
-    labels = short_labels([cid for cid, _ in shown])
-    values = [d for _, d in shown]
-    marks = [*values, 0.0, *([threshold] if threshold is not None else [])]
-    pad = max(1.0, (max(marks) - min(marks)) * 0.1)
-    lo, hi = math.floor(min(marks) - pad), math.ceil(max(marks) + pad)
-    orientation = " horizontal" if len(shown) > 6 else ""
-    axis = ", ".join(f'"{_mermaid_text(label)}"' for label in labels)
-    lines = [
-        "```mermaid",
-        f"xychart-beta{orientation}",
-        f'    title "{_mermaid_text(title)}"',
-        f"    x-axis [{axis}]",
-        f'    y-axis "Δ mean (%)" {lo} --> {hi}',
-        f"    bar [{', '.join(_number(v) for v in values)}]",
-    ]
-    if threshold is not None:
-        lines.append(f"    line [{', '.join(_number(threshold) for _ in values)}]")
-    lines.append("```")
-    return "\n".join(lines) + "\n"
+    cells = abs(change) / unit
+    if change >= 0:
+        left, right = [_TRACK] * BAR_CELLS, _side(cells, _HALF_RIGHTWARD)
+    else:
+        left, right = _side(cells, _HALF_LEFTWARD)[::-1], [_TRACK] * BAR_CELLS
+    return "".join(left) + _AXIS + "".join(right)
+
+
+def bar_legend(unit: float) -> str:
+    """What the bar's marks mean, for the line under its table."""
+    return (
+        f"bar: each █ is {unit:.0%} (the threshold), ▌ half of it, + beyond "
+        f"{BAR_CELLS * unit:.0%}; faster left of │, slower right of it"
+    )

@@ -1,154 +1,48 @@
 """The PR comment and job summary: a verdict a reviewer reads in ten seconds (pure).
 
-Layout, top to bottom: the verdict and what to do about it; what THIS pull request changed
-(the A/B in a PR report; the cases past a threshold otherwise); drift since the baseline;
-errors; then, collapsed, every case with all its numbers and footnotes, and the method in
-one line. The visible tables have three or four narrow columns so the verdict stays on
-screen at a GitHub comment's width.
+Layout, top to bottom: the verdict, whether the times are an interpreter's, what to do;
+notes that add to the verdict; what THIS pull request changed (the A/B in a PR report, the
+cases past a threshold otherwise) with a Δ bar, the rest counted in one line; established
+drift; baseline excesses that are not, collapsed; errors; then, collapsed, every case per
+kernel and the method in one line. Every table fits a 900 px conversation column.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-
-from tabulate import tabulate
+from statistics import median
 
 from ci_bench import docs_url
-from ci_bench.report.escape import md_id, md_inline, safe_url
-from ci_bench.report.render import VERDICT_ICONS, delta_chart, fmt_ms, fmt_util, ordered
+from ci_bench.judge.ladder import past_threshold
+from ci_bench.report.chart import bar_legend
+from ci_bench.report.comment_tables import (
+    ab_text,
+    case_cell,
+    changed_table,
+    drift_table,
+    footnotes,
+    full_tables,
+    pct,
+)
+from ci_bench.report.escape import md_inline, safe_url
+from ci_bench.report.render import (
+    INTERPRETED_MARK,
+    INTERPRETER,
+    VERDICT_ICONS,
+    ordered,
+    short_ref,
+    short_shas,
+)
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
 
 # States a reviewer should see above the fold, besides drift (which has its own section).
-CHANGED = ("regression", "improved", "noisy", "toolchain")
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:+.1%}"
-
-
-def _ab_cell(v: CaseVerdict) -> str:
-    """The paired head/base change with its 95 % interval."""
-    if v.ratio is None:
-        return "–"
-    if v.ratio_low is None or v.ratio_high is None:
-        return _pct(v.ratio - 1)
-    return f"{v.ratio - 1:+.1%} [{v.ratio_low - 1:+.1%}, {v.ratio_high - 1:+.1%}]"
-
-
-def _verdict_cell(v: CaseVerdict) -> str:
-    label = f"{VERDICT_ICONS[v.verdict]} {v.verdict}"
-    if v.confirmed is True:
-        label += ", confirmed"
-    elif v.confirmed is False:
-        label += ", not reproduced"
-    elif v.min_repeats is not None:
-        label += f", needs ≥{v.min_repeats} repeats"
-    elif v.p_value is not None and v.verdict not in ("pass", "drift"):
-        label += f" (p={v.p_value:.2g})"
-    if v.memory_verdict == "regression":
-        label = f"❌ memory +{(v.memory_change or 0):.0%}; {label}"
-    return label
-
-
-def _case_cell(v: CaseVerdict) -> str:
-    return md_id(v.id)
-
-
-def model_cell(v: CaseVerdict) -> str:
-    """The cost model's change on the chip that moved most, compactly: ``–`` without a
-    model, ``+1.2%`` within the threshold, ``📐 +97% v5e`` structural."""
-    m = v.model
-    if m is None or m.time_change is None:
-        return "–"
-    change = f"{m.time_change:+.0%}" if abs(m.time_change) >= 0.1 else f"{m.time_change:+.1%}"
-    chip = f" {md_inline(m.chip)}" if m.chip else ""
-    icon = {"structural": "📐 ", "improved": "🚀 ", "accepted": "🤝 "}.get(m.verdict, "")
-    return f"{icon}{change}{chip if icon else ''}"
-
-
-def _has_model(cases: Sequence[CaseVerdict]) -> bool:
-    return any(v.model is not None for v in cases)
-
-
-def _table(headers: Sequence[str], rows: list[list[str]]) -> str:
-    return tabulate(rows, headers=list(headers), tablefmt="github", disable_numparse=True)
-
-
-def _changed_table(cases: list[CaseVerdict], mode: str) -> str:
-    if mode == "pr":
-        headers = ["case", "Δ vs base (A/B)¹", "Δ vs baseline²"]
-        rows = [[_case_cell(v), _ab_cell(v), _pct(v.mean_change)] for v in cases]
-    elif mode == "ab":
-        headers = ["case", "Δ vs base (A/B)¹"]
-        rows = [[_case_cell(v), _ab_cell(v)] for v in cases]
-    else:
-        headers = ["case", "Δ vs baseline²"]
-        rows = [[_case_cell(v), _pct(v.mean_change)] for v in cases]
-    if _has_model(cases):
-        headers.append("model⁵")
-        rows = [[*row, model_cell(v)] for row, v in zip(rows, cases, strict=True)]
-    headers.append("verdict")
-    rows = [[*row, _verdict_cell(v)] for row, v in zip(rows, cases, strict=True)]
-    return _table(headers, rows)
-
-
-def _full_table(cases: list[CaseVerdict], mode: str) -> str:
-    headers = ["case", "Pallas ms", "TFLOPS", "MFU / HBM³", "Δ vs baseline²"]
-    if mode != "baseline":
-        headers.append("Δ vs base (A/B)¹")
-    headers.append("MDC⁴")
-    if _has_model(cases):
-        headers.append("model⁵")
-    headers.append("verdict")
-    rows = []
-    for v in cases:
-        cur = v.current
-        util = fmt_util(cur.metrics if cur else None)
-        row = [
-            _case_cell(v),
-            fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),
-            "–" if not cur or cur.tflops is None else f"{cur.tflops:.4g}",
-            util,
-            _pct(v.mean_change),
-        ]
-        if mode != "baseline":
-            row.append(_ab_cell(v))
-        mdc = "–" if v.mdc is None else f"±{v.mdc:.1%}"
-        if v.min_repeats is not None:
-            mdc = f"needs ≥{v.min_repeats} repeats"
-        row.append(mdc)
-        if _has_model(cases):
-            row.append(model_cell(v))
-        row.append(_verdict_cell(v))
-        rows.append(row)
-    return _table(headers, rows)
-
-
-_AB_NOTE = (
-    "¹ Δ vs base: head against the merge base of the PR, measured in the same job round by "
-    "round; the median paired time ratio − 1, with its 95 % bootstrap interval."
+CHANGED = ("regression", "accepted", "improved", "noisy", "toolchain")
+# Kernel notes that only restate the report's mode (its method line and footer say it).
+_MODE_NOTES = (
+    re.compile(r"PR verdict: A/B against .* decides"),
+    re.compile(r"A/B against .*, measured in the same process"),
 )
-_OTHER_NOTES = (
-    "² Δ vs baseline: mean time against the stored baseline of the kernel's version "
-    "(the specification's ±5 % rule).",
-    "³ MFU for compute-bound cases, HBM bandwidth utilisation for memory-bound ones "
-    "(– where the device's peak is unknown, e.g. CPUs).",
-    "⁴ MDC: the smallest change this comparison would detect (80 % power); a pass rules "
-    "out larger changes, not smaller ones.",
-)
-_MODEL_NOTE = (
-    "⁵ model: the modelled TPU time read from the Pallas grid (HBM bytes, grid steps, VMEM; "
-    "exact, the same on every machine) against the same reference, on the target chip "
-    "that moved most; 📐 past the threshold."
-)
-
-
-def footnotes(mode: str, model: bool = False) -> str:
-    """The full table's footnotes; the A/B's only where there is an A/B column, the
-    model's only where there is a model column."""
-    notes = ([_AB_NOTE] if mode != "baseline" else []) + list(_OTHER_NOTES)
-    return "  \n".join(notes + ([_MODEL_NOTE] if model else []))
 
 
 # What a run-level state means in a headline.
@@ -195,12 +89,6 @@ def _actions(report: Report) -> list[str]:
     return seen[:3] or ["Nothing to do."]
 
 
-def _notes(kernels: Sequence[KernelSummary]) -> list[str]:
-    notes = [f"> {md_inline(k.kernel)}: {md_inline(k.note)}" for k in kernels if k.note]
-    notes += [f"> ⚠️ {md_inline(w)}" for k in kernels for w in k.warnings]
-    return notes
-
-
 def _footer(report: Report) -> list[str]:
     meta = report.meta
     device = meta.device
@@ -216,7 +104,7 @@ def _footer(report: Report) -> list[str]:
     profile = md_inline(f"profile {meta.profile or 'ad-hoc'}")
     lines = [f"{md_inline(f'{where} · {device.software}')} · {head} {shown} · {profile}{run}"]
     if report.mode in ("ab", "pr") and report.base_ref:
-        lines.append(f"A/B base: {md_inline(report.base_ref)}")
+        lines.append(f"A/B base: {md_inline(short_ref(report.base_ref) or '')}")
     lines += [
         f"Baseline: {md_inline(_provenance(k))}" for k in report.kernels if report.mode != "ab"
     ]
@@ -235,6 +123,113 @@ def _provenance(k: KernelSummary) -> str:
     )
 
 
+def _interpreted(report: Report) -> list[str]:
+    if not report.meta.settings.interpret:
+        return []
+    return [
+        "",
+        f"> **{INTERPRETED_MARK} {INTERPRETER}.** Pallas ran with interpret=True on this "
+        f"runner: the verdicts compare interpreter times; speedup, TFLOPS and MFU marked "
+        f"{INTERPRETED_MARK} are the interpreter's, not the kernel's.",
+    ]
+
+
+def _notes(report: Report) -> list[str]:
+    """Kernel notes and warnings that add to the verdict line, once each, short shas."""
+    by_text: dict[str, list[str]] = {}
+    for k in report.kernels:
+        if k.note and not any(p.search(k.note) for p in _MODE_NOTES):
+            by_text.setdefault(short_shas(k.note), []).append(k.kernel)
+    notes = [f"> {md_inline(', '.join(ks))}: {md_inline(text)}" for text, ks in by_text.items()]
+    warnings = [short_shas(w) for k in report.kernels for w in k.warnings]
+    warnings += _bytes_warnings(report)
+    notes += [f"> ⚠️ {md_inline(w)}" for w in dict.fromkeys(warnings)]
+    return notes
+
+
+def _bytes_warnings(report: Report) -> list[str]:
+    """A bytes model that fails the check where it is meaningful (a one-pass native)."""
+    out = []
+    for kernel in dict.fromkeys(v.kernel for v in report.cases):
+        wrong = [
+            v.current
+            for v in report.cases
+            if v.kernel == kernel
+            and v.current is not None
+            and v.current.bytes_check is not None
+            and v.current.bytes_check.status == "mismatch"
+        ]
+        if wrong and wrong[0].bytes_check is not None:
+            out.append(
+                f"{kernel}: bytes model disagrees with XLA in {len(wrong)} case(s), e.g. "
+                f"{wrong[0].id}: {wrong[0].bytes_check.reason}; GB/s and HBM % may be wrong"
+            )
+    return out
+
+
+def _legend(mode: str) -> str:
+    if mode in ("pr", "ab"):
+        return "¹ head against the PR's merge base, same job: median paired change [95 % interval];"
+    return "² mean time against the stored baseline;"
+
+
+def _changed(report: Report) -> list[CaseVerdict]:
+    """What the comparison that decides calls changed, or cannot rule out (noisy); memory
+    regressions and the cost model's structural changes."""
+    return ordered(
+        [
+            v
+            for v in report.cases
+            if v.verdict in CHANGED
+            or v.memory_verdict == "regression"
+            or (v.model is not None and v.model.verdict in ("structural", "accepted"))
+        ]
+    )
+
+
+def _unchanged_line(report: Report, shown: Sequence[CaseVerdict]) -> list[str]:
+    """The passing cases in one line: how many, and what their comparisons could see."""
+    rest = [v for v in report.cases if v.verdict == "pass" and v not in shown]
+    if not rest:
+        return []
+    t = report.thresholds.mean_slowdown
+    ab = report.mode in ("pr", "ab")
+    against = "in the A/B against the base" if ab else "against the baseline"
+    mdcs = [v.mdc for v in rest if v.mdc is not None]
+    seen = f" (MDC median ±{median(mdcs):.1%}, largest ±{max(mdcs):.1%})" if mdcs else ""
+    blind = sum(1 for v in rest if v.min_repeats is not None or (v.mdc or 0) > t)
+    unsure = f"; {blind} of them could not rule out a {t:.0%} change" if blind else ""
+    n = len(rest)
+    cases = f"{n} other case{'s' if n > 1 else ''}"
+    return ["", f"✅ {cases}: no change past ±{t:.0%} {against}{seen}{unsure}."]
+
+
+def _information(report: Report) -> list[str]:
+    """Baseline excesses a PR report does not call drift: one collapsed line."""
+    if report.mode != "pr":
+        return []
+    t = report.thresholds
+    moved = [
+        v
+        for v in ordered(report.cases)
+        if v.verdict == "pass"
+        and v.mean_change is not None
+        and past_threshold(v.mean_change, v.tflops_ratio, t) is not None
+    ]
+    if not moved:
+        return []
+    n = len(moved)
+    summary = (
+        f"ℹ️ {n} case{'s' if n > 1 else ''} past ±{t.mean_slowdown:.0%} against the stored "
+        "baseline, not established as drift: information, not a warning"
+    )
+    items = [
+        f"- {case_cell(v)}: {pct(v.mean_change)} against the baseline; A/B {ab_text(v)}"
+        for v in moved
+    ]
+    return ["", f"<details><summary>{summary}</summary>", "", *items, "", "</details>"]
+
+
 def markdown_report(
     report: Report,
     *,
@@ -244,15 +239,17 @@ def markdown_report(
 ) -> str:
     """The PR comment / job summary body. ``full_matrix=False`` and ``max_rows`` shrink it
     (GitHub caps comments); then ``pointer`` says where the whole report is."""
-    parts = [_title(report), "", f"**{_summary_line(report)}**", ""]
-    parts += [f"**What to do:** {' '.join(_actions(report))}"]
-    notes = _notes(report.kernels)
+    unit = report.thresholds.mean_slowdown
+    parts = [_title(report), "", f"**{_summary_line(report)}**"]
+    parts += _interpreted(report)
+    parts += ["", f"**What to do:** {' '.join(_actions(report))}"]
+    notes = _notes(report)
     if notes:
         parts += ["", *notes]
     if report.run_states:
         parts += ["", "#### The run", ""]
         parts += [
-            f"- {VERDICT_ICONS[r.state]} `{r.state}`: {md_inline(r.reason)}"
+            f"- {VERDICT_ICONS[r.state]} `{r.state}`: {md_inline(short_shas(r.reason))}"
             for r in report.run_states
         ]
     if report.acceptance is not None:
@@ -262,53 +259,35 @@ def markdown_report(
             f"> 🤝 Accepted by @{md_inline(a.by)} for `{md_inline(a.head_sha[:12])}` with the "
             f"`{md_inline(a.label)}` label: a new push needs it again.",
         ]
-    changed = ordered(
-        [
-            v
-            for v in report.cases
-            if v.verdict in CHANGED
-            or (v.model is not None and v.model.verdict in ("structural", "accepted"))
-        ]
-    )
-    memory = [
-        v for v in ordered(report.cases) if v.memory_verdict == "regression" and v not in changed
-    ]
-    changed = ordered(changed + memory)
+    changed = _changed(report)
     if changed:
         title = "Changed by this PR" if report.mode in ("ab", "pr") else "Past a threshold"
         shown = changed if max_rows is None else changed[:max_rows]
-        parts += ["", f"#### {title}", "", _changed_table(shown, report.mode)]
+        parts += ["", f"#### {title}", "", changed_table(shown, report.mode, unit)]
         if len(shown) < len(changed):
             parts += ["", f"… and {len(changed) - len(shown)} more."]
+        parts += ["", f"<sub>{_legend(report.mode)} {bar_legend(unit)}.</sub>"]
+    parts += _unchanged_line(report, changed)
     structural = [v for v in ordered(report.cases) if v.model and v.model.verdict == "structural"]
     if structural:
         shown = structural if max_rows is None else structural[:max_rows]
         parts += ["", "#### Structural (cost model, exact)", ""]
-        parts += [f"- {_case_cell(v)}: {md_inline(v.model.reason)}" for v in shown if v.model]
+        parts += [f"- {case_cell(v)}: {md_inline(v.model.reason)}" for v in shown if v.model]
     drift = ordered([v for v in report.cases if v.verdict == "drift"])
     if drift:
         shown = drift if max_rows is None else drift[:max_rows]
         parts += ["", "#### Drift since the baseline (not caused by this PR)", ""]
-        parts += [_changed_table(shown, "pr")]
+        parts += [drift_table(shown, unit)]
+    parts += _information(report)
     errors = [v for v in report.cases if v.verdict in ("error", "unmeasured")]
     if errors:
         shown = errors if max_rows is None else errors[:max_rows]
         parts += ["", "#### Errors", ""]
-        parts += [f"- {_case_cell(v)}: {md_inline(v.reason)}" for v in shown]
+        parts += [f"- {case_cell(v)}: {md_inline(v.reason)}" for v in shown]
     if full_matrix:
-        everything = ordered(report.cases)
-        parts += [
-            "",
-            f"<details><summary>All {len(everything)} cases</summary>",
-            "",
-            _full_table(everything, report.mode),
-            "",
-            footnotes(report.mode, _has_model(report.cases)),
-        ]
-        chart = delta_chart(report)
-        if chart:
-            parts += ["", chart.rstrip("\n")]
-        parts += ["", "</details>"]
+        parts += ["", f"<details><summary>All {len(report.cases)} cases</summary>", ""]
+        parts += full_tables(report)
+        parts += [footnotes(report), "", "</details>"]
     parts += [
         "",
         "<details><summary>Method</summary>",

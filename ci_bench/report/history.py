@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
-from ci_bench.judge.changepoint import ChangePoint, detect
+from ci_bench.judge.changepoint import MIN_SIZE, ChangePoint, detect
 from ci_bench.schema.history import CasePoint, HistoryRecord
 
 # A run is worth more than a promotion of it, which is worth more than a stored baseline.
@@ -78,6 +79,12 @@ class Group:
     commits: list[Commit] = field(default_factory=list)
     cases: dict[str, CaseSeries] = field(default_factory=dict)
     peaks: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    platform: str = ""
+
+    @property
+    def interpreted(self) -> bool:
+        """A CPU runs Pallas only in interpret mode: its times are the interpreter's."""
+        return self.platform == "cpu"
 
     def boundaries(self) -> list[tuple[int, str]]:
         """(x, version) where a new kernel version starts, the first one included."""
@@ -102,7 +109,7 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
             dev = record.device
             group = groups.setdefault(
                 (name, dev.identity),
-                Group(name, dev.identity, dev.device_kind, dev.software),
+                Group(name, dev.identity, dev.device_kind, dev.software, platform=dev.platform),
             )
             x = len(group.commits)
             group.commits.append(
@@ -141,6 +148,58 @@ def usable(value: float | None) -> bool:
 def finite(value: float | None) -> float | None:
     """``value``, or None when it overflowed (a JSON file holds finite numbers only)."""
     return value if value is None or math.isfinite(value) else None
+
+
+FlagStatus = Literal["confirmed", "unconfirmed", "pending"]
+FLAGGED = ("regression",)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A point the pipeline flagged, and what the commits after it say of the flag."""
+
+    case: str
+    x: int
+    commit: Commit
+    verdict: str
+    status: FlagStatus
+    change: float | None  # the level change that confirmed it
+    why: str
+
+
+def flags_of(group: Group) -> list[Flag]:
+    """Every flagged point of the group, oldest first, judged by the history after it.
+
+    ``confirmed``: a slower level change (PELT) at that commit or the next or previous one;
+    ``pending``: fewer than the detector's minimum segment of commits since, so no level
+    can be told yet; ``unconfirmed``: enough commits since and the level did not move (a
+    flag on noise, or on a commit that changed nothing, such as a documentation edit).
+    """
+    flags = []
+    for series in group.cases.values():
+        slower = [(group.commits.index(c.commit), c) for c in series.changes if c.point.slower]
+        ok_xs = [x for x, p in series.points if usable(p.median_ms)]
+        for x, point in series.points:
+            if point.verdict not in FLAGGED:
+                continue
+            near = [c for cx, c in slower if abs(cx - x) <= 1]
+            after = sum(1 for ox in ok_xs if ox >= x)
+            before = len(ok_xs) - after
+            if near:
+                status: FlagStatus = "confirmed"
+                change: float | None = near[0].point.change
+                why = f"the level moved {change:+.1%} there and held"
+            elif after < MIN_SIZE:
+                status, change = "pending", None
+                why = f"needs {MIN_SIZE - after} more commit(s) to tell a level from one point"
+            elif before < MIN_SIZE:
+                status, change = "unconfirmed", None
+                why = "too few commits before it to tell a level change"
+            else:
+                status, change = "unconfirmed", None
+                why = f"the {after - 1} commit(s) after it show no level change"
+            flags.append(Flag(series.id, x, group.commits[x], point.verdict, status, change, why))
+    return sorted(flags, key=lambda f: (f.x, f.case))
 
 
 def commit_url(repo_url: str | None, sha: str) -> str | None:

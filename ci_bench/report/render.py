@@ -1,23 +1,26 @@
-"""Pure rendering of results: terminal / markdown tables via tabulate, no I/O."""
+"""Pure rendering of results: terminal / markdown tables via tabulate, no I/O.
+
+Every table that shows times says whether they are an interpreter's (a CPU run: Pallas
+``interpret=True``), and a terminal table fits ``WIDTH`` columns unless asked to be wide.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import re
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
 
 import tabulate as tabulate_module
 from tabulate import tabulate
 
-from ci_bench.report.chart import mermaid_delta_chart
 from ci_bench.report.escape import md_inline
 from ci_bench.schema import (
     VERDICT_PRECEDENCE,
     VERDICTS,
     CaseResult,
     CaseVerdict,
-    KernelSummary,
     Metrics,
-    Report,
     Results,
     TimingStats,
 )
@@ -80,6 +83,62 @@ RUN_HEADERS = (
     "MFU/HBM",
     "compile ms",
 )
+# A terminal's width: tables leave columns out (last first) rather than wrap.
+WIDTH = 120
+RUN_DROP_ORDER = ("compile ms", "GB/s", "native ms", "MFU/HBM", "TFLOPS")
+
+# Interpret mode (every CPU run): the figures are an interpreter's, not the kernel's.
+INTERPRETER = "CPU interpreter — times are not kernel performance"
+INTERPRETED_MARK = "†"
+INTERPRETED_NOTE = (
+    f"{INTERPRETED_MARK} {INTERPRETER}: Pallas ran with interpret=True, so its times, and "
+    "the speedup, TFLOPS and GB/s derived from them, are the interpreter's against compiled "
+    "XLA; they say nothing of the kernel on an accelerator."
+)
+# Columns whose values come from the Pallas time (marked when interpreted).
+_DERIVED = ("Pallas ms", "speedup", "TFLOPS", "GB/s", "MFU/HBM", "MFU / HBM")
+
+
+def interpreted_banner() -> str:
+    """The line above every table of interpreted times."""
+    return (
+        f"{INTERPRETED_MARK} {INTERPRETER}: Pallas ran with interpret=True; the figures "
+        f"marked {INTERPRETED_MARK} are the interpreter's, against compiled XLA."
+    )
+
+
+def interpreted_headers(headers: Sequence[str], interpreted: bool) -> list[str]:
+    """``headers`` with the interpreter's mark on every figure derived from Pallas times."""
+    if not interpreted:
+        return list(headers)
+    return [f"{h}{INTERPRETED_MARK}" if h in _DERIVED else h for h in headers]
+
+
+def fit_columns(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    render: Callable[[Sequence[str], list[list[str]]], str],
+    drop_order: Sequence[str],
+    width: int | None = WIDTH,
+) -> tuple[str, list[str]]:
+    """The table rendered with the columns that fit ``width``: those in ``drop_order``
+    left out, first first, until it fits (``width=None``: all). Returns the text and the
+    names left out."""
+    keep = list(range(len(headers)))
+    left_out: list[str] = []
+    while True:
+        text = render([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
+        widest = max((len(line) for line in text.splitlines()), default=0)
+        if width is None or widest <= width:
+            return text, left_out
+        droppable = [name for name in drop_order if name in [headers[i] for i in keep]]
+        if not droppable:
+            return text, left_out
+        at = next(i for i in keep if headers[i] == droppable[0])
+        keep.remove(at)
+        left_out.append(droppable[0].rstrip(INTERPRETED_MARK))
+
+
 # An implementation other than the subject and the baseline: a row under its case.
 OTHER_MARK = "↳ "
 
@@ -153,9 +212,9 @@ def _cells(rows: list[list[str]], tablefmt: str) -> list[list[str]]:
 
 
 @contextlib.contextmanager
-def _tight_headers() -> Iterator[None]:
-    """tabulate widens every column to its header plus 2; the run table's columns are set
-    by their values instead, so that it stays within 120 columns."""
+def tight_headers() -> Iterator[None]:
+    """tabulate widens every column to its header plus 2; a terminal table's columns are
+    set by their values instead, so that it stays within 120 columns."""
     saved = tabulate_module.MIN_PADDING
     tabulate_module.MIN_PADDING = 0
     try:
@@ -181,28 +240,82 @@ def implementation_notes(cases: Sequence[CaseResult]) -> list[str]:
     return list(notes.values())
 
 
-def results_table(cases: Sequence[CaseResult], tablefmt: str = "simple") -> str:
+def results_table(
+    cases: Sequence[CaseResult],
+    tablefmt: str = "simple",
+    *,
+    interpreted: bool = False,
+    width: int | None = WIDTH,
+) -> str:
     """One row per case (a kernel's modes side by side), each other implementation in a
     row under its case; then which implementation each column holds where a kernel names
-    its own, then every error with its message."""
+    its own, the interpreter's note, the cost-model checks that failed, every error.
+
+    A terminal table (``simple``) leaves columns out to fit ``width`` and says which
+    (``width=None``: every column, ``--wide``); markdown keeps every column.
+    """
     rows = [row for c in cases for row in (run_row(c), *other_rows(c))]
-    with _tight_headers():
-        table = tabulate(
-            _cells(rows, tablefmt),
-            headers=RUN_HEADERS,
-            tablefmt=tablefmt,
-            disable_numparse=True,
-            colalign=("left", "left", *("right",) * (len(RUN_HEADERS) - 2)),
-        )
-    lines = [table]
+    marked = interpreted_headers(RUN_HEADERS, interpreted)
+    colalign = dict(zip(marked, ("left", "left", *("right",) * (len(marked) - 2)), strict=True))
+
+    def render(headers: Sequence[str], body: list[list[str]]) -> str:
+        with tight_headers():
+            return tabulate(
+                _cells(body, tablefmt),
+                headers=list(headers),
+                tablefmt=tablefmt,
+                disable_numparse=True,
+                colalign=[colalign[h] for h in headers],
+            )
+
+    drop = [h for h in marked if h.rstrip(INTERPRETED_MARK) in RUN_DROP_ORDER]
+    drop.sort(key=lambda h: RUN_DROP_ORDER.index(h.rstrip(INTERPRETED_MARK)))
+    table, left_out = fit_columns(
+        marked, rows, render, drop, width if tablefmt == "simple" else None
+    )
     escape = md_inline if tablefmt == "github" else (lambda text: text)
-    notes = implementation_notes(cases)
+    notes = [escape(n) for n in implementation_notes(cases)]
+    if left_out:
+        notes.append(f"(left out to fit {width} columns: {', '.join(left_out)}; --wide shows them)")
+    notes += [escape(line) for line in cost_check_notes(cases)]
     errors = [c for c in cases if c.status != "ok"]
+    lines = [interpreted_banner(), "", table] if interpreted else [table]
     if notes or errors:
         lines.append("")
-    lines += [escape(n) for n in notes]
+    lines += notes
     lines += [f"{escape(c.id)}: error: {escape(c.error or 'error')}" for c in errors]
-    return "\n".join(lines)
+    if tablefmt != "simple" or width is None:
+        return "\n".join(lines)
+    return "\n".join(wrap(line, width) if line is not table else line for line in lines)
+
+
+def wrap(text: str, width: int = WIDTH) -> str:
+    """A note line folded to the terminal's width, continuation lines indented."""
+    if len(text) <= width:
+        return text
+    return textwrap.fill(text, width, subsequent_indent="  ", break_on_hyphens=False)
+
+
+def cost_check_notes(cases: Sequence[CaseResult]) -> list[str]:
+    """Per kernel, the cost-model checks that failed, with the first case as the example:
+    a wrong FLOPs model makes TFLOPS and MFU lie, a wrong bytes model GB/s and HBM %."""
+    lines = []
+    for kernel in dict.fromkeys(c.kernel for c in cases):
+        mine = [c for c in cases if c.kernel == kernel]
+        for what in ("FLOPs", "bytes"):
+            wrong = [
+                (c, check)
+                for c in mine
+                if (check := c.cost_check if what == "FLOPs" else c.bytes_check)
+                and check.status == "mismatch"
+            ]
+            if wrong:
+                first, check = wrong[0]
+                lines.append(
+                    f"{kernel}: {what} model check failed in {len(wrong)} case(s), e.g. "
+                    f"{first.id}: {check.reason}"
+                )
+    return lines
 
 
 def run_summary(results: Results) -> str:
@@ -217,22 +330,6 @@ def run_summary(results: Results) -> str:
 
 
 VERDICT_ICONS = {s.name: s.icon for s in VERDICTS}
-REPORT_HEADERS = (
-    "case",
-    "Pallas ms",
-    "native ms",
-    "speedup",
-    "TFLOPS",
-    "GB/s",
-    "MFU / HBM",
-    "bound",
-    "baseline ms",
-    "Δ",
-    "MDC",
-    "mem Δ",
-    "verdict",
-)
-WORTH_A_LOOK = ("regression", "error", "missing", "noisy", "improved", "new", "incomparable")
 
 
 def ordered(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
@@ -269,109 +366,40 @@ def grouped(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
     ]
 
 
-def report_row(v: CaseVerdict, *, icons: bool = True) -> list[str]:
-    cur = v.current
-    metrics = cur.metrics if cur else None
-    base_ms = v.baseline.pallas.mean_ms if v.baseline and v.baseline.pallas else None
-    label = f"{VERDICT_ICONS[v.verdict]} {v.verdict}" if icons else v.verdict
-    if v.confirmed is False:
-        label += " (not reproduced)"
-    elif v.p_value is not None:
-        label += f" (p={v.p_value:.2g})"
-    if v.memory_verdict == "regression" and v.verdict != "regression":
-        label = f"{'❌ ' if icons else ''}memory regression; time: {label}"
-    return [
-        v.id,
-        fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),
-        fmt_ms(cur.native.mean_ms if cur and cur.native else None),
-        fmt_ratio(cur.speedup if cur else None),
-        fmt_float(cur.tflops if cur else None, 4),
-        fmt_gbps(metrics),
-        fmt_util(metrics),
-        (metrics.bound or "–") if metrics else "–",
-        fmt_ms(base_ms),
-        _delta_cell(v),
-        "–" if v.mdc is None else f"±{v.mdc:.1%}",
-        _memory_cell(v),
-        label,
-    ]
+def p_source(v: CaseVerdict, mode: str) -> str:
+    """Which comparison a verdict's p-value belongs to: the A/B (head against base) or the
+    stored baseline. In a PR report the A/B's decides every row it measured but drift."""
+    if mode == "ab" or (mode == "pr" and v.ratio is not None and v.verdict != "drift"):
+        return "A/B"
+    return "baseline"
 
 
-def _delta_cell(v: CaseVerdict) -> str:
-    """Δ mean; in A/B mode the paired ratio's 95 % interval follows it."""
-    if v.mean_change is None:
-        return "–"
-    if v.ratio_low is None or v.ratio_high is None:
-        return f"{v.mean_change:+.1%}"
-    return f"{v.mean_change:+.1%} [{v.ratio_low - 1:+.1%}, {v.ratio_high - 1:+.1%}]"
+def fmt_p(p: float) -> str:
+    """``p=0.018``; below a thousandth only that (``p<0.001``): nobody reads 2.9e-08."""
+    return "p<0.001" if p < 1e-3 else f"p={p:.2g}"
 
 
-def _memory_cell(v: CaseVerdict) -> str:
-    if v.memory_change is None:
-        return "–"
-    flag = " ❌" if v.memory_verdict == "regression" else ""
-    return f"{v.memory_change:+.1%}{flag}"
+def p_text(v: CaseVerdict, mode: str) -> str:
+    """``A/B p=0.018``: a p-value always names its comparison."""
+    return "" if v.p_value is None else f"{p_source(v, mode)} {fmt_p(v.p_value)}"
 
 
-def _table(verdicts: Sequence[CaseVerdict], tablefmt: str, icons: bool) -> str:
-    rows = _cells([report_row(v, icons=icons) for v in verdicts], tablefmt)
-    return tabulate(rows, headers=REPORT_HEADERS, tablefmt=tablefmt, disable_numparse=True)
+_FULL_SHA = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{28}\b")
 
 
-def _provenance(k: KernelSummary) -> str:
-    if k.baseline_version is None:
-        return f"{k.kernel} v{k.version}: no baseline"
-    p = k.provenance
-    if p is None:
-        return (
-            f"{k.kernel} v{k.version}: baseline v{k.baseline_version} has no entry for this device"
-        )
-    commit = (p.commit or "-")[:12]
-    return (
-        f"{k.kernel} v{k.version} vs baseline v{k.baseline_version} (tag {p.tag or '-'}, "
-        f"commit {commit}, measured {p.measured_at:%Y-%m-%d}, ci-bench {p.tool_version}, "
-        f"profile {p.profile or 'ad-hoc'})"
-    )
+def short_shas(text: str) -> str:
+    """Full commit ids shortened to 12 characters: a reader recognises them, GitHub links
+    them, and a line keeps its width."""
+    return _FULL_SHA.sub(r"\1", text)
 
 
-def footer(report: Report) -> str:
-    meta = report.meta
-    device = meta.device
-    commit = (meta.git.commit or "-")[:12]
-    where = f"{device.platform} · {device.device_kind}"
-    if device.platform == "cpu":
-        where += f" · {device.cpu_model}"
-    lines = [
-        f"Device: {where} · {device.software} · commit {commit} · "
-        f"profile {meta.profile or 'ad-hoc'}",
-    ]
-    if report.mode == "ab":
-        lines.append(f"A/B: head against {report.base_ref}, paired rounds in one process")
-    else:
-        lines += [f"Baseline: {_provenance(k)}" for k in report.kernels]
-    return "\n".join(lines)
-
-
-def delta_chart(report: Report) -> str:
-    """A mermaid bar chart of Δ mean per compared case: the shape of a change at a glance."""
-    deltas = [(v.id, v.mean_change * 100) for v in report.cases if v.mean_change is not None]
-    if not deltas:
-        return ""
-    versions = ", ".join(
-        f"{k.kernel} v{k.baseline_version}" for k in report.kernels if k.baseline_version
-    )
-    against = f"base {report.base_ref}" if report.mode == "ab" else f"baseline ({versions})"
-    return mermaid_delta_chart(
-        deltas,
-        f"Δ vs {against}",
-        threshold=report.thresholds.mean_slowdown * 100,
-    )
-
-
-def terminal_report(report: Report) -> str:
-    """Plain-text report for a terminal: table, then notes and footer."""
-    lines = [_table(grouped(report.cases), "simple", False), "", report.headline]
-    lines += [f"note: {k.kernel}: {k.note}" for k in report.kernels if k.note]
-    lines += [f"warning: {w}" for k in report.kernels for w in k.warnings]
-    lines.append(footer(report))
-    return "\n".join(lines) + "\n"
+def short_ref(ref: str | None) -> str | None:
+    """A base ref as a reader needs it: ``main (0564abcdef01)``; a ref that is its own
+    commit (``0564…(0564…)``) once."""
+    if ref is None:
+        return None
+    text = short_shas(ref)
+    m = re.fullmatch(r"(\S+) \((\S+)\)", text)
+    if m and (m[1] == m[2] or m[2].startswith(m[1]) or m[1].startswith(m[2])):
+        return m[1] if len(m[1]) <= len(m[2]) else m[2]
+    return text

@@ -12,10 +12,14 @@ import math
 from importlib import resources
 from typing import Any
 
-from ci_bench.report.history import Group, commit_url, pr_url
+import numpy as np
+
+from ci_bench.judge.changepoint import noise_sigma
+from ci_bench.report.history import Flag, Group, commit_url, flags_of, pr_url, usable
 from ci_bench.schema.base import json_text
 
-SITE_DATA_VERSION = 1
+# 2: the group's platform and interpreted flag, each flag's status, the page's flag list.
+SITE_DATA_VERSION = 2
 ASSETS = ("app.js", "style.css")
 
 
@@ -40,6 +44,7 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
         }
         for c in group.commits
     ]
+    flags = {(f.case, f.x): f for f in flags_of(group)}
     cases = []
     for series in sorted(group.cases.values(), key=lambda s: s.id):
         points = [
@@ -57,6 +62,7 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
                 "peak_bytes": p.peak_bytes,
                 "verdict": p.verdict,
                 "status": p.status,
+                "flag": flag_data(flags[(series.id, x)]) if (series.id, x) in flags else None,
             }
             for x, p in series.points
         ]
@@ -70,6 +76,8 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
             }
             for c in series.changes
         ]
+        medians = [p.median_ms for _, p in series.points if usable(p.median_ms)]
+        noise = noise_sigma(np.log(np.asarray(medians))) if len(medians) >= 3 else None
         cases.append(
             {
                 "id": series.id,
@@ -77,6 +85,9 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
                 "shape": series.shape,
                 "points": points,
                 "changes": changes,
+                # The per-commit noise the change-point detector sees (relative): the
+                # smallest level change a short history can show is a few times this.
+                "noise": _num(math.expm1(noise), 3) if noise is not None else None,
             }
         )
     roofline = []
@@ -112,12 +123,46 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
         "kernel": group.kernel,
         "device": group.device,
         "device_kind": group.device_kind,
+        "platform": group.platform,
+        "interpreted": group.interpreted,
         "software": group.software,
         "commits": commits,
         "versions": [{"x": x, "version": v} for x, v in group.boundaries()],
         "cases": cases,
         "roofline": roofline,
     }
+
+
+def flag_data(flag: Flag) -> dict[str, Any]:
+    return {
+        "verdict": flag.verdict,
+        "status": flag.status,
+        "change": _num(flag.change, 4),
+        "why": flag.why,
+    }
+
+
+def flagged(groups: list[Group], repo_url: str | None) -> list[dict[str, Any]]:
+    """Every flagged point of every group, newest first: the page's summary at the top."""
+    out = []
+    for g in groups:
+        for f in flags_of(g):
+            out.append(
+                {
+                    "kernel": g.kernel,
+                    "device_kind": g.device_kind,
+                    "case": f.case,
+                    "x": f.x,
+                    "sha": f.commit.sha,
+                    "time": f.commit.time,
+                    "version": f.commit.version,
+                    "url": commit_url(repo_url, f.commit.sha),
+                    "pr": f.commit.pr,
+                    "pr_url": pr_url(repo_url, f.commit.pr),
+                    **flag_data(f),
+                }
+            )
+    return sorted(out, key=lambda f: (f["time"], f["case"]), reverse=True)
 
 
 def site_data(
@@ -128,6 +173,7 @@ def site_data(
         "title": title,
         "generated_at": generated_at,
         "repo_url": repo_url,
+        "flagged": flagged(groups, repo_url),
         "groups": [group_data(g, repo_url) for g in groups],
     }
 

@@ -139,8 +139,9 @@ VERDICTS: tuple[VerdictState, ...] = (
         "warning",
         False,
         False,
-        "past a threshold against the stored baseline, but the same-run A/B against the base "
-        "shows no such change from this pull request: the machine or an earlier merge moved",
+        "slower than the stored baseline past a threshold, established like a regression, but "
+        "the same-run A/B against the base shows no such change from this pull request: the "
+        "machine or an earlier merge moved",
         action="Timings moved since the baseline, not because of this PR: nothing to do here.",
     ),
     VerdictState(
