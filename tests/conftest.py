@@ -50,3 +50,13 @@ def project(tmp_path: Path) -> Path:
     """A project folder configured with the repo's matmul kernel."""
     write_project(tmp_path, ["kernels.matmul"])
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _each_kernel_interprets_as_it_says():
+    """An in-process ``--cpu-interpret tpu`` run (the fuzzer's) sets jax's TPU interpret
+    mode for the whole process; tests after it in the same worker must not inherit it."""
+    yield
+    from ci_bench.measure.interpret import reset_interpret_mode
+
+    reset_interpret_mode()

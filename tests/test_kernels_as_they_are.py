@@ -181,3 +181,23 @@ def test_a_tpu_only_jax_kernel_runs_through_config_alone(tmp_path):
     assert "Traceback" in case["traceback"]
     assert "Traceback" in plain.stderr
     assert "Traceback" not in plain.stdout
+
+
+def test_the_kernel_mode_undoes_an_earlier_tpu_mode_in_the_same_process():
+    """In-process runs (pytest's assert_no_regression, the fuzzer) share one process: after
+    a ``tpu`` run, a ``kernel`` run lets a kernel's own ``interpret=False`` lower for TPU
+    again instead of running under the interpreter."""
+    from jax._src import config as jax_config
+
+    from ci_bench.measure.interpret import apply_interpret_mode
+
+    setting = jax_config.pallas_tpu_interpret_mode_context_manager
+    assert apply_interpret_mode("tpu") == "tpu"
+    assert setting.value is not None
+    assert apply_interpret_mode("kernel") == "kernel"
+    assert setting.value is None
+    a = jax.ShapeDtypeStruct((128, 128), jnp.float32)
+    from kernels.matmul.kernel import matmul
+
+    text = jax.export.export(jax.jit(matmul), platforms=["tpu"])(a, a).mlir_module()
+    assert "tpu_custom_call" in text

@@ -24,4 +24,20 @@ def apply_interpret_mode(mode: InterpretMode) -> InterpretMode | None:
         from jax.experimental.pallas import tpu as pltpu
 
         pltpu.set_tpu_interpret_mode()
+    else:
+        reset_interpret_mode()  # an earlier in-process run's tpu mode must not linger
     return mode
+
+
+def reset_interpret_mode() -> None:
+    """Back to each kernel's own ``interpret`` choice (jax has no public reset: this is
+    what ``set_tpu_interpret_mode`` sets, at its default)."""
+    import sys
+
+    if "jax" not in sys.modules:
+        return
+    from jax._src import config as jax_config
+
+    setting = getattr(jax_config, "pallas_tpu_interpret_mode_context_manager", None)
+    if setting is not None:
+        setting.set_global(None)
