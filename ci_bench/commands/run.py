@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -13,7 +13,7 @@ from ci_bench.pipeline.config import load_config
 from ci_bench.pipeline.request import Request, build_request
 from ci_bench.pipeline.session import cases_for, load_specs, open_bench
 from ci_bench.schema import Results
-from ci_bench.store.files import Checkpoint, dump_model
+from ci_bench.store.files import dump_model
 
 
 def request_from(args: argparse.Namespace, cwd: Path) -> Request:
@@ -22,21 +22,8 @@ def request_from(args: argparse.Namespace, cwd: Path) -> Request:
     return build_request(flags, load_config(flags.get("config"), cwd))
 
 
-def saver(path: Path | None, *, replace: bool) -> Callable[[Results], None]:
-    """Write the growing results after every case, so nothing measured is lost; a failed
-    write (a full disk) says which cases the file still holds."""
-    checkpoint = Checkpoint(path, "results", replace=replace) if path is not None else None
-
-    def save(results: Results) -> None:
-        if checkpoint is not None:
-            held = f"{len(results.cases)} of {len(results.meta.matrix or ())} cases"
-            checkpoint.write(dump_model(results), holds=held)
-
-    return save
-
-
 def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    from ci_bench.pipeline.measuring import measure, worker_runs
+    from ci_bench.pipeline.measuring import measure, saver, worker_runs
     from ci_bench.report.render import WIDTH, results_table, run_summary
 
     request = request_from(args, cwd)

@@ -22,8 +22,22 @@ from ci_bench.errors import InputError
 from ci_bench.measure.workers import Done, Failed, Job, Started
 from ci_bench.pipeline.session import Bench
 from ci_bench.schema import CaseResult, Report, Results, RunMeta
+from ci_bench.store.files import Checkpoint, dump_model
 
 Save = Callable[[Results], None]
+
+
+def saver(path: Path | None, *, replace: bool) -> Save:
+    """Write the growing results after every case, so nothing measured is lost; a failed
+    write (a full disk) says which cases the file still holds."""
+    checkpoint = Checkpoint(path, "results", replace=replace) if path is not None else None
+
+    def save(results: Results) -> None:
+        if checkpoint is not None:
+            held = f"{len(results.cases)} of {len(results.meta.matrix or ())} cases"
+            checkpoint.write(dump_model(results), holds=held)
+
+    return save
 
 
 class Runs(Protocol):

@@ -27,14 +27,14 @@ from ci_bench.pipeline import publish as pub
 from ci_bench.pipeline.ab import OpenRuns, resolve_base, run_ab
 from ci_bench.pipeline.config import Config
 from ci_bench.pipeline.judging import baseline_report, final_report, load_report, load_results
-from ci_bench.pipeline.measuring import confirmed, measure, remeasure, worker_runs
+from ci_bench.pipeline.measuring import confirmed, measure, remeasure, saver, worker_runs
 from ci_bench.pipeline.plan import Gate, Plan, Role, Step, gate, plan_for
 from ci_bench.pipeline.request import MODES, AbBase, Request, build_request
 from ci_bench.pipeline.session import load_specs, matrix_of, open_bench
 from ci_bench.schema import Report, Results
 from ci_bench.schema.status import RoleStatus
 from ci_bench.store.baselines import check_pins
-from ci_bench.store.files import Checkpoint, atomic_write_text, dump_model
+from ci_bench.store.files import atomic_write_text, dump_model
 from ci_bench.store.merge import merge_results
 from ci_bench.text import one_line
 
@@ -179,12 +179,7 @@ def measure_and_confirm(
     bench = open_bench(request, specs, env, cases=cases, in_process=ports.in_process)
 
     # the shard's state file or the job's own output folder: replaced as the run grows
-    checkpoint = Checkpoint(save_to, "results", replace=True) if save_to is not None else None
-
-    def save(results: Results) -> None:
-        if checkpoint is not None:
-            held = f"{len(results.cases)} of {len(results.meta.matrix or ())} cases"
-            checkpoint.write(dump_model(results), holds=held)
+    save = saver(save_to, replace=True)
 
     with ports.open_runs(bench, None) as runs:
         results = measure(bench, runs, save, resume=resume or request.resume)
