@@ -201,3 +201,18 @@ def test_building_requests_and_judging_import_no_jax():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_pure_request_and_plan_load_no_cli_network_or_file_store():
+    """Building a request reads no flag parser, no GitHub client and no file: the config's
+    type is all it needs (lint-imports checks the same statically)."""
+    code = (
+        "import sys\n"
+        "import ci_bench.pipeline.request, ci_bench.pipeline.plan\n"
+        "edges = ('argparse', 'github', 'requests', 'urllib3', 'jax', 'ci_bench.store',\n"
+        "         'ci_bench.commands', 'ci_bench.github.api', 'ci_bench.pipeline.config')\n"
+        "print(sorted(m for m in sys.modules if m in edges or m.startswith(\n"
+        "    tuple(e + '.' for e in edges))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
