@@ -128,11 +128,6 @@ def min_p_mann_whitney(n1: int, n2: int) -> float:
     return 1.0 / math.comb(n1 + n2, n1) if n1 and n2 else 1.0
 
 
-def min_p_signed_rank(n: int) -> float:
-    """The smallest one-sided Wilcoxon signed-rank p-value of ``n`` pairs: 1 / 2**n."""
-    return 0.5**n if n else 1.0
-
-
 def repeats_needed(min_p: Callable[[int], float], level: float, cap: int = 100_000) -> int:
     """The fewest repeats n for which ``min_p(n) <= level``: below it nothing can ever be
     significant, whatever the change (asv and pyperf meet the same floor)."""
