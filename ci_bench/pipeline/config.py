@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
+from ci_bench.schema.timers import TimerName
 from ci_bench.store.files import read_text, too_deep
 
 Profile = Literal["smoke", "ci", "full"]
@@ -61,7 +62,7 @@ class Config(BaseModel):
     adaptive_max_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS)
     compilation_cache_dir: Path | None = Path(".cache/jax")
     # How per-call times are taken; unset: the platform's default (wallclock everywhere).
-    timer: Literal["wallclock", "profiler"] | None = None
+    timer: TimerName | None = None
     # A case running longer than this is an error; its worker is killed and replaced.
     case_timeout: float = Field(600.0, gt=0)
     # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
