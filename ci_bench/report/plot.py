@@ -201,51 +201,20 @@ def roofline_figure(
     return fig
 
 
-def roofline_png(
-    results: Results,
-    out: Path,
-    *,
-    baseline: Results | None = None,
-    peak_tflops: float | None = None,
-    peak_gbps: float | None = None,
-    title: str | None = None,
-    table: TablePeaks | None = None,
-) -> Path:
-    """``roofline_figure`` written to ``out`` as a PNG (atomically, replacing ``out``)."""
+def roofline_png(results: Results, out: Path, **chart: Any) -> Path:
+    """``roofline_figure`` (the same keywords) written to ``out`` as a PNG (atomically,
+    replacing ``out``)."""
     from ci_bench.store.files import write_bytes
 
-    data = png_bytes(
-        results,
-        baseline=baseline,
-        peak_tflops=peak_tflops,
-        peak_gbps=peak_gbps,
-        title=title,
-        table=table,
-    )
-    write_bytes(out, data, what="roofline chart", replace=True)
+    write_bytes(out, png_bytes(results, **chart), what="roofline chart", replace=True)
     return out
 
 
-def png_bytes(
-    results: Results,
-    *,
-    baseline: Results | None = None,
-    peak_tflops: float | None = None,
-    peak_gbps: float | None = None,
-    title: str | None = None,
-    table: TablePeaks | None = None,
-) -> bytes:
-    """The roofline chart as PNG bytes, for the one writer to put in place."""
-    fig = roofline_figure(
-        results,
-        baseline=baseline,
-        peak_tflops=peak_tflops,
-        peak_gbps=peak_gbps,
-        title=title,
-        table=table,
-    )
+def png_bytes(results: Results, **chart: Any) -> bytes:
+    """The roofline chart (``roofline_figure``'s keywords) as PNG bytes, for the one writer
+    to put in place."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    roofline_figure(results, **chart).savefig(buffer, format="png")
     return buffer.getvalue()
 
 
