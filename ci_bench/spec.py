@@ -18,18 +18,25 @@ from ci_bench.contract.spec import (
     grid,
     points,
 )
+from ci_bench.contract.tunables import Constraint, Tunables, at_most, divides
+from ci_bench.contract.tuned import tuned_config
 
 __all__ = [
     "COMPUTE_UNITS",
     "MODES",
     "PROFILES",
     "Case",
+    "Constraint",
     "KernelSpec",
     "MatrixProfile",
     "Mode",
     "SpecError",
     "Tolerance",
+    "Tunables",
     "as_inputs",
+    "at_most",
+    "divides",
     "grid",
     "points",
+    "tuned_config",
 ]
