@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.commands.run import request_from
-from ci_bench.commands.validate import SEED_MAX, Output, int_range, path_arg, shape
+from ci_bench.commands.validate import REPEATS_MAX, SEED_MAX, Output, int_range, path_arg, shape
 from ci_bench.errors import ExitCode, InputError
 
 MEASURE_MAX = 32
 TOP_MAX = 10_000
 CPU_REFUSAL = (
     "tune --measure times kernels on the accelerator: on a CPU the Pallas interpreter's "
-    "times are not kernel performance (the model's ranking above is the CPU's answer)"
+    "times are not kernel performance (without --measure, tune ranks by the cost model on any machine)"
 )
 
 
@@ -74,6 +74,12 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         type=int_range(1, MEASURE_MAX),
         metavar="K",
         help="on the accelerator: time the model's top K and the default, interleaved",
+    )
+    tune.add_argument(
+        "--warmup", type=int_range(0, REPEATS_MAX), help="--measure: warmup calls (default 5)"
+    )
+    tune.add_argument(
+        "--repeats", type=int_range(1, REPEATS_MAX), help="--measure: timed rounds (default 20)"
     )
     tune.add_argument(
         "--measure-on-cpu",

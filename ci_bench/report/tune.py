@@ -84,7 +84,10 @@ def case_table(case: TunedCase, chips: Sequence[str], top: int) -> str:
         )
         head = ["rank", "(" + ", ".join(names) + ")", f"µs {chip}", "bound", "steps"]
         rows = [[*head, "HBM MiB", "VMEM MiB", "fits"]]
-        rows += [_row(str(c.chips[chip].rank), c, chip) for c in ranked[:top]]
+        rows += [
+            _row(f"{c.chips[chip].rank}{' (default)' if c.default else ''}", c, chip)
+            for c in ranked[:top]
+        ]
         default = case.candidates[case.default_index] if case.default_index is not None else None
         if default is not None and chip in default.chips and default not in ranked[:top]:
             rank = default.chips[chip].rank
@@ -93,7 +96,24 @@ def case_table(case: TunedCase, chips: Sequence[str], top: int) -> str:
         unfit = sum(1 for c in case.candidates if chip in c.chips and not c.chips[chip].fits)
         if unfit:
             lines.append(f"    {unfit} candidates do not fit {chip}'s VMEM")
+    lines += _measured_lines(case)
     return "\n".join(lines)
+
+
+def _measured_lines(case: TunedCase) -> list[str]:
+    """``--measure``: each timed config's median and its paired ratio to the default."""
+    if not case.measured:
+        return []
+    out = [f"  measured on {case.measured[0].device_kind} ({case.measured[0].samples} rounds):"]
+    for m in case.measured:
+        text = f"    {label(m.config)}: {m.median_ms:,.3f} ms"
+        if m.default:
+            text += " (default)"
+        elif m.ratio is not None:
+            text += f", {m.ratio:.3f}x the default [{m.ci_low:.3f}, {m.ci_high:.3f}]"
+            text += f", p = {m.p_value:.3g} that it is faster" if m.p_value is not None else ""
+        out.append(text)
+    return out
 
 
 def tune_table(report: TuneReport, top: int = 10) -> str:
@@ -103,6 +123,7 @@ def tune_table(report: TuneReport, top: int = 10) -> str:
     parts.append(
         f"{sum(c.space for c in report.cases)} candidates in {meta.seconds:.1f} s on this CPU "
         f"({meta.traced} traced, {meta.reused} reused); chips {', '.join(meta.chips)}; "
-        "ranked by the cost model (docs/MODEL.md), not measured"
+        "ranked by the cost model (docs/MODEL.md)"
+        + ("" if any(c.measured for c in report.cases) else ", nothing measured")
     )
     return "\n\n".join(parts) + "\n"
