@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +22,11 @@ CASE_512 = "matmul/B1-M512-K512-N512/bfloat16"
 
 
 def _tunables(**kw) -> Tunables:
-    base = dict(space={"block": (128, 256)}, default={"block": 128}, build=lambda c: lambda x: x)
+    base = {
+        "space": {"block": (128, 256)},
+        "default": {"block": 128},
+        "build": lambda c: lambda x: x,
+    }
     return Tunables(**{**base, **kw})
 
 
@@ -88,13 +91,16 @@ def test_tune_ranks_every_candidate_per_chip_in_json_and_table(tmp_path):
     doc = json.loads(done.stdout)
     assert (doc["kind"], doc["schema_version"], doc["meta"]["chips"]) == ("tune", 1, ["v5e"])
     (case,) = doc["cases"]
-    assert case["id"] == CASE_512 and case["space"] == 8
+    assert case["id"] == CASE_512
+    assert case["space"] == 8
     dropped = [c for c in case["candidates"] if c["why_not"]]
     assert {c["config"]["block_n"] for c in dropped} == {1024}  # larger than N: said why
     assert all("block_n <= N rounded up to 128" in c["why_not"] for c in dropped)
     kept = [c for c in case["candidates"] if not c["why_not"]]
     for c in kept:
-        assert c["lowers"] is True and c["steps"] > 0 and c["bytes"] > 0
+        assert c["lowers"] is True
+        assert c["steps"] > 0
+        assert c["bytes"] > 0
         assert {"fits", "modelled_us", "bound", "rank", "bytes"} <= set(c["chips"]["v5e"])
     ranks = sorted(c["chips"]["v5e"]["rank"] for c in kept)
     assert ranks == list(range(1, len(kept) + 1))
@@ -104,15 +110,20 @@ def test_tune_ranks_every_candidate_per_chip_in_json_and_table(tmp_path):
         c["chips"]["v5e"]["modelled_us"] for c in kept
     )
     default = case["candidates"][case["default_index"]]
-    assert default["default"] and default["config"] == {
-        "block_m": 128, "block_k": 128, "block_n": 128,
-    }  # fmt: skip
+    assert default["default"]
+    assert default["config"] == {
+        "block_m": 128,
+        "block_k": 128,
+        "block_n": 128,
+    }
     # 512³ bf16 at 256 x 256 tiles moves half the bytes of 128 x 128 ones: a faster tiling.
-    assert best["config"]["block_m"] == 256 and best["config"]["block_k"] == 256
+    assert best["config"]["block_m"] == 256
+    assert best["config"]["block_k"] == 256
     table = run_cli(*args, "-q", cwd=tmp_path)
     assert table.returncode == ExitCode.OK, table.stderr
     assert "v5e: best (256, 256, 128)" in table.stdout
-    assert "(default)" in table.stdout and "(128, 128, 128)" in table.stdout
+    assert "(default)" in table.stdout
+    assert "(128, 128, 128)" in table.stdout
 
 
 def test_tune_refuses_kernels_without_tunables_and_bad_values_in_one_line(tmp_path):
@@ -139,7 +150,8 @@ def test_measure_refuses_on_a_cpu_and_times_the_top_k_with_the_default_when_forc
     args = ("tune", "--kernel", "matmul", "--shape", "256,256,256", "--chip", "v5e", *SMALL)
     refused = run_cli(*args, "--measure", "2", cwd=tmp_path)
     assert refused.returncode == ExitCode.USAGE
-    assert "interpret" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert "interpret" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
     forced = run_cli(
         *args, "--measure", "2", "--measure-on-cpu", "--repeats", "3", "--warmup", "0",
         "--format", "json", "-q", cwd=tmp_path,
@@ -155,10 +167,13 @@ def test_measure_refuses_on_a_cpu_and_times_the_top_k_with_the_default_when_forc
     )[:2]
     assert [m["config"] for m in measured[:2]] == [c["config"] for c in top]
     for m in measured:
-        assert m["samples"] == 3 and m["median_ms"] > 0 and m["device_kind"] == "cpu"
+        assert m["samples"] == 3
+        assert m["median_ms"] > 0
+        assert m["device_kind"] == "cpu"
         assert (m["ratio"] is None) == m["default"]
         if not m["default"]:
-            assert m["ci_low"] <= m["ratio"] <= m["ci_high"] and 0 <= m["p_value"] <= 1
+            assert m["ci_low"] <= m["ratio"] <= m["ci_high"]
+            assert 0 <= m["p_value"] <= 1
 
 
 def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tmp_path):
@@ -174,7 +189,8 @@ def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tm
     assert entry["default"] == {"block_m": 128, "block_k": 128, "block_n": 128}
     assert entry["modelled_us"] < entry["default_modelled_us"]
     again = run_cli(*args, "--write", "-q", cwd=tmp_path)
-    assert again.returncode == ExitCode.USAGE and "pass --force" in again.stderr
+    assert again.returncode == ExitCode.USAGE
+    assert "pass --force" in again.stderr
     assert run_cli(*args, "--write", "--force", "-q", cwd=tmp_path).returncode == ExitCode.OK
 
     ok = run_cli("check-spec", cwd=tmp_path)
@@ -190,13 +206,13 @@ def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tm
     path.write_text(json.dumps(data))
     (tmp_path / "my_kernel.py").write_text(
         textwrap.dedent(
-            f"""\
+            """\
             from pathlib import Path
             from ci_bench.spec import tuned_config
 
-            DEFAULT = {{"block_m": 128, "block_k": 128, "block_n": 128}}
+            DEFAULT = {"block_m": 128, "block_k": 128, "block_n": 128}
             HERE = Path(__file__).parent / "baselines"
-            PARAMS = {{"B": 1, "M": 512, "K": 512, "N": 512}}
+            PARAMS = {"B": 1, "M": 512, "K": 512, "N": 512}
             ON_V5E = tuned_config(
                 "matmul", "0.1.0", PARAMS, "bfloat16", directory=HERE, default=DEFAULT,
                 chip="v5e")
@@ -204,7 +220,7 @@ def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tm
                 "matmul", "0.1.0", PARAMS, "bfloat16", directory=HERE, default=DEFAULT,
                 chip="v6e")
             OTHER = tuned_config(
-                "matmul", "0.1.0", {{**PARAMS, "M": 1024}}, "bfloat16", directory=HERE,
+                "matmul", "0.1.0", {**PARAMS, "M": 1024}, "bfloat16", directory=HERE,
                 default=DEFAULT, chip="v5e")
             """
         )
@@ -223,7 +239,8 @@ def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tm
     assert on_v5e == {"block_m": 256, "block_k": 256, "block_n": 128}
     assert on_v6e == other == {"block_m": 128, "block_k": 128, "block_n": 128}
     assert not [m for m in loaded if m.startswith(("pydantic", "jax", "ci_bench.schema"))]
-    assert "ci_bench.store" not in loaded and "ci_bench.measure" not in loaded
+    assert "ci_bench.store" not in loaded
+    assert "ci_bench.measure" not in loaded
 
 
 def test_a_broken_tuned_file_is_a_one_line_error_at_run_time(tmp_path):

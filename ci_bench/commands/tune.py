@@ -23,7 +23,8 @@ MEASURE_MAX = 32
 TOP_MAX = 10_000
 CPU_REFUSAL = (
     "tune --measure times kernels on the accelerator: on a CPU the Pallas interpreter's "
-    "times are not kernel performance (without --measure, tune ranks by the cost model on any machine)"
+    "times are not kernel performance (without --measure, tune ranks by the cost model "
+    "on any machine)"
 )
 
 

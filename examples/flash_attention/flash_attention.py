@@ -51,9 +51,8 @@ def pallas(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
 
 # jax's BlockSizes.get_default: 128 everywhere, one batch row per block.
 DEFAULT_BLOCKS = {"block_b": 1, "block_q": 128, "block_k_major": 128, "block_k": 128}
-BACKWARD_BLOCKS = {
-    name: 128
-    for name in (
+BACKWARD_BLOCKS = dict.fromkeys(
+    (
         "block_q_major_dkv",
         "block_k_major_dkv",
         "block_k_dkv",
@@ -61,8 +60,9 @@ BACKWARD_BLOCKS = {
         "block_k_major_dq",
         "block_k_dq",
         "block_q_dq",
-    )
-}
+    ),
+    128,
+)
 
 
 def blocks(block_b: int, block_q: int, block_k_major: int, block_k: int) -> BlockSizes:
