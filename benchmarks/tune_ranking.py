@@ -20,6 +20,7 @@ and says where the published tilings land. Then one search of 1,000 candidates o
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -34,17 +35,22 @@ SIZES = "128,256,512,1024,2048"
 TEN = "128,256,384,512,640,768,896,1024,1536,2048"
 
 
-def tune(size: int, values: str) -> tuple[dict, float]:
+def _cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def tune(size: int, values: str) -> tuple[dict, float, float]:
     args = [sys.executable, "-m", "ci_bench.commands.cli", "tune", "--kernel", "matmul"]
     args += ["--shape", f"{size},{size},{size}", "--dtype", "bfloat16", "--chip", "v5e"]
     args += [f"--values=block_{n}={values}" for n in "mkn"]
     args += ["--format", "json", "-q"]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     if done.returncode != 0:
         raise SystemExit(done.stderr)
-    return json.loads(done.stdout)["cases"][0], elapsed
+    return json.loads(done.stdout)["cases"][0], elapsed, cpu
 
 
 def ranking(case: dict) -> list[tuple[int, tuple[int, ...], dict]]:
@@ -58,11 +64,11 @@ def ranking(case: dict) -> list[tuple[int, tuple[int, ...], dict]]:
 
 def main() -> None:
     for size, published in PUBLISHED.items():
-        case, elapsed = tune(size, SIZES)
+        case, elapsed, cpu = tune(size, SIZES)
         rows = ranking(case)
         print(
             f"\n== matmul {size}³ bf16 on v5e: {case['space']} candidates, "
-            f"search {case['seconds']:.1f} s ({elapsed:.1f} s with start-up) =="
+            f"search {case['seconds']:.1f} s ({elapsed:.1f} s with start-up, {cpu:.1f} s of CPU) =="
         )
         print(
             f"{'rank':>4}  {'(bm, bk, bn)':<20} {'modelled ms':>11}  {'bound':<8} "
@@ -85,12 +91,13 @@ def main() -> None:
         shown = ", ".join(f"{cfg} rank {ranks[cfg]}" for cfg in order_model)
         print(f"published tilings: {shown}: {verdict}")
 
-    case, elapsed = tune(4096, TEN)
+    case, elapsed, cpu = tune(4096, TEN)
     modelled = sum(c["why_not"] is None for c in case["candidates"])
+    lowered = sum(c["lowers"] is not None for c in case["candidates"])
     print(
         f"\n1,000-candidate search of matmul/B1-M4096-K4096-N4096/bfloat16 on v5e: "
-        f"{case['space']} candidates ({modelled} traced, modelled and lowered), "
-        f"{case['seconds']:.1f} s ({elapsed:.1f} s with start-up)"
+        f"{case['space']} candidates ({modelled} traced and modelled, {lowered} lowered), "
+        f"{case['seconds']:.1f} s ({elapsed:.1f} s with start-up, {cpu:.1f} s of CPU time)"
     )
     best = ranking(case)[0]
     print(f"best {best[1]}: {best[2]['chips']['v5e']['modelled_us'] / 1000:.3f} ms modelled")

@@ -4,7 +4,7 @@ configs"). A kernel reads them at run time with ``ci_bench.spec.tuned_config``."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -130,3 +130,19 @@ def tuned_problems(spec: KernelSpec, folder: Path) -> list[str]:
             if why is not None:
                 problems.append(f"{path.name}: {case_id}: config {why}")
     return problems
+
+
+def release_tuned(specs: Mapping[str, KernelSpec], folder: Path, kernel: str | None) -> list[str]:
+    """A release keeps the released versions' tuned configs with their baselines: each is
+    validated (a broken one stops the release before anything is measured) and named in
+    the promotion's summary."""
+    lines, problems = [], []
+    for name, spec in specs.items():
+        if kernel is not None and name != kernel:
+            continue
+        problems += tuned_problems(spec, folder)
+        lines += [f"tuned configs kept: {p.name}" for p in tuned_files(folder, name, spec.version)]
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(f"tuned configs: {problems[0]}{more}")
+    return lines

@@ -128,7 +128,8 @@ def _evaluate(
         )
     model = analyze_case(candidate_spec, case, chips, seed=seed, flops_factor=factor)
     candidate = _from_model(values, model, chips, is_default)
-    if candidate.why_not is None:
+    if candidate.why_not is None and any(c.fits for c in candidate.chips.values()):
+        # Lowered once for every chip; not tried for a candidate that fits none of them.
         lowers, error = _lowered(candidate_spec, case, seed)
         candidate = candidate.model_copy(update={"lowers": lowers, "lowering_error": error})
     memo.by_program[program] = len(found)
