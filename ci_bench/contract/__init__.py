@@ -2,5 +2,6 @@
 
 What a kernel declares and which cases a selection expands to. Pure: imports nothing of
 ci_bench but ``ci_bench.errors``; never jax at import time. Kernels import it through the
-stable public path ``ci_bench.spec``.
+stable public path ``ci_bench.spec``. ``tunables``: the knobs ``ci-bench tune`` searches;
+``tuned``: the run-time lookup of a kernel's tuned configs (it reads their file).
 """
