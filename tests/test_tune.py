@@ -122,6 +122,8 @@ def test_tune_ranks_every_candidate_per_chip_in_json_and_table(tmp_path):
     table = run_cli(*args, "-q", cwd=tmp_path)
     assert table.returncode == ExitCode.OK, table.stderr
     assert "v5e: best (256, 256, 128)" in table.stdout
+    assert f"- {CASE_512}: a tiling " in table.stdout
+    assert "faster by the model exists on v5e: (256, 256, 128)" in table.stdout
     assert "(default)" in table.stdout
     assert "(128, 128, 128)" in table.stdout
 
@@ -270,3 +272,33 @@ def test_jax_flash_attention_declares_tunables_from_its_documented_block_sizes()
     default = case["candidates"][case["default_index"]]
     assert default["config"] == {"block_b": 1, "block_q": 128, "block_k_major": 128, "block_k": 128}
     assert best["chips"]["v5e"]["modelled_us"] < default["chips"]["v5e"]["modelled_us"]
+
+
+def test_the_faster_tiling_sentence_names_chip_config_and_both_times():
+    from ci_bench.report.tune import faster_tiling
+    from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase
+
+    def cand(config, us, default=False):
+        on = CandidateChip(fits=True, modelled_us=us, bound="compute", bytes=1, rank=1)
+        return Candidate(config=config, default=default, lowers=True, chips={"v5e": on})
+
+    case = TunedCase(
+        id="matmul/B1-M8192-K8192-N8192/bfloat16",
+        kernel="matmul",
+        version="0.1.0",
+        params={"B": 1, "M": 8192, "K": 8192, "N": 8192},
+        dtype="bfloat16",
+        space=2,
+        candidates=[
+            cand({"bm": 128, "bk": 128, "bn": 128}, 91_836.0, default=True),
+            cand({"bm": 512, "bk": 1024, "bn": 1024}, 6_099.0),
+        ],
+        best={"v5e": 1},
+        default_index=0,
+        seconds=0.0,
+    )
+    assert faster_tiling(case, "v5e") == (
+        "a tiling 15.1x faster by the model exists on v5e: (512, 1024, 1024), 6.1 ms vs 91.8 ms"
+    )
+    assert faster_tiling(case, "v5e", threshold=20.0) is None
+    assert faster_tiling(case, "v6e") is None

@@ -119,6 +119,14 @@ def _measured_lines(case: TunedCase) -> list[str]:
 def tune_table(report: TuneReport, top: int = 10) -> str:
     """The whole search as text."""
     parts = [case_table(case, report.meta.chips, top) for case in report.cases]
+    faster = [
+        f"- {case.id}: {line}"
+        for case in report.cases
+        for chip in report.meta.chips
+        if (line := faster_tiling(case, chip)) is not None
+    ]
+    if faster:
+        parts.append("\n".join(["Faster than the default by the model (> 5 %):", *faster]))
     meta = report.meta
     parts.append(
         f"{sum(c.space for c in report.cases)} candidates in {meta.seconds:.1f} s on this CPU "
@@ -127,3 +135,27 @@ def tune_table(report: TuneReport, top: int = 10) -> str:
         + ("" if any(c.measured for c in report.cases) else ", nothing measured")
     )
     return "\n\n".join(parts) + "\n"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:,.1f} ms" if us >= 1000 else f"{us:,.1f} µs"
+
+
+def faster_tiling(case: TunedCase, chip: str, threshold: float = 1.05) -> str | None:
+    """The PR comment's sentence when the model's best config on ``chip`` beats the default
+    by more than ``threshold`` (a ratio): "a tiling 15.0x faster by the model exists on
+    v5e: (512, 1024, 1024), 6.1 ms vs 91.8 ms"; None otherwise (never a verdict)."""
+    if chip not in case.best or case.default_index is None:
+        return None
+    best = case.candidates[case.best[chip]].chips[chip]
+    default = case.candidates[case.default_index].chips.get(chip)
+    if default is None or best.modelled_us <= 0:
+        return None
+    ratio = default.modelled_us / best.modelled_us
+    if ratio <= threshold:
+        return None
+    config = label(case.candidates[case.best[chip]].config)
+    return (
+        f"a tiling {ratio:.1f}x faster by the model exists on {chip}: {config}, "
+        f"{_ms(best.modelled_us)} vs {_ms(default.modelled_us)}"
+    )
