@@ -129,7 +129,7 @@ class TunedFile(Model):
     schema_version: Literal[1] = TUNED_SCHEMA_VERSION
     kernel: KernelName
     version: Version
-    chip: str
+    chip: str = Field(pattern=r"^[a-z0-9]{1,16}$", description="jax's chip name: v5e, 7x")
     tool_version: str
     jax: str
     updated: UtcDatetime
