@@ -302,3 +302,27 @@ def test_the_faster_tiling_sentence_names_chip_config_and_both_times():
     )
     assert faster_tiling(case, "v5e", threshold=20.0) is None
     assert faster_tiling(case, "v6e") is None
+
+
+def test_check_spec_refuses_a_default_config_its_own_constraints_forbid(tmp_path):
+    (tmp_path / "strict.py").write_text(
+        textwrap.dedent(
+            """\
+            import dataclasses
+            from ci_bench.spec import divides
+            from kernels.matmul import SPEC as M, TUNABLES as T
+
+            RULES = (divides("block_m", "M"),)
+            SPEC = dataclasses.replace(
+                M, name="strict", tunables=dataclasses.replace(T, constraints=RULES)
+            )
+            """
+        )
+    )
+    write_project(tmp_path, ["strict"])
+    done = run_cli("check-spec", cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE, done.stdout + done.stderr
+    assert (
+        "tunables: the default config breaks block_m | M (B=1, M=127, K=513, N=255) on "
+        "strict/B1-M127-K513-N255/float32" in done.stdout
+    )

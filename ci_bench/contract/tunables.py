@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ci_bench.contract.spec import SpecError
+from ci_bench.contract.spec import PROFILES, KernelSpec, SpecError
 from ci_bench.text import PARAM, one_line
 
 Value = int | str | bool
@@ -168,3 +168,24 @@ class Tunables:
     def implementation(self, values: Values) -> Callable[..., Any]:
         """The subject with ``values``: what ``tune`` traces, models and times."""
         return self.build(self.make_config(values))
+
+
+def default_problems(spec: KernelSpec, limit: int = 3) -> list[str]:
+    """``check-spec``: the tunables' default config must be legal on every case of every
+    profile (its constraints and its config type): it is what the subject runs."""
+    tunables = spec.tunables
+    if tunables is None:
+        return []
+    found: dict[tuple[tuple[str, int], ...], str] = {}
+    for profile in (p for p in PROFILES if p in spec.matrix):  # smallest first
+        for case in spec.cases(profile):
+            point = tuple(case.params.items())
+            if point in found:
+                continue
+            why = tunables.rejects(tunables.default, case.params)
+            if why is not None:
+                found[point] = f"tunables: the default config {why} on {case.id}"
+    problems = list(found.values())
+    if len(problems) > limit:
+        return [*problems[:limit], f"tunables: {len(problems) - limit} more cases like these"]
+    return problems
