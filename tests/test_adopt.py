@@ -247,7 +247,7 @@ def test_an_adopters_repository_runs_the_pipeline_from_its_caller_workflows(adop
     assert report["meta"]["tool_version"] == __version__
     [body] = comments()
     assert body.startswith(f"<!-- ci-bench sticky: benchmark|pr {NUMBER} -->")
-    assert f"{HOMEPAGE}/blob/v{__version__}/README.md" in body  # ci-bench's docs, not theirs
+    assert f"{HOMEPAGE}/blob/v{__version__}/docs/VERDICTS.md" in body  # ci-bench's docs, not theirs
 
     # What the install step built: ci-bench from the wheel, the adopter's package, the
     # pinned TPU toolchain (one venv per workspace: the two shard legs are two runners).

@@ -319,7 +319,8 @@ def _method(report: Report) -> str:
 
 def _readme_link(report: Report) -> str:
     """ci-bench's own documentation of the method, at the version that wrote the report."""
-    return f"[How ci-bench decides]({docs_url('README.md', 'verdicts-you-can-trust-method')})."
+    url = docs_url("docs/VERDICTS.md", "verdicts-you-can-trust-method")
+    return f"[How ci-bench decides]({url})."
 
 
 def fit_markdown(report: Report, limit: int, where: str) -> str:
