@@ -298,7 +298,7 @@ def headline(
         parts.insert(0, f"{structural} structural")
     if memory:
         parts.insert(0, f"{memory} memory regression")
-    return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} cases)"
+    return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} case{'' if total == 1 else 's'})"
 
 
 def compare(

@@ -56,7 +56,8 @@ def _summary_line(report: Report) -> str:
     counts = [f"{n} {state}" for state, n in report.counts.items() if state in STATE]
     if report.counts.get("memory-regression"):
         counts.insert(0, f"{report.counts['memory-regression']} memory regression")
-    return f"{' · '.join(counts) or 'no cases'} — {len(report.cases)} cases"
+    n = len(report.cases)
+    return f"{' · '.join(counts) or 'no cases'} — {n} {'case' if n == 1 else 'cases'}"
 
 
 def _title(report: Report) -> str:
@@ -78,14 +79,24 @@ def _title(report: Report) -> str:
     return f"### {icon} ci-bench: {what}"
 
 
+# Outside a pull request (``compare``) a regression is against the stored baseline only.
+_BASELINE_REGRESSION = (
+    "These cases are slower than the stored baseline. Two runs on a shared machine can differ "
+    "by more than a real change: `ci-bench ab --base REF` measures the change itself."
+)
+
+
 def _actions(report: Report) -> list[str]:
     present = [s for s in STATE.values() if report.counts.get(s.name) and s.action]
     if report.counts.get("memory-regression"):
         present.insert(0, STATE["regression"])
     seen: list[str] = []
     for state in present:
-        if state.action not in seen:
-            seen.append(state.action)
+        action = state.action
+        if report.mode == "baseline" and state.name == "regression":
+            action = _BASELINE_REGRESSION
+        if action not in seen:
+            seen.append(action)
     return seen[:3] or ["Nothing to do."]
 
 
@@ -307,7 +318,13 @@ def _method(report: Report) -> str:
     return (
         f"Past a threshold (mean time +{t.mean_slowdown:.0%}, TFLOPS −{t.tflops_drop:.0%}) "
         f"AND significant (p < {t.significance:g}, false-discovery controlled across the "
-        "matrix) AND reproduced on re-measurement is a regression; "
+        "matrix) "
+        + (
+            "AND reproduced on re-measurement is a regression; "
+            if any(v.confirmed is not None for v in report.cases)
+            else "is a regression (nothing was re-measured here; `ci-bench ci` re-measures "
+            "flagged cases before its verdict); "
+        )
         + (
             "in a PR report the A/B against the base decides, the stored baseline shows drift. "
             if report.mode == "pr"
