@@ -30,6 +30,7 @@ from ci_bench.pipeline.adopt import (
 )
 from ci_bench.store.files import atomic_write_text, decode_text, read_bytes
 from ci_bench.store.writer import target_problem
+from ci_bench.text import one_line
 
 _SPEC = re.compile(r"^SPEC\s*(?::[^=]+)?=\s*(?:[\w.]+\.)?KernelSpec\(", re.M)
 # A kernel module as Python imports it (dotted identifiers): what the TOML list holds.
@@ -70,6 +71,23 @@ def find_kernels(root: Path) -> list[str]:
     return found
 
 
+def tpu_only_kernels(modules: list[str], root: Path) -> tuple[list[str], str | None]:
+    """The kernels (SPEC names) that lower for a CPU only under jax's TPU interpreter and
+    whose SPEC does not say so itself; and why the modules could not be read, if not."""
+    if not modules:
+        return [], None
+    from ci_bench.contract.registry import load_kernels
+    from ci_bench.measure.interpret import needs_tpu_interpreter
+
+    try:
+        specs = load_kernels(modules, root=root)
+    except Exception as exc:  # the adopter's code: init still writes the files
+        return [], one_line(str(exc))[:200]
+    return [
+        n for n, s in specs.items() if s.cpu_interpret is None and needs_tpu_interpreter(s)
+    ], None
+
+
 def _read(path: Path) -> str | None:
     if not path.exists() and not path.is_symlink():
         return None
@@ -102,8 +120,9 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     }
     existing = {path: _read(root / path) for path in wanted}
     planned = plan_files(existing, wanted, force=args.force)
+    tpu_only, unread = tpu_only_kernels(kernels, root)
     config_action, pyproject = with_config(
-        _read(root / "pyproject.toml"), config_block(kernels), args.force
+        _read(root / "pyproject.toml"), config_block(kernels, tpu_only), args.force
     )
     conflicts = [p.path for p in planned if p.action == "conflict"]
     if config_action == "conflict":
@@ -131,6 +150,13 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     out.write(f"\nThe caller workflows: {workflows} lines; the pipeline is ci-bench's.\n")
     if not kernels:
         out.write("No kernel module found: list yours in [tool.ci-bench] kernels.\n")
+    if tpu_only:
+        out.write(f"TPU-only on a CPU (jax's TPU interpreter): {', '.join(tpu_only)}.\n")
+    if unread:
+        out.write(
+            f"Not imported here ({unread}): if a kernel is TPU-only, name it in "
+            "[tool.ci-bench] cpu-interpret-tpu.\n"
+        )
     out.write("\n" + checklist())
     return 0
 

@@ -227,6 +227,10 @@ class KernelSpec:
     input_names: tuple[str, ...] = ()
     # Positions of the inputs that are differentiated; None: every floating-point input.
     grad_inputs: tuple[int, ...] | None = None
+    # On a CPU: "tpu" runs this kernel under jax's TPU interpreter (a TPU-only kernel with
+    # no `interpret` argument), "kernel" its own interpret choice; None: the config's
+    # `cpu-interpret`. Config `cpu-interpret-tpu` and the --cpu-interpret flag come first.
+    cpu_interpret: Literal["kernel", "tpu"] | None = None
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
@@ -238,6 +242,11 @@ class KernelSpec:
             raise SpecError(
                 f"kernel {self.name}: matrix wants one or more of {', '.join(PROFILES)}, "
                 f"got {', '.join(map(repr, self.matrix)) or 'none'}"
+            )
+        if self.cpu_interpret not in (None, "kernel", "tpu"):
+            raise SpecError(
+                f"kernel {self.name}: cpu_interpret must be 'kernel', 'tpu' or None, "
+                f"got {self.cpu_interpret!r}"
             )
         if self.compute_unit not in COMPUTE_UNITS:
             raise SpecError(

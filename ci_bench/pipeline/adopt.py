@@ -77,9 +77,18 @@ def yaml_lines(text: str) -> int:
     )
 
 
-def config_block(kernels: Sequence[str]) -> str:
+def config_block(kernels: Sequence[str], tpu_only: Sequence[str] = ()) -> str:
+    """The ``[tool.ci-bench]`` block: the kernel modules, and the kernels (by SPEC name)
+    that run on a CPU only under jax's TPU interpreter."""
     listed = ", ".join(f'"{k}"' for k in kernels)
-    return f"[tool.ci-bench]\nkernels = [{listed}]\n"
+    block = f"[tool.ci-bench]\nkernels = [{listed}]\n"
+    if tpu_only:
+        names = ", ".join(f'"{k}"' for k in tpu_only)
+        block += (
+            "# TPU-only kernels (no `interpret` argument): jax's TPU interpreter on a CPU.\n"
+            f"cpu-interpret-tpu = [{names}]\n"
+        )
+    return block
 
 
 def with_config(pyproject: str | None, block: str, force: bool) -> tuple[Action, str]:
