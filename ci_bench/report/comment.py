@@ -321,9 +321,9 @@ def _method(report: Report) -> str:
         "matrix) "
         + (
             "AND reproduced on re-measurement is a regression; "
-            if any(v.confirmed is not None for v in report.cases)
-            else "is a regression (nothing was re-measured here; `ci-bench ci` re-measures "
-            "flagged cases before its verdict); "
+            if report.mode != "baseline" or any(v.confirmed is not None for v in report.cases)
+            else "is a regression (these cases were measured once: `ci-bench ci` and `ab` "
+            "re-measure a flagged case before it is one); "
         )
         + (
             "in a PR report the A/B against the base decides, the stored baseline shows drift. "
