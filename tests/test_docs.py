@@ -50,6 +50,16 @@ def test_the_readme_has_two_setup_commands_run_and_the_ci_test_command():
     assert test.endswith(ci[-1]), (test, ci[-1])
 
 
+def test_the_readme_shows_a_small_picture_of_the_comment():
+    from PIL import Image
+
+    picture = DOCS / "images" / "comment.png"
+    assert "](docs/images/comment.png)" in README.read_text(encoding="utf-8")
+    assert picture.stat().st_size <= 150_000  # scripts/comment_picture.py keeps it small
+    with Image.open(picture) as image:
+        assert image.width == 900  # the comment column the browser test renders
+
+
 def test_every_relative_link_of_the_readme_and_docs_exists():
     pages = [README, *sorted(DOCS.glob("*.md"))]
     missing = []
