@@ -197,14 +197,19 @@ def _find_links(wheel: Path) -> str:
     )
 
 
-@pytest.fixture
-def adopter(tmp_path, wheel):
-    """The adopter's repository after `ci-bench init`, its fake GitHub and its runner."""
-    repo = tmp_path / "tpu-ops"
+def _adopter_repo(repo: Path) -> Path:
+    """The adopter's library, a git repository on master with nothing committed yet."""
     shutil.copytree(ADOPTER, repo)
     git(repo, "init", "-q", "-b", "master")
     git(repo, "config", "user.email", "dev@example.com")
     git(repo, "config", "user.name", "Dev")
+    return repo
+
+
+@pytest.fixture
+def adopter(tmp_path, wheel):
+    """The adopter's repository after `ci-bench init`, its fake GitHub and its runner."""
+    repo = _adopter_repo(tmp_path / "tpu-ops")
     done = run_cli("init", "--pin", PIN, cwd=repo)
     assert done.returncode == 0, done.stderr
     with (repo / "pyproject.toml").open("a") as handle:
@@ -391,11 +396,7 @@ def test_an_adopter_from_the_wheel_alone_inits_pins_and_previews_its_first_pull_
             check=False,
         )
 
-    repo = tmp_path / "tpu-ops"
-    shutil.copytree(ADOPTER, repo)
-    git(repo, "init", "-q", "-b", "master")
-    git(repo, "config", "user.email", "dev@example.com")
-    git(repo, "config", "user.name", "Dev")
+    repo = _adopter_repo(tmp_path / "tpu-ops")
     adopted = run("init", "--pin", PIN)
     assert adopted.returncode == 0, adopted.stderr
     config = (repo / "pyproject.toml").read_text()

@@ -38,24 +38,27 @@ def _repo(tmp: Path) -> Path:
     return repo
 
 
+def _preview(repo: Path, *args: str, env: dict[str, str] | None = None):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CI_BENCH_"))}
+    return subprocess.run(
+        [CLI, "preview", *args],
+        cwd=repo,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
 def test_preview_writes_the_comment_a_pull_request_would_get_and_opens_it(tmp_path):
     repo = _repo(tmp_path)
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
     browser.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CI_BENCH_"))}
-    env["BROWSER"] = str(browser)
     flags = ["--profile", "smoke", "--case", CASE, "--repeats", "5", "-o", "comment.md"]
-    done = subprocess.run(
-        [CLI, "preview", "--base", "main", *flags, "--open"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    done = _preview(repo, "--base", "main", *flags, "--open", env={"BROWSER": str(browser)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     comment = (repo / "comment.md").read_text()
     assert comment == (repo / "ci-bench-preview" / "comment.md").read_text()
@@ -76,29 +79,14 @@ def test_preview_writes_the_comment_a_pull_request_would_get_and_opens_it(tmp_pa
     assert "<table>" in page.read_text()
     assert "the comment is in comment.md" in done.stdout
 
-    again = subprocess.run(  # a named file is never replaced silently
-        [CLI, "preview", "--base", "main", "-o", "comment.md"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    again = _preview(repo, "--base", "main", "-o", "comment.md")  # never replaced silently
     assert again.returncode == 2
     assert "comment.md" in again.stderr
 
 
 def test_a_base_that_is_no_commit_is_one_line_exit_2(tmp_path):
     repo = _repo(tmp_path)
-    done = subprocess.run(
-        [CLI, "preview", "--base", "no-such-branch"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _preview(repo, "--base", "no-such-branch")
     assert done.returncode == 2
     assert done.stderr.startswith("ci-bench: error: --base: no-such-branch is not a commit")
     assert len(done.stderr.strip().splitlines()) == 1

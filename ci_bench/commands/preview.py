@@ -101,47 +101,17 @@ def comment_markdown(out_dir: Path, head: str, key: str) -> str:
     section) write it, from the jobs' files in ``out_dir``."""
     from ci_bench.github.api import marker
     from ci_bench.pipeline.judging import load_report
+    from ci_bench.pipeline.lowering import lowering_section_of
     from ci_bench.pipeline.publish import verdict_section
-    from ci_bench.report.sticky import compose, lowering_section
-    from ci_bench.schema import RESULTS_READABLE, Results
-    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
-    from ci_bench.schema.lowering import LOWERING_READABLE, LoweringResults
-    from ci_bench.store.files import read_model
+    from ci_bench.report.sticky import compose
 
     sections = {}
     report_path = out_dir / "benchmark" / "report.json"
     if report_path.is_file():
         report = load_report(report_path).model_copy(update={"head_sha": head})
         sections["verdict"] = verdict_section(report, None)
-    lowering_dir = out_dir / "lowering"
-    if (lowering_dir / "lowering.json").is_file():
-        lowering = read_model(
-            lowering_dir / "lowering.json",
-            LoweringResults,
-            what="lowering",
-            schema_version=LOWERING_READABLE,
-        )
-        smoke = (
-            read_model(
-                lowering_dir / "smoke.json",
-                Results,
-                what="results",
-                schema_version=RESULTS_READABLE,
-            )
-            if (lowering_dir / "smoke.json").is_file()
-            else None
-        )
-        analysis = (
-            read_model(
-                lowering_dir / "analysis.json",
-                Analysis,
-                what="analysis",
-                schema_version=ANALYSIS_READABLE,
-            )
-            if (lowering_dir / "analysis.json").is_file()
-            else None
-        )
-        sections["lowering"] = lowering_section(lowering, smoke, head, None, analysis=analysis)
+    if (out_dir / "lowering" / "lowering.json").is_file():
+        sections["lowering"] = lowering_section_of(out_dir / "lowering", head, None)
     return f"{marker(key, NUMBER)}\n{compose(None, sections)}"
 
 
