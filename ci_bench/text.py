@@ -38,3 +38,8 @@ def split_list(values: object) -> list[str]:
     items = list(values) if isinstance(values, list | tuple) else [values]
     words = (w for value in items for w in str(value).replace("\n", ",").split(","))
     return [w.strip() for w in words if w.strip()]
+
+
+def case_count(n: int) -> str:
+    """``1 case``, ``2 cases``: a count as a reader says it."""
+    return f"{n} case" if n == 1 else f"{n} cases"

@@ -35,6 +35,7 @@ from ci_bench.report.render import (
     short_shas,
 )
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
+from ci_bench.text import case_count
 
 # States a reviewer should see above the fold, besides drift (which has its own section).
 CHANGED = ("regression", "accepted", "improved", "noisy", "toolchain")
@@ -56,8 +57,7 @@ def _summary_line(report: Report) -> str:
     counts = [f"{n} {state}" for state, n in report.counts.items() if state in STATE]
     if report.counts.get("memory-regression"):
         counts.insert(0, f"{report.counts['memory-regression']} memory regression")
-    n = len(report.cases)
-    return f"{' · '.join(counts) or 'no cases'} — {n} {'case' if n == 1 else 'cases'}"
+    return f"{' · '.join(counts) or 'no cases'} — {case_count(len(report.cases))}"
 
 
 def _title(report: Report) -> str:
@@ -296,7 +296,7 @@ def markdown_report(
         parts += ["", "#### Errors", ""]
         parts += [f"- {case_cell(v)}: {md_inline(v.reason)}" for v in shown]
     if full_matrix:
-        parts += ["", f"<details><summary>All {len(report.cases)} cases</summary>", ""]
+        parts += ["", f"<details><summary>All {case_count(len(report.cases))}</summary>", ""]
         parts += full_tables(report)
         parts += [footnotes(report), "", "</details>"]
     parts += [

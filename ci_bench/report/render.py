@@ -24,6 +24,7 @@ from ci_bench.schema import (
     Results,
     TimingStats,
 )
+from ci_bench.text import case_count
 
 
 def fmt_ms(value: float | None) -> str:
@@ -326,7 +327,7 @@ def run_summary(results: Results, output: str | None = None) -> str:
     where = device.platform if kind.lower() == device.platform else f"{device.platform} ({kind})"
     settings = results.meta.settings
     lines = [
-        f"{ok}/{len(results.cases)} {'case' if len(results.cases) == 1 else 'cases'} ok on "
+        f"{ok}/{case_count(len(results.cases))} ok on "
         f"{where}, {device.software}, profile {results.meta.profile or 'ad-hoc'}, "
         f"warmup {settings.warmup}, repeats {settings.repeats}",
         "ms: the mean of each case's timed calls, ± their standard deviation (the results "
