@@ -107,6 +107,14 @@ def test_the_exit_code_table_is_the_enum():
     assert codes == sorted(int(c) for c in ExitCode)
 
 
+def test_the_one_multi_line_run_block_is_where_the_actions_page_says():
+    text = " ".join((DOCS / "GITHUB_ACTIONS.md").read_text(encoding="utf-8").split())
+    assert 'gives 1, in `pages.yml` ("Build the site")' in text
+    workflows = ROOT / ".github" / "workflows"
+    found = {p.name: p.read_text().count("run: |") for p in sorted(workflows.glob("*.yml"))}
+    assert {name: n for name, n in found.items() if n} == {"pages.yml": 1}
+
+
 def test_site_exit_codes_are_what_the_history_page_says(tmp_path):
     text = (DOCS / "HISTORY.md").read_text(encoding="utf-8")
     assert 'exit 2 ("history folder not found")' in " ".join(text.split())
