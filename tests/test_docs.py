@@ -154,3 +154,20 @@ def test_the_docs_site_builds_strictly(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "CLI" / "index.html").is_file()
+
+
+def test_the_limits_the_reference_states_are_the_codes():
+    from ci_bench.commands.history import KEEP_MAX
+    from ci_bench.commands.validate import REPEATS_MAX, SHARDS_MAX, WORKERS_MAX
+    from ci_bench.store.files import MAX_DEPTH, MAX_FILE_BYTES
+    from ci_bench.store.history import DEFAULT_KEEP
+
+    reference = " ".join((DOCS / "REFERENCE.md").read_text(encoding="utf-8").split())
+    history = " ".join((DOCS / "HISTORY.md").read_text(encoding="utf-8").split())
+    assert f"at most {MAX_FILE_BYTES // 2**20} MB" in reference
+    assert f"JSON nested at most {MAX_DEPTH} deep" in reference
+    assert f"`--repeats` and `--warmup` up to {REPEATS_MAX:,}" in reference
+    assert f"`--workers` 1..{WORKERS_MAX}" in reference
+    assert f"`--shard I/N` with N up to {SHARDS_MAX:,}" in reference
+    assert f"`--keep` 1..{KEEP_MAX:,}" in reference
+    assert f"the newest {DEFAULT_KEEP} records per device are kept" in history
