@@ -194,6 +194,11 @@ def terminal_report(report: Report, *, wide: bool = False) -> str:
     if left_out:
         notes.append(f"(left out to fit {WIDTH} columns: {', '.join(left_out)}; --wide shows them)")
     notes.append(report.headline)
+    if report.cases and not any(v.current and v.current.status == "ok" for v in report.cases):
+        notes.append(
+            "nothing measured (exit 3): every case failed; `ci-bench check-spec` checks a "
+            "kernel's SPEC, `ci-bench run` measures again"
+        )
     notes.append("ms: the mean of each case's timed calls; Δ: the change of that mean")
     if report.mode == "baseline" and report.meta.device.platform == "cpu":
         notes.append(
