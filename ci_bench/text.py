@@ -50,3 +50,8 @@ def fmt_ms(value: float | None) -> str:
     if value >= 1:
         return f"{value:.3f}"
     return f"{value:.4f}"
+
+
+def case_count(n: int) -> str:
+    """``1 case``, ``2 cases``: a count as a reader says it."""
+    return f"{n} case" if n == 1 else f"{n} cases"

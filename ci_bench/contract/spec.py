@@ -233,6 +233,10 @@ class KernelSpec:
     # The subject's knobs (block sizes) and their candidates, for ``ci-bench tune``
     # (ci_bench.contract.tunables); the subject keeps its default config.
     tunables: Tunables | None = None
+    # On a CPU: "tpu" runs this kernel under jax's TPU interpreter (a TPU-only kernel with
+    # no `interpret` argument), "kernel" its own interpret choice; None: the config's
+    # `cpu-interpret`. Config `cpu-interpret-tpu` and the --cpu-interpret flag come first.
+    cpu_interpret: Literal["kernel", "tpu"] | None = None
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
@@ -244,6 +248,11 @@ class KernelSpec:
             raise SpecError(
                 f"kernel {self.name}: matrix wants one or more of {', '.join(PROFILES)}, "
                 f"got {', '.join(map(repr, self.matrix)) or 'none'}"
+            )
+        if self.cpu_interpret not in (None, "kernel", "tpu"):
+            raise SpecError(
+                f"kernel {self.name}: cpu_interpret must be 'kernel', 'tpu' or None, "
+                f"got {self.cpu_interpret!r}"
             )
         if self.compute_unit not in COMPUTE_UNITS:
             raise SpecError(

@@ -68,6 +68,9 @@ class Config(BaseModel):
     # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
     # pallas_call under jax's TPU interpreter (TPU-only kernels without `interpret`).
     cpu_interpret: Literal["kernel", "tpu"] = "kernel"
+    # Kernels (by SPEC name) that run under jax's TPU interpreter on a CPU whatever
+    # `cpu-interpret` says: TPU-only kernels beside kernels that interpret themselves.
+    cpu_interpret_tpu: list[str] = Field(default_factory=list)
     # TPU chips the cost model judges (jax's names: v4, v5e, v5p, v6e, 7x); empty: the
     # runner's TPU, else (on a CPU or GPU) every chip the model knows.
     target_chips: list[Literal["v4", "v5e", "v5p", "v6e", "7x"]] = Field(default_factory=list)

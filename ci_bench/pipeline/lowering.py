@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci_bench import __version__
@@ -157,6 +158,32 @@ def _progress(request: Request) -> Callable[[str], None]:
     return progress
 
 
+def lowering_section_of(folder: Path, head_sha: str | None, run_url: str | None) -> str:
+    """The comment's lowering section from a lowering job's files (``lowering.json``, and
+    ``smoke.json`` and ``analysis.json`` where the job wrote them), read as data."""
+    from ci_bench.report.sticky import lowering_section
+    from ci_bench.schema import RESULTS_READABLE, Results
+    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
+    from ci_bench.schema.lowering import LOWERING_READABLE
+    from ci_bench.store.files import read_model
+
+    lowering = read_model(
+        folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
+    )
+    smoke_path, analysis_path = folder / "smoke.json", folder / "analysis.json"
+    smoke = (
+        read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
+        if smoke_path.is_file()
+        else None
+    )
+    analysis = (
+        read_model(analysis_path, Analysis, what="analysis", schema_version=ANALYSIS_READABLE)
+        if analysis_path.is_file()
+        else None
+    )
+    return lowering_section(lowering, smoke, head_sha, run_url, analysis=analysis)
+
+
 def relay_role(
     plan: Plan,
     request: Request,
@@ -173,11 +200,7 @@ def relay_role(
     from ci_bench.pipeline.judging import load_report
     from ci_bench.pipeline.plan import MEASURE_LABEL
     from ci_bench.pipeline.publish import api_client, comment_key, pull_number, verdict_section
-    from ci_bench.report.sticky import compose, lowering_section, sections_of, waiting
-    from ci_bench.schema import RESULTS_READABLE, Results
-    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
-    from ci_bench.schema.lowering import LOWERING_READABLE
-    from ci_bench.store.files import read_model
+    from ci_bench.report.sticky import compose, sections_of, waiting
 
     event = actions.event
     if not isinstance(event, WorkflowRun):
@@ -194,27 +217,7 @@ def relay_role(
         )
         updates["verdict"] = verdict_section(report, run_url)
     if (folder / "lowering.json").is_file():
-        lowering = read_model(
-            folder / "lowering.json",
-            LoweringResults,
-            what="lowering",
-            schema_version=LOWERING_READABLE,
-        )
-        smoke_path = folder / "smoke.json"
-        smoke = (
-            read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
-            if smoke_path.is_file()
-            else None
-        )
-        analysis_path = folder / "analysis.json"
-        analysis = (
-            read_model(analysis_path, Analysis, what="analysis", schema_version=ANALYSIS_READABLE)
-            if analysis_path.is_file()
-            else None
-        )
-        updates["lowering"] = lowering_section(
-            lowering, smoke, event.head_sha, run_url, analysis=analysis
-        )
+        updates["lowering"] = lowering_section_of(folder, event.head_sha, run_url)
     if not updates:
         raise InputError(f"{folder}: no report.json or lowering.json in the artifact")
     client = api_client(actions, request.config)

@@ -107,6 +107,9 @@ class Request:
     case_timeout: float = 600.0
     resume: Path | None = None
     cpu_interpret: str = "kernel"  # CPU: "kernel" or "tpu" (jax's TPU interpreter)
+    # Per kernel (config cpu-interpret-tpu, SPECs' cpu_interpret) unless the flag was given.
+    cpu_interpret_forced: bool = False
+    cpu_interpret_tpu: tuple[str, ...] = ()
     lower: str | None = None  # run --lower: check each case lowers for this platform first
 
 
@@ -305,6 +308,8 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         case_timeout=_positive("--case-timeout", flags.get("case_timeout")) or config.case_timeout,
         resume=flags.get("resume"),
         cpu_interpret=flags.get("cpu_interpret") or config.cpu_interpret,
+        cpu_interpret_forced=flags.get("cpu_interpret") is not None,
+        cpu_interpret_tpu=tuple(config.cpu_interpret_tpu),
         lower=flags.get("lower"),
     )
 
