@@ -21,6 +21,7 @@ from ci_bench.schema.base import Model
 # jax's ``chip_version_from_device_kind``; tests/test_model_chips.py keeps them equal). Pure
 # data, so the judge can pick the runner's chip without importing jax.
 TPU_DEVICE_KINDS = {
+    "TPU v4 lite": "v4i",
     "TPU v4": "v4",
     "TPU v5 lite": "v5e",
     "TPU v5e": "v5e",
@@ -28,7 +29,9 @@ TPU_DEVICE_KINDS = {
     "TPU v5p": "v5p",
     "TPU v6 lite": "v6e",
     "TPU v6e": "v6e",
+    "TPU7": "7",
     "TPU7x": "7x",
+    "TPU8i": "8i",
 }
 
 MemorySpace = Literal["vmem", "smem", "any", "semaphore"]
@@ -71,6 +74,9 @@ class ChipModel(Model):
     smem_capacity_bytes: int = 0
     fits: bool
     why_not: str | None = Field(None, description="chip, bytes and limit when it does not fit")
+    vmem_warning: str | None = Field(
+        None, description="past a default scoped limit that has no solid source (still fits)"
+    )
     modelled_us: float = Field(ge=0)
     compute_us: float = Field(ge=0, description="MXU time: dot FLOPs / peak")
     memory_us: float = Field(ge=0, description="HBM time: modelled bytes / bandwidth")

@@ -53,28 +53,30 @@ def _operands(call: Call) -> list[OperandModel]:
     return found
 
 
-def _fit(call_vmem: int, call_smem: int, limit: int | None, chip: Chip) -> str | None:
-    """Why a call's buffers do not fit ``chip`` (None: they fit)."""
+def _fit(
+    call_vmem: int, call_smem: int, limit: int | None, chip: Chip
+) -> tuple[str | None, str | None]:
+    """(why a call's buffers do not fit ``chip``, a warning when they pass a default limit
+    that has no solid source): (None, None) when they fit."""
     applied = limit or chip.scoped_vmem_bytes
     where = "its vmem_limit_bytes" if limit else "the default scoped VMEM limit"
     if limit and limit > chip.vmem_capacity_bytes:
-        return (
-            f"{chip.name}: vmem_limit_bytes {_mib(limit)} exceeds the "
-            f"{_mib(chip.vmem_capacity_bytes)} of VMEM"
-        )
-    if call_vmem > applied:
-        return (
-            f"{chip.name}: {_mib(call_vmem)} of VMEM blocks and scratch exceed {where} "
-            f"of {_mib(applied)}"
-        )
+        why = f"vmem_limit_bytes {_mib(limit)} exceeds the {_mib(chip.vmem_capacity_bytes)} of VMEM"
+        return f"{chip.name}: {why}", None
     if call_smem > chip.smem_capacity_bytes:
-        return f"{chip.name}: {call_smem} B of SMEM exceed its {chip.smem_capacity_bytes} B"
-    return None
+        return f"{chip.name}: {call_smem} B of SMEM exceed its {chip.smem_capacity_bytes} B", None
+    if call_vmem <= applied:
+        return None, None
+    over = f"{chip.name}: {_mib(call_vmem)} of VMEM blocks and scratch exceed {where}"
+    over += f" of {_mib(applied)}"
+    if limit or chip.scoped_vmem_solid or call_vmem > chip.vmem_capacity_bytes:
+        return over, None
+    return None, f"{over} (an assumed default, no solid source: a warning, not an error)"
 
 
 def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> ChipModel:
     timing = time_on(call, chip)
-    why = _fit(vmem, smem, call.vmem_limit_bytes, chip)
+    why, warning = _fit(vmem, smem, call.vmem_limit_bytes, chip)
     terms = {
         "compute": timing.compute_s,
         "memory": timing.memory_s,
@@ -91,6 +93,7 @@ def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> Chi
         smem_capacity_bytes=chip.smem_capacity_bytes,
         fits=why is None,
         why_not=why,
+        vmem_warning=warning,
         modelled_us=seconds * 1e6,
         compute_us=timing.compute_s * call.count * 1e6,
         memory_us=timing.memory_s * call.count * 1e6,
@@ -185,6 +188,7 @@ def _sum_chips(calls: Sequence[CallModel], chips: Sequence[Chip], flops: int) ->
             smem_capacity_bytes=chip.smem_capacity_bytes,
             fits=failing is None,
             why_not=failing.why_not if failing else None,
+            vmem_warning=next((p.vmem_warning for p in per if p.vmem_warning), None),
             modelled_us=seconds * 1e6,
             compute_us=terms["compute"],
             memory_us=terms["memory"],
@@ -272,4 +276,46 @@ def case_model(
         not_modelled=not_modelled,
         notes=notes,
         model_ms=model_ms,
+    )
+
+
+def merge_chips(models: Sequence[CaseModel], names: Sequence[str], model_ms: float) -> CaseModel:
+    """One case model from one per chip (each traced as its chip): the first chip's case
+    and call figures, every chip's own ``chips`` entry. A kernel that traces differently
+    per chip says so; a chip whose trace is not modelled makes the case not modelled."""
+    first = models[0]
+    if not names:
+        return first.model_copy(update={"model_ms": model_ms})
+    for name, other in zip(names, models, strict=True):
+        if other.status != "ok":
+            reason = f"{name}: {other.reason}" if len(names) > 1 else other.reason
+            return CaseModel(status="not_modelled", reason=reason, model_ms=model_ms)
+    chips = {k: v for m in models for k, v in m.chips.items()}
+    notes = list(first.notes)
+    same = [len(m.calls) == len(first.calls) for m in models]
+    calls = [c.model_copy(deep=True) for c in first.calls]
+    for model, alike in zip(models[1:], same[1:], strict=True):
+        if alike:
+            for mine, theirs in zip(calls, model.calls, strict=True):
+                mine.chips.update(theirs.chips)
+    differ = [
+        n
+        for n, m, alike in zip(names, models, same, strict=True)
+        if not alike
+        or (m.hbm_bytes, m.grid_steps, m.flops) != (first.hbm_bytes, first.grid_steps, first.flops)
+    ]
+    if differ:
+        notes.append(
+            f"the kernel traces differently on {', '.join(differ)}: bytes, steps and calls "
+            f"are {names[0]}'s; each chip's time is its own trace's"
+        )
+    not_modelled_ = list(dict.fromkeys(n for m in models for n in m.not_modelled))
+    return first.model_copy(
+        update={
+            "chips": chips,
+            "calls": calls,
+            "notes": notes,
+            "not_modelled": not_modelled_,
+            "model_ms": model_ms,
+        }
     )

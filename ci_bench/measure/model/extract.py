@@ -90,19 +90,41 @@ class Scope:
         return found
 
     def _compute(self, atom: Any) -> Any:
+        """The slice of the program that computes ``atom``, run on CPU. The slice is taken
+        here rather than by jax's DCE, which never removes a ``pallas_call`` (its rule keeps
+        every call): the kernel that *reads* the value would land in its own slice."""
         import jax
         from jax._src import core as jax_core
-        from jax._src.interpreters import partial_eval as pe
 
-        whole = pe.convert_constvars_jaxpr(self.jaxpr)
-        sliced, used = pe.dce_jaxpr(whole.replace(outvars=[atom]), [True])
-        if _holds_pallas_call(sliced):
+        needed = {atom}
+        eqns = []
+        for eqn in reversed(self.jaxpr.eqns):
+            if any(v in needed for v in eqn.outvars):
+                eqns.append(eqn)
+                needed |= {v for v in eqn.invars if not _is_literal(v)}
+        eqns.reverse()
+        if any(
+            e.primitive.name == "pallas_call" or _holds_pallas_call(eqn_jaxprs(e)) for e in eqns
+        ):
             raise NotModelledError("a scalar-prefetch operand computed by another pallas_call")
-        sources = [*self.jaxpr.constvars, *self.jaxpr.invars]
-        args = [self.value(v) for v, u in zip(sources, used, strict=True) if u]
+        sources = [v for v in [*self.jaxpr.constvars, *self.jaxpr.invars] if v in needed]
+        sliced = self.jaxpr.replace(
+            constvars=[],
+            invars=sources,
+            outvars=[atom],
+            eqns=eqns,
+            effects=jax_core.join_effects(*(e.effects for e in eqns)),
+        )
+        args = [self.value(v) for v in sources]
         with jax.default_device(jax.devices("cpu")[0]):
             (out,) = jax_core.eval_jaxpr(sliced, [], *args)
         return np.asarray(out)
+
+
+def _is_literal(atom: Any) -> bool:
+    from jax.extend import core as jcore
+
+    return isinstance(atom, jcore.Literal)
 
 
 def _holds_pallas_call(jaxpr: Any) -> bool:
