@@ -32,12 +32,15 @@ def target_chips(
 
 
 def modelled(model: CaseModel | None) -> CaseModel | None:
+    """The model when it is whole: a partial one (parts not modelled, of unknown cost) is
+    never judged, so ``structural`` can neither pass nor fail on it."""
     return model if model is not None and model.status == "ok" else None
 
 
 def vmem_errors(model: CaseModel | None, chips: Sequence[str]) -> list[str]:
-    """Why the case does not fit each target chip's VMEM (empty: it fits them all)."""
-    found = modelled(model)
+    """Why the case does not fit each target chip's VMEM (empty: it fits them all). A
+    partial model's VMEM is a lower bound: past the limit it is an error all the same."""
+    found = model if model is not None and model.status in ("ok", "partial") else None
     if found is None:
         return []
     misfits = [c for c in chips if c in found.chips and not found.chips[c].fits]

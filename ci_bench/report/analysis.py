@@ -23,8 +23,11 @@ def analysis_table(analysis: Analysis) -> str:
         headers.append("vs base")
     rows = []
     for case in analysis.cases:
-        if case.status != "ok":
+        if case.status == "not_modelled":
             rows.append([case.id, f"not modelled: {case.reason}"[:80]])
+            continue
+        if case.status == "partial":  # lower bounds only: no modelled time is shown
+            rows.append([case.id, f"{case.reason}"[:80]])
             continue
         reread = next((c.reread_operand for c in case.calls if c.reread_operand), None)
         row = [

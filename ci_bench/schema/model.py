@@ -123,10 +123,14 @@ class GpuBound(Model):
 
 
 class CaseModel(Model):
-    """A case's model: per call and summed; per target chip."""
+    """A case's model: per call and summed; per target chip. ``partial``: the figures leave
+    out parts of the kernel (``not_modelled``) whose cost is unknown, so unbounded: they are
+    lower bounds, and no table, comment or verdict shows or judges its modelled time."""
 
-    status: Literal["ok", "not_modelled"]
-    reason: str | None = Field(None, description="why not modelled (status not_modelled)")
+    status: Literal["ok", "partial", "not_modelled"]
+    reason: str | None = Field(
+        None, description="why not modelled, or why partial (status not_modelled, partial)"
+    )
     hbm_bytes: int | None = None
     ideal_bytes: int | None = None
     vmem_bytes: int | None = Field(None, description="the largest call's VMEM")
@@ -146,10 +150,12 @@ class CaseModel(Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseModel:
-        if self.status == "not_modelled" and not self.reason:
-            raise ValueError("a case that is not modelled says why")
-        if self.status == "ok" and self.hbm_bytes is None:
+        if self.status != "ok" and not self.reason:
+            raise ValueError("a case that is not (wholly) modelled says why")
+        if self.status != "not_modelled" and self.hbm_bytes is None:
             raise ValueError("a modelled case has its figures")
+        if self.status == "ok" and self.not_modelled:
+            raise ValueError("a case with parts not modelled is partial, not ok")
         return self
 
     def too_big(self) -> dict[str, str]:

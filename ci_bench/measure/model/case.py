@@ -260,8 +260,10 @@ def case_model(
             check = "mismatch" if not 1 / flops_factor <= ratio <= flops_factor else "ok"
         else:
             check = "unverifiable"
+    partial = f"partial model, no modelled time: {'; '.join(not_modelled)}"
     return CaseModel(
-        status="ok",
+        status="partial" if not_modelled else "ok",
+        reason=partial if not_modelled else None,
         hbm_bytes=sum(c.hbm_bytes for c in calls),
         ideal_bytes=sum(c.ideal_bytes for c in calls),
         vmem_bytes=max(c.vmem_bytes for c in calls),
@@ -287,7 +289,7 @@ def merge_chips(models: Sequence[CaseModel], names: Sequence[str], model_ms: flo
     if not names:
         return first.model_copy(update={"model_ms": model_ms})
     for name, other in zip(names, models, strict=True):
-        if other.status != "ok":
+        if other.status == "not_modelled":
             reason = f"{name}: {other.reason}" if len(names) > 1 else other.reason
             return CaseModel(status="not_modelled", reason=reason, model_ms=model_ms)
     chips = {k: v for m in models for k, v in m.chips.items()}
@@ -310,8 +312,11 @@ def merge_chips(models: Sequence[CaseModel], names: Sequence[str], model_ms: flo
             f"are {names[0]}'s; each chip's time is its own trace's"
         )
     not_modelled_ = list(dict.fromkeys(n for m in models for n in m.not_modelled))
+    partial = f"partial model, no modelled time: {'; '.join(not_modelled_)}"
     return first.model_copy(
         update={
+            "status": "partial" if not_modelled_ else "ok",
+            "reason": partial if not_modelled_ else None,
             "chips": chips,
             "calls": calls,
             "notes": notes,
