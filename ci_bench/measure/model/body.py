@@ -46,6 +46,18 @@ class StepCost:
         self.notes += [n for n in other.notes if n not in self.notes]
         self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
 
+    def add_share(self, other: StepCost, share: float) -> None:
+        """``other`` run at a ``share`` of the steps: its mean cost per step."""
+        self.flops += round(other.flops * share)
+        self.bf16_flops += other.bf16_flops * share
+        self.int8_flops += other.int8_flops * share
+        self.dma_read_bytes += round(other.dma_read_bytes * share)
+        self.dma_write_bytes += round(other.dma_write_bytes * share)
+        if share > 0:
+            self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
+            self.notes += [n for n in other.notes if n not in self.notes]
+            self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
+
     def weight(self) -> float:
         return self.bf16_flops + self.int8_flops + self.dma_read_bytes + self.dma_write_bytes
 
@@ -149,8 +161,41 @@ def _sub_jaxprs(eqn: Any) -> list[Any]:
     return [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
 
 
-def step_cost(jaxpr: Any) -> StepCost:
-    """The costs of one execution of ``jaxpr`` (a kernel body, or part of one)."""
+def branch_shares(jaxpr: Any, eqn: Any, grid: tuple[int, ...]) -> list[float] | None:
+    """The share of grid steps that take each branch of a ``cond`` whose index is computed
+    from program ids alone (``pl.when(k == 0)``), over the whole grid; None otherwise."""
+    from ci_bench.measure.model.indexmap import evaluate
+
+    if not grid:
+        return None
+    needed, eqns, ids = {eqn.invars[0]}, [], []
+    for e in reversed(jaxpr.eqns[: jaxpr.eqns.index(eqn)]):
+        if not any(v in needed for v in e.outvars):
+            continue
+        if e.primitive.name == "program_id":
+            ids.append(e)
+            continue
+        eqns.append(e)
+        needed |= {v for v in e.invars if hasattr(v, "aval") and not hasattr(v, "val")}
+    if not ids or any(v in jaxpr.invars or v in jaxpr.constvars for v in needed):
+        return None
+    eqns.reverse()
+    sliced = jaxpr.replace(
+        constvars=[], invars=[e.outvars[0] for e in ids], outvars=[eqn.invars[0]], eqns=eqns
+    )
+    steps = np.indices(grid).reshape(len(grid), -1)
+    found = evaluate(sliced, [], [steps[int(e.params["axis"])] for e in ids])
+    if found is None:
+        return None
+    index = np.broadcast_to(np.asarray(found[0], np.int64), (steps.shape[1],))
+    n = len(eqn.params["branches"])
+    return [float(np.mean(index == b)) for b in range(n)]
+
+
+def step_cost(jaxpr: Any, grid: tuple[int, ...] = ()) -> StepCost:
+    """The costs of one execution of ``jaxpr`` (a kernel body, or part of one); with the
+    call's ``grid``, a ``cond`` on program ids counts each branch at the steps it runs (an
+    init ``pl.when(k == 0)`` and an accumulate ``pl.when(k > 0)`` are one dot per step)."""
     total = StepCost()
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
@@ -158,6 +203,13 @@ def step_cost(jaxpr: Any) -> StepCost:
             total.add(_dot_cost(eqn))
         elif name == "dma_start":
             total.add(_dma_cost(eqn))
+        elif name == "cond" and (shares := branch_shares(jaxpr, eqn, grid)) is not None:
+            for share, branch in zip(shares, eqn.params["branches"], strict=True):
+                part = step_cost(branch.jaxpr)
+                total.add_share(part, share)
+            note = "pl.when on program ids: each branch counted at the steps it runs"
+            if note not in total.notes:
+                total.notes.append(note)
         elif name == "cond":
             branches = [step_cost(b.jaxpr) for b in eqn.params["branches"]]
             worst = max(branches, key=StepCost.weight)

@@ -206,7 +206,7 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
             scratch_vmem += size
     smem += sum(math.prod(v.aval.shape) * max(v.aval.dtype.itemsize, 4) for v in prefetch_vars)
     semantics, limit = _compiler_params(params)
-    step = step_cost(params["jaxpr"])
+    step = step_cost(params["jaxpr"], grid)
     name = params.get("name") or getattr(params.get("metadata"), "name", None)
     if name is None:
         debug = getattr(params["jaxpr"], "debug_info", None)

@@ -238,8 +238,11 @@ def case_model(
     flops_factor: float = 2.0,
     gpu: Walk | None = None,
     model_ms: float | None = None,
+    check_flops: bool = True,
 ) -> CaseModel:
-    """The case's model, or why it has none (no pallas_call on the TPU path)."""
+    """The case's model, or why it has none (no pallas_call on the TPU path).
+    ``check_flops`` False (a ``compute_unit="vector"`` kernel: its FLOPs are VPU work):
+    the MXU FLOPs are not checked against the SPEC's, so no mismatch warning."""
     notes: list[str] = []
     calls = _resolve(tpu.items, chips, notes)
     not_modelled = list(tpu.not_modelled)
@@ -255,10 +258,10 @@ def case_model(
     flops = sum(c.flops for c in calls)
     ratio = check = None
     if spec_flops is not None:
-        if spec_flops > 0:
-            ratio = flops / spec_flops
+        ratio = flops / spec_flops if spec_flops > 0 else None
+        if check_flops and ratio is not None:
             check = "mismatch" if not 1 / flops_factor <= ratio <= flops_factor else "ok"
-        else:
+        elif check_flops:
             check = "unverifiable"
     partial = f"partial model, no modelled time: {'; '.join(not_modelled)}"
     return CaseModel(

@@ -30,7 +30,9 @@ Platform = str  # "tpu" or "gpu"
 _GPU_NAMES = ("cuda", "rocm", "gpu")
 # Call-like primitives whose sub-jaxpr runs once, with the caller's operands.
 _CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoint")
-_CUSTOM = ("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr")
+# custom_vmap_call (jax.custom_batching, wrapped around every op by some libraries): its
+# ``call`` is the unbatched function, run once with the caller's operands.
+_CUSTOM = ("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_vmap_call")
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def walk(jaxpr: Any, scope: Scope, platform: Platform, count: int = 1) -> Walk:
             if name == "pallas_call":
                 found.items.append(build_call(eqn, scope, count))
             elif name in _CALLS or name in _CUSTOM:
-                key = next(k for k in ("jaxpr", "call_jaxpr", "fun_jaxpr") if k in params)
+                key = next(k for k in ("jaxpr", "call_jaxpr", "fun_jaxpr", "call") if k in params)
                 inner, consts = _jaxpr_of(params[key])
                 _merge(found, walk(inner, scope.child(inner, consts, eqn.invars), platform, count))
             elif name == "cond":

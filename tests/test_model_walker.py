@@ -1,0 +1,190 @@
+"""The walker's rules for kernels as production libraries write them, each on a small kernel
+written here, then jax's own shipped kernels (imported from the installed jax, never copied)
+traced as every chip the model knows."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from ci_bench.measure.model import analyze_case
+from ci_bench.measure.model.chips import CHIP_NAMES
+from tests.test_model import ADHOC, KIB, _adhoc
+
+megablox = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
+
+
+def _acc_matmul(x, w, *, bk=128):
+    """Init branch pl.when(k == 0): acc = x @ w; accumulate branch pl.when(k > 0): acc += x @ w."""
+    m, k = x.shape
+    n = w.shape[1]
+
+    def kernel(x_ref, w_ref, o_ref, acc_ref):
+        kk = pl.program_id(1)
+
+        @pl.when(kk == 0)
+        def _():
+            acc_ref[...] = jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+
+        @pl.when(kk > 0)
+        def _():
+            acc_ref[...] += jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+
+        o_ref[...] = acc_ref[...]
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+        grid=(m // 128, k // bk),
+        in_specs=[
+            pl.BlockSpec((128, bk), lambda i, kk: (i, kk)),
+            pl.BlockSpec((bk, n), lambda i, kk: (kk, 0)),
+        ],
+        out_specs=pl.BlockSpec((128, n), lambda i, kk: (i, 0)),
+        scratch_shapes=[pltpu.VMEM((128, n), jnp.float32)],
+    )(x, w)
+
+
+def _two(case, key):
+    return jnp.ones((256, 512), jnp.bfloat16), jnp.ones((512, 128), jnp.bfloat16)
+
+
+def test_complementary_when_on_program_ids_count_one_dot_per_step():
+    model = analyze_case(_adhoc(_acc_matmul, _two), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    # 2 x 4 steps, one (128, 128, 128) dot each: 2·256·512·128, not twice that.
+    assert model.flops == 2 * 256 * 512 * 128
+    assert "pl.when on program ids: each branch counted at the steps it runs" in model.notes
+
+
+def _vmapped_copy(x):
+    @jax.custom_batching.custom_vmap
+    def op(y):
+        spec = pl.BlockSpec((128, 128), lambda i: (i, 0))
+        return pl.pallas_call(
+            lambda a, o: o.__setitem__(..., a[...] * 2),
+            out_shape=jax.ShapeDtypeStruct(y.shape, y.dtype),
+            grid=(y.shape[0] // 128,),
+            in_specs=[spec],
+            out_specs=spec,
+        )(y)
+
+    @op.def_vmap
+    def _rule(axis_size, in_batched, y):
+        return jax.vmap(op.fun)(y), True
+
+    return op(x)
+
+
+def test_the_walk_goes_into_custom_vmap_call_like_custom_vjp():
+    model = analyze_case(
+        _adhoc(_vmapped_copy, lambda c, k: jnp.ones((512, 128), jnp.float32)), ADHOC, ["v5e"]
+    )
+    assert model.status == "ok", model.reason
+    assert model.grid_steps == 4
+    assert model.hbm_bytes == 2 * 512 * 128 * 4  # read once, written once
+    assert not model.not_modelled
+
+
+def _prefetched(x, starts):
+    """Scalar prefetch computed in the same function (as megablox computes group metadata)."""
+    order = jnp.argsort(starts).astype(jnp.int32)
+
+    def kernel(idx_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1,
+        grid=(4,),
+        in_specs=[pl.BlockSpec((128, 128), lambda i, idx: (idx[i], 0))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, idx: (i, 0)),
+    )
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid_spec=grid_spec
+    )(order, x)
+
+
+def test_a_scalar_prefetch_operand_computed_in_the_function_is_evaluated():
+    # jax's DCE keeps every pallas_call (its rule never removes one): the consuming call
+    # itself was in the slice, and the case was refused as "computed by another pallas_call".
+    def make(case, key):
+        return jnp.ones((512, 128), jnp.float32), jnp.array([3, 2, 1, 0], jnp.int32)
+
+    model = analyze_case(_adhoc(_prefetched, make), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    (call,) = model.calls
+    assert call.grid == [4]
+    assert model.hbm_bytes == 2 * 512 * 128 * 4
+
+
+def _gmm_inputs(sizes):
+    def make(case, key):
+        m = sum(sizes)
+        lhs = jnp.ones((m, 256), jnp.bfloat16)
+        rhs = jnp.ones((len(sizes), 256, 256), jnp.bfloat16)
+        return lhs, rhs, jnp.array(sizes, jnp.int32)
+
+    return make
+
+
+@pytest.mark.parametrize("name", CHIP_NAMES)
+def test_jaxs_megablox_gmm_with_its_dynamic_grid_as_every_chip(name):
+    # lhs [512, 256], rhs [4, 256, 256], groups of 128 rows, tiles (128, 128, 128): the grid
+    # (n tiles 2, active m tiles 4 -- a traced dimension, from the group sizes --, k tiles
+    # 2) = 16 steps, k fastest: the lhs block (m, k) and the rhs block (group, k, n) change
+    # every step: 16 x 32 KiB each; the f32 output once (512 KiB): 1.5 MiB. One (128³) dot
+    # per step.
+    fn = functools.partial(megablox.gmm, tiling=(128, 128, 128))
+    model = analyze_case(_adhoc(fn, _gmm_inputs([128] * 4)), ADHOC, [name])
+    assert model.status == "ok", model.reason
+    assert model.grid_steps == 16
+    assert model.hbm_bytes == 1536 * KIB
+    assert model.flops == 2 * 512 * 256 * 256
+    assert "a dynamic grid: its size from the case's inputs" in model.notes
+    assert model.chips[name].modelled_us > 0
+
+
+def test_jaxs_megablox_grid_follows_the_group_sizes():
+    # 256 rows, m tiles of 128. Groups (64, 64, 64, 64) split both tiles: each group visits
+    # its tile, 4 active tiles; groups (128, 128, 0, 0): 2 active tiles. Grid (n 2, active,
+    # k 2): 16 steps against 8, read from the group sizes at run time.
+    fn = functools.partial(megablox.gmm, tiling=(128, 128, 128))
+    split = analyze_case(_adhoc(fn, _gmm_inputs([64] * 4)), ADHOC, ["v5e"])
+    whole = analyze_case(_adhoc(fn, _gmm_inputs([128, 128, 0, 0])), ADHOC, ["v5e"])
+    assert split.status == whole.status == "ok"
+    assert (split.grid_steps, whole.grid_steps) == (16, 8)
+    # The useful work is the same 2·256·256·256 FLOPs; the split tiles run twice the dots.
+    assert (split.flops, whole.flops) == (2 * 2 * 256**3, 2 * 256**3)
+
+
+@pytest.mark.parametrize("name", ["v5e", "7x"])
+def test_jaxs_megablox_tgmm_as_every_chip(name):
+    fn = functools.partial(megablox.tgmm, tiling=(128, 128, 128))
+
+    def make(case, key):
+        return (
+            jnp.ones((256, 512), jnp.bfloat16),
+            jnp.ones((512, 256), jnp.bfloat16),
+            jnp.array([128] * 4, jnp.int32),
+        )
+
+    model = analyze_case(_adhoc(lambda a, b, g: fn(a, b, g), make), ADHOC, [name])
+    assert model.status == "ok", model.reason
+    assert model.flops == 2 * 512 * 256 * 256  # every group's k x n product, once
+    assert model.grid_steps == 16
+
+
+def test_an_emit_pipeline_kernel_is_partial_never_a_whole_time():
+    from ci_bench.contract.spec import Case
+    from tests.fixtures.emit_pipeline_kernel import SPEC
+
+    model = analyze_case(SPEC, Case("emit_pipeline", {"R": 512}, "float32"), ["v5e", "8i"])
+    assert model.status in ("ok", "partial")
+    if model.status == "partial":
+        assert model.reason.startswith("partial model, no modelled time:")
