@@ -179,3 +179,29 @@ def test_results_without_models_get_no_model_verdict():
     report = compare(run, {"matmul": baseline_of([case(CID, 1.0)])}, Thresholds(), FailPolicy())
     assert report.cases[0].model is None
     assert report.verdict == "incomparable"
+
+
+def test_a_time_measured_below_the_models_physical_floor_is_an_error_never_a_speedup():
+    # 512³ bf16 at 128³ blocks: 4.5 MiB of HBM traffic, 820 GB/s on a v5e: a floor of ~5.8 µs.
+    model = model_of(128)
+    floor_us = max(model.chips["v5e"].compute_us, model.chips["v5e"].memory_us)
+    assert 5 < floor_us < 7
+    too_fast = with_model(case(CID, floor_us / 1000 / 10), model)  # a tenth of the floor
+    report = compare(
+        results([too_fast], device=V5E, profile="ci"),
+        {"matmul": baseline_of([])},
+        Thresholds(),
+        FailPolicy(),
+    )
+    (row,) = report.cases
+    assert row.verdict == "error"
+    assert row.reason.startswith("faster than the chip allows (")
+    assert f"< floor {floor_us:,.1f} µs on v5e" in row.reason
+    assert report.exit_code == 1
+    # At the floor (a real run cannot beat it by half), and on a CPU, nothing is said.
+    for result, device in ((case(CID, floor_us / 1000), V5E), (case(CID, 1e-6), None)):
+        run = results(
+            [with_model(result, model)], profile="ci", **({"device": device} if device else {})
+        )
+        (row,) = compare(run, {"matmul": baseline_of([])}, Thresholds(), FailPolicy()).cases
+        assert row.verdict != "error"
