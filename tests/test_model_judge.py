@@ -205,3 +205,60 @@ def test_a_time_measured_below_the_models_physical_floor_is_an_error_never_a_spe
         )
         (row,) = compare(run, {"matmul": baseline_of([])}, Thresholds(), FailPolicy()).cases
         assert row.verdict != "error"
+
+
+def test_the_pr_comment_shows_model_improvements_partial_models_and_host_errors():
+    from ci_bench.judge.model import judge_model
+    from ci_bench.report.sticky import lowering_section
+    from ci_bench.schema.analysis import Analysis, AnalysisMeta, AnalyzedCase
+    from ci_bench.schema.lowering import LoweredCase, LoweringMeta, LoweringResults
+
+    # Halving the grid steps (the RMSNorm): analyze says improved; so must the comment.
+    change = judge_model(model_of(128), model_of(64), CHIPS, Thresholds())
+    assert change.verdict == "improved"
+    faster = AnalyzedCase(
+        **model_of(128).model_dump(), id=CID, kernel="matmul", version="0.1.0", against=change
+    )
+    partial = faster.model_copy(
+        update={
+            "id": CID + "/backward",
+            "status": "partial",
+            "reason": "partial model, no modelled time: x",
+            "not_modelled": ["x"],
+            "against": None,
+        }
+    )
+    meta = AnalysisMeta(
+        tool_version="0", jax="0", profile="ci", chips=CHIPS, seed=42, base_ref="main"
+    )
+    analysis = Analysis(verdict="partial", exit_code=0, meta=meta, cases=[faster, partial])
+    when = datetime(2026, 10, 1, tzinfo=UTC)
+    lowering = LoweringResults(
+        meta=LoweringMeta(
+            tool_version="0",
+            started_at=when,
+            platform="tpu",
+            profile="ci",
+            jax="0",
+            jaxlib="0",
+            kernels={"matmul": "0.1.0"},
+        ),
+        cases=[
+            LoweredCase(
+                id=CID,
+                kernel="matmul",
+                version="0.1.0",
+                params={},
+                dtype="bfloat16",
+                platform="tpu",
+                status="host_error",
+                error="lowering for tpu failed: Unsupported TPU device kind: cpu",
+            ),
+        ],
+    )
+    text = lowering_section(lowering, None, "abc", "https://x", analysis=analysis)
+    assert "📉 1 cases faster on TPU by the cost model against main:" in text
+    assert change.reason in text
+    assert "⚠️ 1 cases have a partial model (no modelled time, not judged):" in text
+    assert "`host_error`: the machine, not the kernel" in text
+    assert "❌" not in text  # a host failure is never a red mark
