@@ -20,6 +20,11 @@ from ci_bench.measure.model.pipeline import (
 from ci_bench.schema.model import CallModel, CaseModel, ChipModel, GpuBound, OperandModel
 
 MIB = 1024 * 1024
+# What the compute term holds, said on every model: vector work has no cost term yet.
+MXU_ONLY = (
+    "compute counted: MXU only (vector and EUP work -- masks, transposes, softmax, "
+    "elementwise -- is not timed: compute-bound kernels model optimistic)"
+)
 
 
 def _mib(n: int) -> str:
@@ -255,6 +260,7 @@ def case_model(
         not_modelled += [n for n in call.step.not_modelled if n not in not_modelled]
     for c in calls:
         notes += [n for n in c.notes if n not in notes]
+    notes.append(MXU_ONLY)
     flops = sum(c.flops for c in calls)
     ratio = check = None
     if spec_flops is not None:
