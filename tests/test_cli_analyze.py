@@ -197,3 +197,27 @@ def test_analyze_base_judges_a_tiling_change_against_the_base_ref_exactly(tmp_pa
         ["git", "-C", str(tmp_path), "worktree", "list"], capture_output=True, text=True, check=True
     ).stdout
     assert len(worktrees.strip().splitlines()) == 1
+
+
+def test_a_huge_shape_is_refused_in_one_line_never_allocated(tmp_path):
+    # 65536³: 2 GiB per operand and 134 million grid steps. The trace is abstract; the
+    # per-step index maps are refused past the model's budget instead of taking gigabytes.
+    write_project(tmp_path, ["kernels.matmul"])
+    done = run_cli(
+        "analyze",
+        "--kernel",
+        "matmul",
+        "--shape",
+        "65536,65536,65536",
+        "--chip",
+        "v5e",
+        "--format",
+        "json",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert "Traceback" not in done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    assert case["status"] == "not_modelled"
+    assert "past the model's budget of 4,194,304 steps per call" in case["reason"]
+    assert "\n" not in case["reason"]

@@ -188,3 +188,28 @@ def test_an_emit_pipeline_kernel_is_partial_never_a_whole_time():
     assert model.status in ("ok", "partial")
     if model.status == "partial":
         assert model.reason.startswith("partial model, no modelled time:")
+
+
+def _looped(x, n):
+    """A pallas_call inside fori_loop(0, n) where n is a traced value of the inputs."""
+    spec = pl.BlockSpec((128, 128), lambda i: (i, 0))
+    call = pl.pallas_call(
+        lambda a, o: o.__setitem__(..., a[...] + 1),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(x.shape[0] // 128,),
+        in_specs=[spec],
+        out_specs=spec,
+    )
+    return jax.lax.fori_loop(0, n[0], lambda i, y: call(y), x)
+
+
+def test_a_dynamic_trip_count_around_a_call_comes_from_the_inputs():
+    def make(case, key):
+        return jnp.ones((256, 128), jnp.float32), jnp.array([3], jnp.int32)
+
+    model = analyze_case(_adhoc(_looped, make), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    (call,) = model.calls
+    assert call.count == 3
+    assert model.grid_steps == 3 * 2
+    assert model.hbm_bytes == 3 * 2 * 256 * 128 * 4

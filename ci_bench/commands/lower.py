@@ -31,10 +31,18 @@ def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: 
         write_text(args.output, dump_model(results), what="lowering", replace=args.force)
     done, chips = results.cases, results.meta.chips
     rows = [
-        [c.id, c.status, c.kind or "–", ", ".join(c.custom_calls) or "–", _vmem(c), c.error or ""]
+        [
+            c.id,
+            c.status,
+            _chips(c),
+            c.kind or "–",
+            ", ".join(c.custom_calls) or "–",
+            _vmem(c),
+            c.error or "",
+        ]
         for c in done
     ]
-    headers = ("case", "status", "kind", "custom calls", "VMEM MiB", "error")
+    headers = ("case", "status", "chips ok", "kind", "custom calls", "VMEM MiB", "error")
     out.write(tabulate(rows, headers=headers, disable_numparse=True))
     failed = sum(c.status == "error" for c in done)
     host = sum(c.status == "host_error" for c in done)
@@ -50,6 +58,15 @@ def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: 
         )
     outcome = Outcome(states={"error": failed}, policy=ERRORS_FAIL)
     return int(exit_code(outcome))
+
+
+def _chips(lowered: LoweredCase) -> str:
+    """'n/m' chips it lowered as (TPU), naming those that did not."""
+    if not lowered.chips:
+        return "–"
+    bad = [name for name, c in lowered.chips.items() if c.status != "ok"]
+    good = len(lowered.chips) - len(bad)
+    return f"{good}/{len(lowered.chips)}" + (f" (not {', '.join(bad)})" if bad else "")
 
 
 def _vmem(lowered: LoweredCase) -> str:

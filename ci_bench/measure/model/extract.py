@@ -256,9 +256,39 @@ def _while(found: Walk, eqn: Any, scope: Scope, platform: Platform, count: int) 
     c = eqn.params["cond_nconsts"]
     operands = list(eqn.invars[c : c + n]) + [None] * (len(inner.invars) - n)
     trips = fori_trip_count(eqn)
+    if trips is None:
+        trips = _dynamic_trips(eqn, scope)
+    if trips == 0:
+        return  # the loop runs no iteration: nothing in it runs
     child = _loop_scope(scope, inner, consts, operands)
     body = walk(inner, child, platform, count * (trips or 1))
     if body.items and trips is None:
         found.not_modelled.append("pallas_calls in a while loop with a dynamic trip count")
         return
     _merge(found, body)
+
+
+def _dynamic_trips(eqn: Any, scope: Scope) -> int | None:
+    """A ``fori_loop(lo, hi)`` whose bounds are traced values: hi - lo from the case's real
+    inputs (as a dynamic grid is); None when the loop is not of that form or a bound cannot
+    be computed without running a kernel."""
+    from jax.extend import core as jcore
+
+    cond = eqn.params["cond_jaxpr"].jaxpr
+    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    consts, carries = eqn.invars[:cn], eqn.invars[cn + bn :]
+
+    def outer(var: Any) -> int:
+        if isinstance(var, jcore.Literal):
+            return int(var.val)
+        where = cond.invars.index(var)
+        source = consts[where] if where < cn else carries[where - cn]
+        return int(np.asarray(scope.value(source)))
+
+    try:
+        start, stop = (outer(v) for v in cond.eqns[0].invars)
+    except (NotModelledError, ValueError, TypeError):
+        return None
+    return max(stop - start, 0)
