@@ -33,6 +33,7 @@ class StepCost:
     dma_read_bytes: int = 0  # HBM -> VMEM/SMEM, manual copies
     dma_write_bytes: int = 0  # VMEM/SMEM -> HBM, manual copies
     scoped_vmem_bytes: int = 0  # run_scoped allocations
+    inner_steps: int = 0  # steps of pipelines inside the body (emit_pipeline), each charged
     notes: list[str] = field(default_factory=list)
     not_modelled: list[str] = field(default_factory=list)
 
@@ -42,6 +43,7 @@ class StepCost:
         self.int8_flops += other.int8_flops * times
         self.dma_read_bytes += other.dma_read_bytes * times
         self.dma_write_bytes += other.dma_write_bytes * times
+        self.inner_steps += other.inner_steps * times
         self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
         self.notes += [n for n in other.notes if n not in self.notes]
         self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
@@ -53,6 +55,7 @@ class StepCost:
         self.int8_flops += other.int8_flops * share
         self.dma_read_bytes += round(other.dma_read_bytes * share)
         self.dma_write_bytes += round(other.dma_write_bytes * share)
+        self.inner_steps += round(other.inner_steps * share)
         if share > 0:
             self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
             self.notes += [n for n in other.notes if n not in self.notes]
@@ -217,7 +220,13 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = ()) -> StepCost:
                 worst.notes.append("a conditional in the body: its costliest branch counted")
             total.add(worst)
         elif name == "scan":
-            total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
+            from ci_bench.measure.model.loops import simulate_scan
+
+            simulated = simulate_scan(eqn, step_cost)
+            if simulated is not None:
+                total.add(simulated)
+            else:
+                total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
         elif name == "while":
             trips = fori_trip_count(eqn)
             body = step_cost(eqn.params["body_jaxpr"].jaxpr)
