@@ -262,3 +262,29 @@ def test_the_pr_comment_shows_model_improvements_partial_models_and_host_errors(
     assert "⚠️ 1 cases have a partial model (no modelled time, not judged):" in text
     assert "`host_error`: the machine, not the kernel" in text
     assert "❌" not in text  # a host failure is never a red mark
+
+
+def test_a_partial_model_shows_no_time_and_no_verdict_only_its_reason():
+    from ci_bench.report.comment import markdown_report
+
+    whole = model_of(128)
+    partial = whole.model_copy(
+        update={
+            "status": "partial",
+            "reason": "partial model, no modelled time: a while loop with a dynamic trip count",
+            "not_modelled": ["a while loop with a dynamic trip count"],
+        }
+    )
+    # Against a whole base model 2x slower, the partial head would look "improved": it is
+    # never judged, and structural can neither pass nor fail on it.
+    assert judge_model(partial, model_of(64), CHIPS, Thresholds()) is None
+    assert judge_model(model_of(64), partial, CHIPS, Thresholds()) is None
+    base = with_model(case(CID, 1.0), model_of(64))
+    run = results([with_model(case(CID, 1.0), partial)], profile="ci")
+    report = compare(run, {"matmul": baseline_of([base])}, Thresholds(), FailPolicy())
+    (row,) = report.cases
+    assert row.model is None
+    text = markdown_report(report)
+    assert "#### Partial cost model (no modelled time, not judged)" in text
+    assert "a while loop with a dynamic trip count" in text
+    assert "Structural" not in text
