@@ -144,3 +144,40 @@ def test_a_failure_of_the_machine_is_a_host_error_never_the_kernels(tmp_path):
     assert lower_case(SPEC, case, "tpu", chip="v6e").status == "ok"
     assert is_host_failure("ValueError: Unsupported TPU device kind: cpu")
     assert not is_host_failure("ValueError: block shape must be divisible by 8 and 128")
+
+
+def test_version_2_lowering_files_are_still_read(tmp_path):
+    from ci_bench.schema.lowering import LOWERING_READABLE
+
+    old = {
+        "schema_version": 2,
+        "kind": "lowering",
+        "meta": {
+            "tool_version": "0.1.0",
+            "started_at": "2026-10-01T00:00:00Z",
+            "platform": "tpu",
+            "profile": "smoke",
+            "jax": "0.10.2",
+            "jaxlib": "0.10.2",
+            "kernels": {"matmul": "0.1.0"},
+            "chips": ["v5e"],
+        },
+        "cases": [
+            {
+                "id": "matmul/B1-M128-K128-N128/float32",
+                "kernel": "matmul",
+                "version": "0.1.0",
+                "params": {"B": 1, "M": 128, "K": 128, "N": 128},
+                "dtype": "float32",
+                "platform": "tpu",
+                "status": "ok",
+                "kind": "mosaic",
+                "custom_calls": ["tpu_custom_call"],
+            }
+        ],
+    }
+    path = tmp_path / "lowering.json"
+    path.write_text(json.dumps(old))
+    doc = read_model(path, LoweringResults, what="lowering", schema_version=LOWERING_READABLE)
+    assert doc.schema_version == 2
+    assert doc.cases[0].chips == {}
