@@ -82,6 +82,39 @@ def _spec_flops(spec: KernelSpec, case: Case, seed: int) -> int:
     return mode_costs(spec, case, inputs, differentiable(spec, inputs))[0]
 
 
+def _chip_queries() -> int | None:
+    """How often jax has answered ``get_tpu_info()`` in this process (None: unknown)."""
+    try:
+        from jax._src.pallas.mosaic import tpu_info
+
+        info = tpu_info.get_tpu_info.cache_info()  # type: ignore[attr-defined]
+        return int(info.hits + info.misses)
+    except Exception:  # jax internals moved: every chip is traced
+        return None
+
+
+def _traces(
+    names: Sequence[str | None], as_: Callable[[str | None], tuple[str, bool]]
+) -> dict[str | None, str]:
+    """Each chip's printed jaxpr, tracing as few chips as the kernel allows: when jax asked
+    for the chip while tracing the first, every chip is traced; else the last one too, and
+    the chips between only when those two differ (a kernel that reads the chip some other
+    way, e.g. per-generation block-size tables). Each trace is ~0.1 s of CPU per case."""
+    first, asked = as_(names[0])
+    texts = {names[0]: first}
+    if len(names) == 1:
+        return texts
+    if not asked:
+        last, asked = as_(names[-1])
+        texts[names[-1]] = last
+        if not asked and last == first:
+            return dict.fromkeys(names, first)
+    for name in names[1:]:
+        if name not in texts:
+            texts[name] = as_(name)[0]
+    return texts
+
+
 def analyze_case(
     spec: KernelSpec,
     case: Case,
@@ -104,29 +137,37 @@ def analyze_case(
         # A vector kernel's SPEC FLOPs are VPU work, not MXU: never checked against dots.
         vector = getattr(spec, "compute_unit", "matrix") == "vector"
         spec_flops = _spec_flops(spec, case, seed)
-        per_chip: list[CaseModel] = []
         walks: dict[str, Any] = {}  # the printed jaxpr -> its walk (most kernels ignore the chip)
-        gpu = None
-        for target in targets or [None]:
-            with as_chip(target.name if target else None):
+        gpu: list[Any] = []
+
+        def as_(name: str | None) -> tuple[str, bool]:
+            """The printed jaxpr traced as ``name`` (walked once per distinct jaxpr), and
+            whether jax asked for the chip while tracing it."""
+            before = _chip_queries()
+            with as_chip(name):
                 closed, inputs = trace(spec, case, seed)
                 text = str(closed)
                 if text not in walks:
-                    walks[text] = walk(
-                        closed.jaxpr, Scope(closed.jaxpr, closed.consts, inputs), "tpu"
-                    )
-                if gpu is None:
-                    gpu = walk(closed.jaxpr, Scope(closed.jaxpr, closed.consts, inputs), "gpu")
-            per_chip.append(
-                case_model(
-                    walks[text],
-                    [target] if target else [],
-                    spec_flops=spec_flops,
-                    flops_factor=flops_factor,
-                    gpu=gpu,
-                    check_flops=not vector,
-                )
+                    top = Scope(closed.jaxpr, closed.consts, inputs)
+                    walks[text] = walk(closed.jaxpr, top, "tpu")
+                if not gpu:
+                    top = Scope(closed.jaxpr, closed.consts, inputs)
+                    gpu.append(walk(closed.jaxpr, top, "gpu"))
+            return text, before is None or _chip_queries() != before
+
+        names: list[str | None] = [t.name for t in targets] or [None]
+        texts = _traces(names, as_)
+        per_chip = [
+            case_model(
+                walks[texts[name]],
+                [target] if target else [],
+                spec_flops=spec_flops,
+                flops_factor=flops_factor,
+                gpu=gpu[0],
+                check_flops=not vector,
             )
+            for name, target in zip(names, targets or [None], strict=True)
+        ]
         return merge_chips(per_chip, [t.name for t in targets], (clock() - start) * 1000)
     except Exception as exc:  # the model must never fail a case: its reason is recorded
         return not_modelled(_one_line(exc), (clock() - start) * 1000)
