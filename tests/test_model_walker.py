@@ -255,3 +255,33 @@ def test_emit_pipeline_copies_are_counted_at_the_steps_that_make_them(name):
     assert "a loop's conditionals (emit_pipeline's copies) evaluated at every iteration" in (
         model.notes
     )
+
+
+def test_real_inputs_are_built_only_when_needed_and_never_past_the_budget():
+    from ci_bench.measure.model import trace
+
+    built = []
+
+    def make(case, key):
+        arrays = _gmm_inputs([128] * 4)(case, key)
+        if not isinstance(arrays[0], jax.core.Tracer):  # jax.eval_shape traces abstractly
+            built.append(True)
+        return arrays
+
+    fn = functools.partial(megablox.gmm, tiling=(128, 128, 128))
+    closed, inputs = trace(_adhoc(fn, make), ADHOC, 42, budget=1024)
+    assert closed is not None
+    assert not built  # tracing is abstract: nothing allocated
+    with pytest.raises(ValueError, match=r"past the model's budget of 0\.0 GiB"):
+        inputs(2)  # the group sizes: 0.75 MiB of inputs, past a 1 KiB budget
+    assert not built
+
+
+def test_a_vector_kernel_gets_no_mxu_flops_check():
+    from ci_bench.contract.spec import Case
+    from tests.fixtures.emit_pipeline_kernel import SPEC
+
+    assert SPEC.compute_unit == "vector"
+    model = analyze_case(SPEC, Case("emit_pipeline", {"R": 512}, "float32"), ["v5e"])
+    assert model.flops == 0  # no dot: the SPEC's FLOPs are VPU work
+    assert model.flops_check is None  # never "mismatch"
