@@ -164,14 +164,22 @@ def _sub_jaxprs(eqn: Any) -> list[Any]:
     return [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
 
 
-def branch_shares(jaxpr: Any, eqn: Any, grid: tuple[int, ...]) -> list[float] | None:
-    """The share of grid steps that take each branch of a ``cond`` whose index is computed
-    from program ids alone (``pl.when(k == 0)``), over the whole grid; None otherwise."""
+Env = dict  # variable -> its value at every grid step (an np.ndarray of [steps])
+
+
+def grid_values(
+    jaxpr: Any, eqn: Any, atom: Any, grid: tuple[int, ...], env: Env | None = None
+) -> np.ndarray | None:
+    """``atom`` (an input of ``eqn`` in a kernel body) at every grid step, when the body
+    computes it from program ids (and ``env``'s known values) alone; None otherwise."""
     from ci_bench.measure.model.indexmap import evaluate
 
-    if not grid:
+    env = env or {}
+    if not grid or not hasattr(atom, "aval") or hasattr(atom, "val"):
         return None
-    needed, eqns, ids = {eqn.invars[0]}, [], []
+    if atom in env:
+        return env[atom]
+    needed, eqns, ids = {atom}, [], []
     for e in reversed(jaxpr.eqns[: jaxpr.eqns.index(eqn)]):
         if not any(v in needed for v in e.outvars):
             continue
@@ -180,22 +188,59 @@ def branch_shares(jaxpr: Any, eqn: Any, grid: tuple[int, ...]) -> list[float] | 
             continue
         eqns.append(e)
         needed |= {v for v in e.invars if hasattr(v, "aval") and not hasattr(v, "val")}
-    if not ids or any(v in jaxpr.invars or v in jaxpr.constvars for v in needed):
+    leaves = [v for v in needed if v in env]
+    if not (ids or leaves) or any(
+        (v in jaxpr.invars or v in jaxpr.constvars) and v not in env for v in needed
+    ):
         return None
     eqns.reverse()
-    sliced = jaxpr.replace(
-        constvars=[], invars=[e.outvars[0] for e in ids], outvars=[eqn.invars[0]], eqns=eqns
-    )
+    inputs = [e.outvars[0] for e in ids] + leaves
+    sliced = jaxpr.replace(constvars=[], invars=inputs, outvars=[atom], eqns=eqns)
     steps = np.indices(grid).reshape(len(grid), -1)
-    found = evaluate(sliced, [], [steps[int(e.params["axis"])] for e in ids])
+    args = [steps[int(e.params["axis"])] for e in ids] + [env[v] for v in leaves]
+    found = evaluate(sliced, [], args)
     if found is None:
         return None
-    index = np.broadcast_to(np.asarray(found[0], np.int64), (steps.shape[1],))
-    n = len(eqn.params["branches"])
-    return [float(np.mean(index == b)) for b in range(n)]
+    return np.broadcast_to(np.asarray(found[0]), (steps.shape[1],))
 
 
-def step_cost(jaxpr: Any, grid: tuple[int, ...] = ()) -> StepCost:
+def branch_shares(
+    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
+) -> list[float] | None:
+    """The share of grid steps that take each branch of a ``cond`` whose index is computed
+    from program ids alone (``pl.when(k == 0)``), over the whole grid; None otherwise."""
+    index = grid_values(jaxpr, eqn, eqn.invars[0], grid, env)
+    if index is None:
+        return None
+    index = index.astype(np.int64)
+    return [float(np.mean(index == b)) for b in range(len(eqn.params["branches"]))]
+
+
+def _scan_over_grid(
+    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
+) -> StepCost | None:
+    """A body ``scan`` whose constants come from program ids (an ``emit_pipeline`` nested in
+    a gridded call): simulated once per distinct set of constants, weighted by its steps."""
+    from ci_bench.measure.model.loops import simulate_scan
+
+    n = eqn.params["num_consts"]
+    columns = {v: grid_values(jaxpr, eqn, v, grid, env) for v in eqn.invars[:n]}
+    known = {v: c for v, c in columns.items() if c is not None}
+    if not known:
+        return None
+    table = np.stack([c.astype(np.int64) for c in known.values()], axis=1)
+    combos, counts = np.unique(table, axis=0, return_counts=True)
+    total = StepCost()
+    for combo, count in zip(combos, counts, strict=True):
+        outer = {v: np.asarray(x) for v, x in zip(known, combo, strict=True)}
+        cost = simulate_scan(eqn, step_cost, outer)
+        if cost is None:
+            return None
+        total.add_share(cost, float(count) / len(table))
+    return total
+
+
+def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) -> StepCost:
     """The costs of one execution of ``jaxpr`` (a kernel body, or part of one); with the
     call's ``grid``, a ``cond`` on program ids counts each branch at the steps it runs (an
     init ``pl.when(k == 0)`` and an accumulate ``pl.when(k > 0)`` are one dot per step)."""
@@ -206,7 +251,7 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = ()) -> StepCost:
             total.add(_dot_cost(eqn))
         elif name == "dma_start":
             total.add(_dma_cost(eqn))
-        elif name == "cond" and (shares := branch_shares(jaxpr, eqn, grid)) is not None:
+        elif name == "cond" and (shares := branch_shares(jaxpr, eqn, grid, env)) is not None:
             for share, branch in zip(shares, eqn.params["branches"], strict=True):
                 part = step_cost(branch.jaxpr)
                 total.add_share(part, share)
@@ -222,7 +267,7 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = ()) -> StepCost:
         elif name == "scan":
             from ci_bench.measure.model.loops import simulate_scan
 
-            simulated = simulate_scan(eqn, step_cost)
+            simulated = simulate_scan(eqn, step_cost) or _scan_over_grid(jaxpr, eqn, grid, env)
             if simulated is not None:
                 total.add(simulated)
             else:
@@ -242,7 +287,14 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = ()) -> StepCost:
                 for v in inner.invars
                 if "vmem" in _memory_space(v.aval) and hasattr(v.aval, "dtype")
             )
-            cost = step_cost(inner)
+            # run_scoped binds its operands to the inner jaxpr's constvars: their values
+            # at every grid step carry in (a program id an emit_pipeline's index map reads).
+            known = {
+                inside: found
+                for inside, outside in zip(inner.constvars, eqn.invars, strict=False)
+                if (found := grid_values(jaxpr, eqn, outside, grid, env)) is not None
+            }
+            cost = step_cost(inner, grid, known)
             cost.scoped_vmem_bytes += scoped
             total.add(cost)
         else:

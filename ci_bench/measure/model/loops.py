@@ -48,9 +48,12 @@ def _scalar(eqn: Any, ins: list[Any]) -> Any:
     return None
 
 
-def simulate_scan(eqn: Any, cost: Callable[[Any], StepCost]) -> StepCost | None:
+def simulate_scan(
+    eqn: Any, cost: Callable[[Any], StepCost], outer: dict[Any, Any] | None = None
+) -> StepCost | None:
     """The scan's cost with each conditional counted at the iterations that take each
-    branch; None when a conditional's index cannot be computed (or the loop is too long)."""
+    branch (``outer``: values of the scan's non-literal inputs, e.g. from program ids);
+    None when a conditional's index cannot be computed (or the loop is too long)."""
     from jax.extend import core as jcore
 
     closed = eqn.params["jaxpr"]
@@ -61,11 +64,13 @@ def simulate_scan(eqn: Any, cost: Callable[[Any], StepCost]) -> StepCost | None:
     if not conds or length > MAX_ITERATIONS:
         return None
 
-    def outer(atom: Any) -> Any:
-        return np.asarray(atom.val) if isinstance(atom, jcore.Literal) else None
+    given = outer or {}
 
-    consts = [outer(v) for v in eqn.invars[:n_consts]]
-    carries = [outer(v) for v in eqn.invars[n_consts : n_consts + n_carry]]
+    def value(atom: Any) -> Any:
+        return np.asarray(atom.val) if isinstance(atom, jcore.Literal) else given.get(atom)
+
+    consts = [value(v) for v in eqn.invars[:n_consts]]
+    carries = [value(v) for v in eqn.invars[n_consts : n_consts + n_carry]]
     branch_costs: dict[tuple[int, int], StepCost] = {}
     from ci_bench.measure.model.body import StepCost
 
