@@ -321,3 +321,37 @@ def test_emit_pipeline_nested_in_a_gridded_call_reads_the_outer_program_id():
     assert model.hbm_bytes == 2 * 512 * 128 * 4
     assert model.chips["v5e"].overhead_us == pytest.approx(2 * 3 * 0.35)
     assert "a conditional in the body: its costliest branch counted" not in model.notes
+
+
+def _counted_dots(counts, x):
+    """Grid step i runs counts[i] dots: a body loop whose trip count is read from SMEM."""
+
+    def kernel(counts_ref, x_ref, o_ref):
+        def body(_, acc):
+            return acc + jnp.dot(x_ref[...], x_ref[...], preferred_element_type=jnp.float32)
+
+        n = counts_ref[pl.program_id(0)]
+        o_ref[...] = jax.lax.fori_loop(0, n, body, jnp.zeros((128, 128), jnp.float32))
+
+    grid_spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1,
+        grid=(4,),
+        in_specs=[pl.BlockSpec((128, 128), lambda i, c: (0, 0))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, c: (i, 0)),
+    )
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((512, 128), jnp.float32), grid_spec=grid_spec
+    )(counts, x)
+
+
+def test_a_body_loops_trip_count_read_from_scalar_prefetch_at_every_step():
+    # counts (1, 2, 3, 6): 12 dots of 2·128³ in all, not one per step and not "partial".
+    def make(case, key):
+        return jnp.array([1, 2, 3, 6], jnp.int32), jnp.ones((128, 128), jnp.bfloat16)
+
+    model = analyze_case(_adhoc(_counted_dots, make), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    assert model.flops == 12 * 2 * 128**3
+    assert "a while loop's trip count read from the case's inputs at every grid step" in (
+        model.notes
+    )

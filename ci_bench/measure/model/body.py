@@ -171,10 +171,11 @@ def grid_values(
     jaxpr: Any, eqn: Any, atom: Any, grid: tuple[int, ...], env: Env | None = None
 ) -> np.ndarray | None:
     """``atom`` (an input of ``eqn`` in a kernel body) at every grid step, when the body
-    computes it from program ids (and ``env``'s known values) alone; None otherwise."""
+    computes it from program ids, ``env``'s known values and scalar reads of known SMEM
+    refs (scalar prefetch: ``env`` maps such a ref to its array) alone; None otherwise."""
     from ci_bench.measure.model.indexmap import evaluate
 
-    env = env or {}
+    env = dict(env or {})
     if not grid or not hasattr(atom, "aval") or hasattr(atom, "val"):
         return None
     if atom in env:
@@ -185,9 +186,16 @@ def grid_values(
             continue
         if e.primitive.name == "program_id":
             ids.append(e)
-            continue
-        eqns.append(e)
-        needed |= {v for v in e.invars if hasattr(v, "aval") and not hasattr(v, "val")}
+        elif e.primitive.name == "get" and e.invars[0] in env:
+            read = _smem_read(jaxpr, e, grid, env)
+            if read is None:
+                return None
+            env[e.outvars[0]] = read
+        else:
+            eqns.append(e)
+            needed |= {v for v in e.invars if hasattr(v, "aval") and not hasattr(v, "val")}
+    if atom in env:  # a scalar read itself
+        return np.broadcast_to(np.asarray(env[atom]), (math.prod(grid),))
     leaves = [v for v in needed if v in env]
     if not (ids or leaves) or any(
         (v in jaxpr.invars or v in jaxpr.constvars) and v not in env for v in needed
@@ -204,6 +212,35 @@ def grid_values(
     return np.broadcast_to(np.asarray(found[0]), (steps.shape[1],))
 
 
+def _smem_read(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env) -> np.ndarray | None:
+    """``ref[i, j]`` of a known SMEM ref at every grid step (scalar indices only)."""
+    import jax
+
+    try:
+        (indexer,) = jax.tree_util.tree_unflatten(eqn.params["tree"], eqn.invars[1:])
+    except (ValueError, TypeError):
+        return None
+    table = np.asarray(env[eqn.invars[0]])
+    parts = []
+    for index in getattr(indexer, "indices", ()):
+        if hasattr(index, "val"):
+            parts.append(np.asarray(index.val))
+        elif hasattr(index, "aval") and not np.shape(index.aval):
+            found = grid_values(jaxpr, eqn, index, grid, env)
+            if found is None:
+                return None
+            parts.append(found.astype(np.int64))
+        else:
+            return None  # a slice: not a scalar read
+    if len(parts) != table.ndim:
+        return None
+    steps = math.prod(grid)
+    return np.broadcast_to(
+        table[tuple(np.clip(p, 0, n - 1) for p, n in zip(parts, table.shape, strict=True))],
+        (steps,),
+    )
+
+
 def branch_shares(
     jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
 ) -> list[float] | None:
@@ -214,6 +251,31 @@ def branch_shares(
         return None
     index = index.astype(np.int64)
     return [float(np.mean(index == b)) for b in range(len(eqn.params["branches"]))]
+
+
+def _mean_trips(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None) -> float | None:
+    """The mean trip count over the grid of a ``fori_loop``-style ``while`` whose bounds the
+    body computes from program ids and scalar-prefetch reads (paged attention's page loop)."""
+    cond = eqn.params["cond_jaxpr"].jaxpr
+    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    if not grid or len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    consts, carries = eqn.invars[:cn], eqn.invars[cn + bn :]
+    bounds = []
+    for var in cond.eqns[0].invars:
+        if hasattr(var, "val"):
+            bounds.append(np.asarray(var.val, np.int64))
+            continue
+        where = cond.invars.index(var)
+        outer = consts[where] if where < cn else carries[where - cn]
+        if hasattr(outer, "val"):
+            bounds.append(np.asarray(outer.val, np.int64))
+            continue
+        found = grid_values(jaxpr, eqn, outer, grid, env)
+        if found is None:
+            return None
+        bounds.append(found.astype(np.int64))
+    return float(np.mean(np.maximum(bounds[1] - bounds[0], 0)))
 
 
 def _scan_over_grid(
@@ -272,6 +334,16 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
                 total.add(simulated)
             else:
                 total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
+        elif (
+            name == "while"
+            and fori_trip_count(eqn) is None
+            and (mean := _mean_trips(jaxpr, eqn, grid, env)) is not None
+        ):
+            body = step_cost(eqn.params["body_jaxpr"].jaxpr)
+            total.add_share(body, mean)
+            note = "a while loop's trip count read from the case's inputs at every grid step"
+            if note not in total.notes:
+                total.notes.append(note)
         elif name == "while":
             trips = fori_trip_count(eqn)
             body = step_cost(eqn.params["body_jaxpr"].jaxpr)

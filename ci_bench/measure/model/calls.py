@@ -206,7 +206,11 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
             scratch_vmem += size
     smem += sum(math.prod(v.aval.shape) * max(v.aval.dtype.itemsize, 4) for v in prefetch_vars)
     semantics, limit = _compiler_params(params)
-    step = step_cost(params["jaxpr"], grid)
+    body = params["jaxpr"]
+    # Scalar-prefetch refs (the body's first inputs) hold the case's values: a loop bound
+    # or an index a body reads from them is known at every grid step.
+    refs = {v: np.asarray(x) for v, x in zip(body.invars[:n_idx], prefetch, strict=False)}
+    step = step_cost(body, grid, refs)
     name = params.get("name") or getattr(params.get("metadata"), "name", None)
     if name is None:
         debug = getattr(params["jaxpr"], "debug_info", None)
