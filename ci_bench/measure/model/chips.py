@@ -63,11 +63,11 @@ class Chip:
     vmem_capacity_bytes: int  # per TensorCore
     smem_capacity_bytes: int  # per TensorCore
     scoped_vmem_bytes: int  # the default limit a kernel's VMEM must fit
-    scoped_vmem_solid: bool  # False: past the default is a warning (no solid source)
     hbm_bytes_per_s: float  # per TensorCore (the chip's bandwidth / cores)
     bf16_flops_per_s: float  # per TensorCore
     int8_ops_per_s: float  # per TensorCore (0: not published)
     step_overhead_us: float = STEP_OVERHEAD_US
+    scoped_vmem_solid: bool = True  # False: past the default is a warning (no solid source)
 
     @property
     def chip_tflops(self) -> float:
