@@ -347,7 +347,7 @@ def _shipped() -> list[tuple[str, object, object, tuple[int, int, int] | None, s
                 jnp.arange(64, dtype=jnp.int32).reshape(4, 16),
             ),
             None,
-            "a page loop with a dynamic trip count: partial",
+            "page loop trips from lengths per step; guarded copies: costliest (upper bound)",
         ),
         (
             "ragged_paged_attention 2 seqs",
