@@ -179,3 +179,112 @@ def test_results_without_models_get_no_model_verdict():
     report = compare(run, {"matmul": baseline_of([case(CID, 1.0)])}, Thresholds(), FailPolicy())
     assert report.cases[0].model is None
     assert report.verdict == "incomparable"
+
+
+def test_a_time_measured_below_the_models_physical_floor_is_an_error_never_a_speedup():
+    # 512³ bf16 at 128³ blocks: 4.5 MiB of HBM traffic, 820 GB/s on a v5e: a floor of ~5.8 µs.
+    model = model_of(128)
+    floor_us = max(model.chips["v5e"].compute_us, model.chips["v5e"].memory_us)
+    assert 5 < floor_us < 7
+    too_fast = with_model(case(CID, floor_us / 1000 / 10), model)  # a tenth of the floor
+    report = compare(
+        results([too_fast], device=V5E, profile="ci"),
+        {"matmul": baseline_of([])},
+        Thresholds(),
+        FailPolicy(),
+    )
+    (row,) = report.cases
+    assert row.verdict == "error"
+    assert row.reason.startswith("faster than the chip allows (")
+    assert f"< floor {floor_us:,.1f} µs on v5e" in row.reason
+    assert report.exit_code == 1
+    # At the floor (a real run cannot beat it by half), and on a CPU, nothing is said.
+    for result, device in ((case(CID, floor_us / 1000), V5E), (case(CID, 1e-6), None)):
+        run = results(
+            [with_model(result, model)], profile="ci", **({"device": device} if device else {})
+        )
+        (row,) = compare(run, {"matmul": baseline_of([])}, Thresholds(), FailPolicy()).cases
+        assert row.verdict != "error"
+
+
+def test_the_pr_comment_shows_model_improvements_partial_models_and_host_errors():
+    from ci_bench.judge.model import judge_model
+    from ci_bench.report.sticky import lowering_section
+    from ci_bench.schema.analysis import Analysis, AnalysisMeta, AnalyzedCase
+    from ci_bench.schema.lowering import LoweredCase, LoweringMeta, LoweringResults
+
+    # Halving the grid steps (the RMSNorm): analyze says improved; so must the comment.
+    change = judge_model(model_of(128), model_of(64), CHIPS, Thresholds())
+    assert change.verdict == "improved"
+    faster = AnalyzedCase(
+        **model_of(128).model_dump(), id=CID, kernel="matmul", version="0.1.0", against=change
+    )
+    partial = faster.model_copy(
+        update={
+            "id": CID + "/backward",
+            "status": "partial",
+            "reason": "partial model, no modelled time: x",
+            "not_modelled": ["x"],
+            "against": None,
+        }
+    )
+    meta = AnalysisMeta(
+        tool_version="0", jax="0", profile="ci", chips=CHIPS, seed=42, base_ref="main"
+    )
+    analysis = Analysis(verdict="partial", exit_code=0, meta=meta, cases=[faster, partial])
+    when = datetime(2026, 10, 1, tzinfo=UTC)
+    lowering = LoweringResults(
+        meta=LoweringMeta(
+            tool_version="0",
+            started_at=when,
+            platform="tpu",
+            profile="ci",
+            jax="0",
+            jaxlib="0",
+            kernels={"matmul": "0.1.0"},
+        ),
+        cases=[
+            LoweredCase(
+                id=CID,
+                kernel="matmul",
+                version="0.1.0",
+                params={},
+                dtype="bfloat16",
+                platform="tpu",
+                status="host_error",
+                error="lowering for tpu failed: Unsupported TPU device kind: cpu",
+            ),
+        ],
+    )
+    text = lowering_section(lowering, None, "abc", "https://x", analysis=analysis)
+    assert "📉 1 cases faster on TPU by the cost model against main:" in text
+    assert change.reason in text
+    assert "⚠️ 1 cases have a partial model (no modelled time, not judged):" in text
+    assert "`host_error`: the machine, not the kernel" in text
+    assert "❌" not in text  # a host failure is never a red mark
+
+
+def test_a_partial_model_shows_no_time_and_no_verdict_only_its_reason():
+    from ci_bench.report.comment import markdown_report
+
+    whole = model_of(128)
+    partial = whole.model_copy(
+        update={
+            "status": "partial",
+            "reason": "partial model, no modelled time: a while loop with a dynamic trip count",
+            "not_modelled": ["a while loop with a dynamic trip count"],
+        }
+    )
+    # Against a whole base model 2x slower, the partial head would look "improved": it is
+    # never judged, and structural can neither pass nor fail on it.
+    assert judge_model(partial, model_of(64), CHIPS, Thresholds()) is None
+    assert judge_model(model_of(64), partial, CHIPS, Thresholds()) is None
+    base = with_model(case(CID, 1.0), model_of(64))
+    run = results([with_model(case(CID, 1.0), partial)], profile="ci")
+    report = compare(run, {"matmul": baseline_of([base])}, Thresholds(), FailPolicy())
+    (row,) = report.cases
+    assert row.model is None
+    text = markdown_report(report)
+    assert "#### Partial cost model (no modelled time, not judged)" in text
+    assert "a while loop with a dynamic trip count" in text
+    assert "Structural" not in text

@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         action="append",
         default=[],
         metavar="NAME",
-        help="target TPU chip, jax's names: v4, v5e, v5p, v6e, 7x (repeatable; default: "
-        "config target-chips, else this machine's TPU, else all of them)",
+        help="target TPU chip, traced as that chip; jax's names: v4i, v4, v5e, v5p, v6e, 7, "
+        "7x, 8i (repeatable; default: config target-chips, else this machine's TPU, else all)",
     )
     analyze.add_argument("--format", choices=("table", "json"), default="table")
     Output("file").on(

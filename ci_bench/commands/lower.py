@@ -25,23 +25,48 @@ def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: 
 
     request = request_from(args, cwd)
     specs = load_specs(request)
-    results = lower_all(request, specs, cases_for(request.selection, specs), args.platform)
+    cases = cases_for(request.selection, specs)
+    results = lower_all(request, specs, cases, args.platform, getattr(args, "chip", None) or ())
     if args.output is not None:
         write_text(args.output, dump_model(results), what="lowering", replace=args.force)
     done, chips = results.cases, results.meta.chips
     rows = [
-        [c.id, c.status, c.kind or "–", ", ".join(c.custom_calls) or "–", _vmem(c), c.error or ""]
+        [
+            c.id,
+            c.status,
+            _chips(c),
+            c.kind or "–",
+            ", ".join(c.custom_calls) or "–",
+            _vmem(c),
+            c.error or "",
+        ]
         for c in done
     ]
-    headers = ("case", "status", "kind", "custom calls", "VMEM MiB", "error")
+    headers = ("case", "status", "chips ok", "kind", "custom calls", "VMEM MiB", "error")
     out.write(tabulate(rows, headers=headers, disable_numparse=True))
-    failed = sum(c.status != "ok" for c in done)
-    fit = f" and fit VMEM on {', '.join(chips)}" if chips else ""
+    failed = sum(c.status == "error" for c in done)
+    host = sum(c.status == "host_error" for c in done)
+    fit = f" as {', '.join(chips)} and fit VMEM there" if chips else ""
     out.write(
-        f"\n\n{len(done) - failed}/{len(done)} cases lower for {results.meta.platform}{fit}\n"
+        f"\n\n{len(done) - failed - host}/{len(done)} cases lower for "
+        f"{results.meta.platform}{fit}\n"
     )
+    if host:
+        out.write(
+            f"{host} case(s) could not be lowered on this machine (host_error: the machine, "
+            "not the kernel; not a failure)\n"
+        )
     outcome = Outcome(states={"error": failed}, policy=ERRORS_FAIL)
     return int(exit_code(outcome))
+
+
+def _chips(lowered: LoweredCase) -> str:
+    """'n/m' chips it lowered as (TPU), naming those that did not."""
+    if not lowered.chips:
+        return "–"
+    bad = [name for name, c in lowered.chips.items() if c.status != "ok"]
+    good = len(lowered.chips) - len(bad)
+    return f"{good}/{len(lowered.chips)}" + (f" (not {', '.join(bad)})" if bad else "")
 
 
 def _vmem(lowered: LoweredCase) -> str:

@@ -338,6 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(lower)
     lower.add_argument("--platform", required=True, help="tpu, or cuda (needs jax's CUDA plugin)")
     lower.add_argument(
+        "--chip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="tpu: lower as this TPU chip, jax's names: v4i, v4, v5e, v5p, v6e, 7, 7x, 8i "
+        "(repeatable; default: config target-chips, else this machine's TPU, else all of them)",
+    )
+    lower.add_argument(
         "--shape", type=shape, help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)"
     )
     lower.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")

@@ -15,6 +15,11 @@ from ci_bench.schema import CaseModel, CaseVerdict, ChipChange, ModelChange, Run
 from ci_bench.schema.model import TPU_DEVICE_KINDS
 
 KIB = 1024
+# A measured time under this share of the model's physical floor on the runner's chip is an
+# error: the floor (HBM bytes / bandwidth, MXU FLOPs / peak) leaves out every overhead, so
+# only a broken timer or a kernel that skipped its work can beat it by that much.
+FLOOR_SLACK = 0.5
+_UPPER_BOUND_NOTES = ("costliest branch", "costliest one")
 
 
 def target_chips(
@@ -32,12 +37,15 @@ def target_chips(
 
 
 def modelled(model: CaseModel | None) -> CaseModel | None:
+    """The model when it is whole: a partial one (parts not modelled, of unknown cost) is
+    never judged, so ``structural`` can neither pass nor fail on it."""
     return model if model is not None and model.status == "ok" else None
 
 
 def vmem_errors(model: CaseModel | None, chips: Sequence[str]) -> list[str]:
-    """Why the case does not fit each target chip's VMEM (empty: it fits them all)."""
-    found = modelled(model)
+    """Why the case does not fit each target chip's VMEM (empty: it fits them all). A
+    partial model's VMEM is a lower bound: past the limit it is an error all the same."""
+    found = model if model is not None and model.status in ("ok", "partial") else None
     if found is None:
         return []
     misfits = [c for c in chips if c in found.chips and not found.chips[c].fits]
@@ -112,21 +120,50 @@ def judge_model(
     )
 
 
+def floor_error(
+    model: CaseModel | None, measured_ms: float | None, runner: str | None
+) -> str | None:
+    """``error: faster than the chip allows`` when a time measured on TPU chip ``runner`` is
+    under ``FLOOR_SLACK`` x the model's physical floor there; None otherwise (no model for
+    that chip, or a model with upper-bound parts, e.g. a conditional's costliest branch)."""
+    if model is None or model.status == "not_modelled" or runner not in model.chips:
+        return None
+    if measured_ms is None or any(u in n for n in model.notes for u in _UPPER_BOUND_NOTES):
+        return None
+    chip = model.chips[runner]  # type: ignore[index]
+    floor_us = max(chip.compute_us, chip.memory_us)
+    measured_us = measured_ms * 1000
+    if floor_us <= 0 or measured_us >= floor_us * FLOOR_SLACK:
+        return None
+    return (
+        f"faster than the chip allows ({measured_us:,.1f} µs < floor {floor_us:,.1f} µs on "
+        f"{runner}, by more than the {1 - FLOOR_SLACK:.0%} slack): a broken timer or a kernel "
+        "that skipped its work"
+    )
+
+
 def with_model(
     verdict: CaseVerdict,
     reference: CaseModel | None,
     chips: Sequence[str],
     t: Thresholds,
+    runner: str | None = None,
 ) -> CaseVerdict:
     """The case's verdict with the model's beside it; VMEM that does not fit a target chip
-    makes the case an ``error`` (unless it already is one)."""
+    makes the case an ``error`` (unless it already is one), and so does a time measured on
+    TPU chip ``runner`` below the model's physical floor there."""
     current = verdict.current.model if verdict.current is not None else None
     update: dict = {}
+    timing = verdict.current.pallas if verdict.current is not None else None
+    too_fast = floor_error(current, timing.median_ms if timing else None, runner)
+    if too_fast and verdict.verdict != "error":
+        update["verdict"] = "error"
+        update["reason"] = too_fast
     change = judge_model(current, reference, chips, t)
     if change is not None:
         update["model"] = change
     too_big = vmem_errors(current, chips)
-    if too_big and verdict.verdict != "error":
+    if too_big and update.get("verdict", verdict.verdict) != "error":
         update["verdict"] = "error"
         update["reason"] = f"does not fit VMEM: {'; '.join(too_big)}"
     return verdict.model_copy(update=update) if update else verdict
@@ -163,6 +200,7 @@ def judge_models(
         for name in v.current.model.chips
     ]
     targets = target_chips(chips, meta.device.device_kind, available)
+    runner = TPU_DEVICE_KINDS.get((meta.device.device_kind or "").strip())
     out = []
     for v in verdicts:
         if v.current is None:
@@ -170,5 +208,5 @@ def judge_models(
             continue
         own = v.baseline.model if v.baseline is not None else None
         reference = own if own is not None and own.status == "ok" else references.get(v.id)
-        out.append(with_model(v, reference, targets, thresholds))
+        out.append(with_model(v, reference, targets, thresholds, runner))
     return out

@@ -7,6 +7,12 @@ machine and raises exactly those errors, so a pull request learns of them before
 runner does. Nothing is executed: the inputs are shapes (the SPEC's ``input_specs``, or
 ``jax.eval_shape`` of ``make_inputs``), and a backward case exports its backward call alone
 (``ci_bench.measure.modes``), so the backward kernels are the ones checked.
+
+A TPU case is lowered *as each target chip* (``model.aschip``): jax's chip queries during
+tracing and lowering (``emit_pipeline``'s tiling, Mosaic's ``sign`` rule) answer for that
+chip instead of failing on this machine's CPU. A failure that still comes from the machine
+rather than the kernel (``HOST_FAILURES``: a device kind, a missing backend or plugin) is a
+``host_error``: reported, never a red check on a pull request.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from ci_bench.errors import InputError
 from ci_bench.measure.failures import full_traceback, one_line
 from ci_bench.measure.modes import abstract_inputs, case_workload
 from ci_bench.schema import CaseResult
-from ci_bench.schema.lowering import LoweredCase, LoweringPlatform
+from ci_bench.schema.lowering import ChipLowering, LoweredCase, LoweringPlatform
 
 Clock = Callable[[], float]
 
@@ -38,6 +44,15 @@ PALLAS_TARGETS = {
 }
 _CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]+)\"")
 CUDA_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin")
+# jax's messages for a failure of this machine, not of the kernel (one regex each).
+HOST_FAILURES = (
+    r"Unsupported TPU device kind",
+    r"current device is (?:cpu|gpu|cuda|rocm)\b",
+    r"Unable to initialize backend",
+    r"[Bb]ackend '?\w+'? (?:failed to initialize|is not available)",
+    r"jax_cuda\d*_plugin",
+)
+_HOST = re.compile("|".join(HOST_FAILURES))
 NO_PALLAS_CALL = (
     "no Pallas custom call in the exported module: the callable ran Pallas in interpret "
     "mode (or has no pallas_call); see docs/KERNEL_CONTRACT.md, 'Lowering'"
@@ -75,16 +90,26 @@ def input_shapes(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, ...]:
     return abstract_inputs(spec, case, seed)
 
 
+def is_host_failure(message: str) -> bool:
+    """Whether jax's message blames this machine (its device, backend, plugins), not the
+    kernel."""
+    return _HOST.search(message) is not None
+
+
 def lower_case(
     spec: KernelSpec,
     case: Case,
     platform: LoweringPlatform,
     seed: int = 42,
     clock: Clock = time.perf_counter,
+    chip: str | None = None,
 ) -> LoweredCase:
     """Export what the case times for its subject (``spec.pallas`` unless the SPEC names
-    another) in the case's mode, for ``platform``, on abstract inputs; failures become
-    errors."""
+    another) in the case's mode, for ``platform``, on abstract inputs, traced and lowered as
+    TPU ``chip`` when given; failures become errors (``host_error`` when the machine is to
+    blame)."""
+    from ci_bench.measure.model.aschip import as_chip
+
     identity = {
         "id": case.id,
         "kernel": spec.name,
@@ -95,14 +120,18 @@ def lower_case(
     }
     start = clock()
     try:
-        work = case_workload(spec, case, seed=seed)
-        exported = jax.export.export(jax.jit(work.fn), platforms=[platform])(*work.args)
-        targets = custom_calls(exported.mlir_module())
+        with as_chip(chip if platform == "tpu" else None):
+            work = case_workload(spec, case, seed=seed)
+            exported = jax.export.export(jax.jit(work.fn), platforms=[platform])(*work.args)
+            targets = custom_calls(exported.mlir_module())
     except Exception as exc:  # jax's lowering error is the finding: recorded, never raised
+        message = one_line(exc)
+        status = "host_error" if is_host_failure(message) else "error"
+        where = f"{platform} as {chip}" if chip else platform
         return LoweredCase(
             **identity,
-            status="error",
-            error=f"lowering for {platform} failed: {one_line(exc)}",
+            status=status,
+            error=f"lowering for {where} failed: {message}",
             traceback=full_traceback(exc),
             lower_ms=(clock() - start) * 1000,
         )
@@ -115,10 +144,42 @@ def lower_case(
     return LoweredCase(**identity, status="ok", kind=kind, custom_calls=targets, lower_ms=elapsed)
 
 
+def lower_for_chips(
+    spec: KernelSpec,
+    case: Case,
+    platform: LoweringPlatform,
+    chips: Sequence[str],
+    seed: int = 42,
+    clock: Clock = time.perf_counter,
+) -> LoweredCase:
+    """The case lowered as every chip in ``chips`` (TPU; none: as this machine), one row:
+    an error if any chip's lowering is the kernel's fault, else a host error if any is the
+    machine's, else ok. ``chips`` holds each chip's own outcome."""
+    if platform != "tpu" or not chips:
+        return lower_case(spec, case, platform, seed, clock)
+    each = {name: lower_case(spec, case, platform, seed, clock, chip=name) for name in chips}
+    per = {
+        name: ChipLowering(
+            status=c.status,
+            kind=c.kind,
+            custom_calls=c.custom_calls,
+            error=c.error,
+            lower_ms=c.lower_ms,
+        )
+        for name, c in each.items()
+    }
+    worst = next(
+        (c for status in ("error", "host_error") for c in each.values() if c.status == status),
+        next(iter(each.values())),
+    )
+    total = sum(c.lower_ms or 0 for c in each.values())
+    return worst.model_copy(update={"chips": per, "lower_ms": total})
+
+
 def as_case_error(lowered: LoweredCase) -> CaseResult | None:
     """``run --lower``: a failed lowering as the case's error result (not measured)."""
-    if lowered.status == "ok":
-        return None
+    if lowered.status != "error":
+        return None  # ok, or the machine's fault (host_error): never the case's error
     return CaseResult(
         id=lowered.id,
         kernel=lowered.kernel,

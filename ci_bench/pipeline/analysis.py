@@ -37,7 +37,9 @@ def _model_all(
             continue
         model = analyze_case(spec, case, chips, seed=seed, flops_factor=factor)
         found[case.id] = model
-        what = "ok" if model.status == "ok" else f"not modelled: {model.reason}"
+        what = {"ok": "ok", "partial": model.reason}.get(
+            model.status, f"not modelled: {model.reason}"
+        )
         progress(f"[{index}/{len(cases)}] {case.id} {what}")
     return found
 
@@ -114,7 +116,7 @@ def analyze_cases(
 
 
 def _verdict(cases: Sequence[AnalyzedCase], request: Request) -> tuple[str, ExitCode]:
-    """The worst state present (error, then structural) and the exit code the one rule
+    """The worst state present (error, structural, then partial) and the exit code the one rule
     gives: 1 for a case that does not fit a target chip or changed structurally (as the
     policy says), 3 when no case could be modelled."""
     errors = sum(bool(c.errors) for c in cases)
@@ -133,5 +135,7 @@ def _verdict(cases: Sequence[AnalyzedCase], request: Request) -> tuple[str, Exit
         return "error", code
     if structural:
         return "structural", code
+    if any(c.status == "partial" for c in cases):
+        return "partial", code  # some modelled time withheld: never a plain pass
     improved = any(c.against and c.against.verdict == "improved" for c in cases)
     return ("improved" if improved else "pass"), code

@@ -35,27 +35,38 @@ def lower_all(
     specs: Mapping[str, KernelSpec],
     cases: Sequence[Case],
     platform: str,
+    chips: Sequence[str] = (),
 ) -> LoweringResults:
-    """Export every case for ``platform``; a case that cannot lower is an error row, and
-    (TPU) so is one whose cost model does not fit a target chip's VMEM: it would lower, then
-    fail to compile in libtpu on that chip."""
+    """Export every case for ``platform`` (TPU: as each of ``chips``, else config
+    ``target-chips``, else this machine's TPU, else every chip); a case that cannot lower is
+    an error row (a ``host_error`` when the machine, not the kernel, is to blame), and (TPU)
+    so is one whose cost model does not fit a target chip's VMEM: it would lower, then fail
+    to compile in libtpu on that chip."""
     import jax
 
-    from ci_bench.measure.lowering import check_platform, lower_case
+    from ci_bench.measure.lowering import check_platform, lower_for_chips
     from ci_bench.measure.model.chips import resolve_chips
 
     checked = check_platform(platform)
     if not cases:
         raise InputError("the selection is empty: nothing to lower")
-    chips = resolve_chips([], request.config.target_chips) if checked == "tpu" else []
+    if checked != "tpu" and chips:
+        raise InputError("--chip names TPU chips: it goes with --platform tpu")
+    chips = resolve_chips(chips, request.config.target_chips) if checked == "tpu" else []
     done = []
     for index, case in enumerate(cases, start=1):
-        lowered = lower_case(specs[case.kernel], case, checked, request.harness.seed)
+        seed = request.harness.seed
+        lowered = lower_for_chips(specs[case.kernel], case, checked, chips, seed)
         if chips:
             lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
         done.append(lowered)
         if not request.quiet:
-            what = f"ok ({lowered.kind})" if lowered.status == "ok" else f"ERROR {lowered.error}"
+            status = {"error": "ERROR", "host_error": "HOST ERROR (not the kernel)"}
+            what = (
+                f"ok ({lowered.kind})"
+                if lowered.status == "ok"
+                else f"{status[lowered.status]} {lowered.error}"
+            )
             sys.stderr.write(f"[{index}/{len(cases)}] {case.id} {what}\n")
         if lowered.traceback:
             sys.stderr.write(lowered.traceback + "\n")
@@ -127,11 +138,13 @@ def lower_role(
         pr = {"number": event.number, "head_sha": event.head_sha, "run_url": actions.run_url}
         atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
     smoke = measure_and_confirm(request, env, ports, out_dir / "smoke.json", confirm=False)
-    bad = sum(c.status != "ok" for c in lowered.cases)
+    bad = sum(c.status == "error" for c in lowered.cases)
+    host = sum(c.status == "host_error" for c in lowered.cases)
     wrong = sum(c.status != "ok" for c in smoke.cases)
+    hosted = f" ({host} could not be lowered on this machine: host_error)" if host else ""
     out.write(
-        f"ci-bench: {len(lowered.cases) - bad}/{len(lowered.cases)} cases lower for TPU; "
-        f"{len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
+        f"ci-bench: {len(lowered.cases) - bad - host}/{len(lowered.cases)} cases lower for "
+        f"TPU{hosted}; {len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
     )
     return Outcome(
         states={"error": bad + wrong, "structural": structural},

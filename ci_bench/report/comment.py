@@ -284,6 +284,18 @@ def markdown_report(
         shown = structural if max_rows is None else structural[:max_rows]
         parts += ["", "#### Structural (cost model, exact)", ""]
         parts += [f"- {case_cell(v)}: {md_inline(v.model.reason)}" for v in shown if v.model]
+    partial = [
+        v
+        for v in ordered(report.cases)
+        if v.current and v.current.model and v.current.model.status == "partial"
+    ]
+    if partial:  # issue 29: a partial model shows no modelled time, only why
+        parts += ["", "#### Partial cost model (no modelled time, not judged)", ""]
+        parts += [
+            f"- {case_cell(v)}: {md_inline(v.current.model.reason or '')}"
+            for v in partial[: max_rows or None]
+            if v.current and v.current.model
+        ]
     drift = ordered([v for v in report.cases if v.verdict == "drift"])
     if drift:
         shown = drift if max_rows is None else drift[:max_rows]

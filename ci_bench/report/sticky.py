@@ -121,10 +121,18 @@ def lowering_section(
     model against the merge base, the smoke profile correct."""
     lines = ["#### Lowering, cost model and correctness (no accelerator)", ""]
     if lowering is not None:
-        bad = [c for c in lowering.cases if c.status != "ok"]
+        bad = [c for c in lowering.cases if c.status == "error"]
+        host = [c for c in lowering.cases if c.status == "host_error"]
         total, platform = len(lowering.cases), md_inline(lowering.meta.platform)
-        if not bad:
+        if host:
+            lines.append(
+                f"⚠️ {len(host)} of {total} cases could not be lowered on this runner "
+                f"(`host_error`: the machine, not the kernel): {md_inline(host[0].error or '')}"
+            )
+        if not bad and not host:
             lines.append(f"✅ all {total} cases lower for {platform}")
+        elif not bad:
+            lines.append(f"✅ the other {total - len(host)} cases lower for {platform}")
         else:
             lines.append(f"❌ {len(bad)} of {total} cases do not lower for {platform}:")
             lines += [f"- {md_id(c.id)}: {md_inline(c.error or 'error')}" for c in bad[:max_rows]]
@@ -133,6 +141,20 @@ def lowering_section(
     if analysis is not None and analysis.meta.base_ref:
         moved = [c for c in analysis.cases if c.against and c.against.verdict == "structural"]
         base = md_inline(analysis.meta.base_ref)
+        faster = [c for c in analysis.cases if c.against and c.against.verdict == "improved"]
+        partial = [c for c in analysis.cases if c.status == "partial"]
+        if faster:
+            lines.append(f"📉 {len(faster)} cases faster on TPU by the cost model against {base}:")
+            lines += [
+                f"- {md_id(c.id)}: {md_inline(c.against.reason)}"
+                for c in faster[:max_rows]
+                if c.against
+            ]
+        if partial:
+            lines.append(
+                f"⚠️ {len(partial)} cases have a partial model (no modelled time, not judged):"
+            )
+            lines += [f"- {md_id(c.id)}: {md_inline(c.reason or '')}" for c in partial[:max_rows]]
         if not moved:
             lines.append(f"✅ no structural change by the cost model against {base}")
         else:

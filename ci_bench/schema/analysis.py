@@ -15,8 +15,10 @@ from ci_bench.schema.base import Model
 from ci_bench.schema.model import CaseModel
 from ci_bench.schema.report import ModelChange
 
-ANALYSIS_SCHEMA_VERSION = 1
-ANALYSIS_READABLE = (1,)
+ANALYSIS_SCHEMA_VERSION = 2
+# 2: a case may be ``partial`` (parts not modelled: no modelled time, never judged) and the
+# verdict ``partial``; chips v4i, 7, 8i; ``vmem_warning`` per chip. Version 1 is still read.
+ANALYSIS_READABLE = (1, 2)
 
 
 class AnalyzedCase(CaseModel):
@@ -47,9 +49,9 @@ class AnalysisMeta(Model):
 class Analysis(Model):
     """``ci-bench analyze --format json`` / ``--output``: a small versioned document."""
 
-    schema_version: Literal[1] = ANALYSIS_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = ANALYSIS_SCHEMA_VERSION
     kind: Literal["analysis"] = "analysis"
-    verdict: Literal["pass", "structural", "improved", "error", "not_modelled"]
+    verdict: Literal["pass", "structural", "improved", "error", "not_modelled", "partial"]
     exit_code: int
     meta: AnalysisMeta
     cases: list[AnalyzedCase]

@@ -26,11 +26,11 @@ class Provenance(Model):
     profile: str | None
 
 
-BASELINE_SCHEMA_VERSION = 4
+BASELINE_SCHEMA_VERSION = 5
 # Versions this ci-bench reads: entries embed results models, so they follow results
 # 1 -> 2 -> 3 -> 4 (3: each case may carry its cost ``model``; 4: cases record their mode
 # and implementations).
-BASELINE_READABLE = (1, 2, 3, 4)
+BASELINE_READABLE = (1, 2, 3, 4, 5)
 
 
 class BaselineEntry(Model):
@@ -53,7 +53,7 @@ class BaselineEntry(Model):
 
 
 class BaselineFile(Model):
-    schema_version: Literal[1, 2, 3, 4] = BASELINE_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = BASELINE_SCHEMA_VERSION
     kernel: KernelName
     version: Version
     entries: list[BaselineEntry]

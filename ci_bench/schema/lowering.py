@@ -14,11 +14,24 @@ from pydantic import Field, model_validator
 from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.model import CaseModel
 
-LOWERING_SCHEMA_VERSION = 2
+LOWERING_SCHEMA_VERSION = 3
 # 2: each case carries the cost model (``model``); a case whose VMEM does not fit a target
-# chip is an error. Version 1 files (no model) are still read.
-LOWERING_READABLE = (1, 2)
+# chip is an error. 3: a TPU case is lowered as each target chip (``chips``), and a failure
+# that comes from the machine, not the kernel, is ``host_error`` (never a red check).
+# Versions 1 and 2 are still read.
+LOWERING_READABLE = (1, 2, 3)
 LoweringPlatform = Literal["tpu", "cuda"]
+LoweringStatus = Literal["ok", "error", "host_error"]
+
+
+class ChipLowering(Model):
+    """One case lowered as one TPU chip (version 3)."""
+
+    status: LoweringStatus
+    kind: str | None = None
+    custom_calls: list[str] = Field(default_factory=list)
+    error: str | None = None
+    lower_ms: float | None = Field(None, ge=0)
 
 
 class LoweredCase(Model):
@@ -30,7 +43,10 @@ class LoweredCase(Model):
     params: dict[str, int]
     dtype: str
     platform: LoweringPlatform
-    status: Literal["ok", "error"]
+    status: LoweringStatus = Field(
+        description="ok; error (the kernel: a red check); host_error (this machine, not the "
+        "kernel: reported, never a red check)"
+    )
     kind: str | None = Field(None, description="Pallas backend found: mosaic, triton, mosaic_gpu")
     custom_calls: list[str] = Field(default_factory=list, description="custom-call targets")
     error: str | None = None
@@ -39,12 +55,15 @@ class LoweredCase(Model):
     model: CaseModel | None = Field(
         None, description="the cost model on the target chips (version 2); null in version 1"
     )
+    chips: dict[str, ChipLowering] = Field(
+        default_factory=dict, description="TPU: the case lowered as each target chip (version 3)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LoweredCase:
         if self.status == "ok" and (self.error or not self.kind):
             raise ValueError("an ok lowering names its kind and has no error")
-        if self.status == "error" and not self.error:
+        if self.status != "ok" and not self.error:
             raise ValueError("a failed lowering needs an error message")
         return self
 
@@ -65,7 +84,7 @@ class LoweringMeta(Model):
 class LoweringResults(Model):
     """``ci-bench lower --output``: every selected case exported for one platform."""
 
-    schema_version: Literal[1, 2] = LOWERING_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = LOWERING_SCHEMA_VERSION
     kind: Literal["lowering"] = "lowering"
     meta: LoweringMeta
     cases: list[LoweredCase]

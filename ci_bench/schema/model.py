@@ -21,6 +21,7 @@ from ci_bench.schema.base import Model
 # jax's ``chip_version_from_device_kind``; tests/test_model_chips.py keeps them equal). Pure
 # data, so the judge can pick the runner's chip without importing jax.
 TPU_DEVICE_KINDS = {
+    "TPU v4 lite": "v4i",
     "TPU v4": "v4",
     "TPU v5 lite": "v5e",
     "TPU v5e": "v5e",
@@ -28,7 +29,9 @@ TPU_DEVICE_KINDS = {
     "TPU v5p": "v5p",
     "TPU v6 lite": "v6e",
     "TPU v6e": "v6e",
+    "TPU7": "7",
     "TPU7x": "7x",
+    "TPU8i": "8i",
 }
 
 MemorySpace = Literal["vmem", "smem", "any", "semaphore"]
@@ -71,6 +74,9 @@ class ChipModel(Model):
     smem_capacity_bytes: int = 0
     fits: bool
     why_not: str | None = Field(None, description="chip, bytes and limit when it does not fit")
+    vmem_warning: str | None = Field(
+        None, description="past a default scoped limit that has no solid source (still fits)"
+    )
     modelled_us: float = Field(ge=0)
     compute_us: float = Field(ge=0, description="MXU time: dot FLOPs / peak")
     memory_us: float = Field(ge=0, description="HBM time: modelled bytes / bandwidth")
@@ -117,10 +123,14 @@ class GpuBound(Model):
 
 
 class CaseModel(Model):
-    """A case's model: per call and summed; per target chip."""
+    """A case's model: per call and summed; per target chip. ``partial``: the figures leave
+    out parts of the kernel (``not_modelled``) whose cost is unknown, so unbounded: they are
+    lower bounds, and no table, comment or verdict shows or judges its modelled time."""
 
-    status: Literal["ok", "not_modelled"]
-    reason: str | None = Field(None, description="why not modelled (status not_modelled)")
+    status: Literal["ok", "partial", "not_modelled"]
+    reason: str | None = Field(
+        None, description="why not modelled, or why partial (status not_modelled, partial)"
+    )
     hbm_bytes: int | None = None
     ideal_bytes: int | None = None
     vmem_bytes: int | None = Field(None, description="the largest call's VMEM")
@@ -140,10 +150,12 @@ class CaseModel(Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseModel:
-        if self.status == "not_modelled" and not self.reason:
-            raise ValueError("a case that is not modelled says why")
-        if self.status == "ok" and self.hbm_bytes is None:
+        if self.status != "ok" and not self.reason:
+            raise ValueError("a case that is not (wholly) modelled says why")
+        if self.status != "not_modelled" and self.hbm_bytes is None:
             raise ValueError("a modelled case has its figures")
+        if self.status == "ok" and self.not_modelled:
+            raise ValueError("a case with parts not modelled is partial, not ok")
         return self
 
     def too_big(self) -> dict[str, str]:

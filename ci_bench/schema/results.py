@@ -27,11 +27,12 @@ from ci_bench.schema.base import (
 from ci_bench.schema.model import CaseModel
 from ci_bench.schema.timers import TimerName
 
-RESULTS_SCHEMA_VERSION = 4
+RESULTS_SCHEMA_VERSION = 5
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
 # per-case ``model`` (read as not modelled: no model verdict); 1 to 3 hold forward cases of
-# the implementations pallas and native only (read so).
-RESULTS_READABLE = (1, 2, 3, 4)
+# the implementations pallas and native only (read so). 5: a case's model may be ``partial``
+# (no modelled time) and a chip may carry ``vmem_warning``; chips v4i, 7, 8i.
+RESULTS_READABLE = (1, 2, 3, 4, 5)
 
 CaseStatus = Literal["ok", "error"]
 Bound = Literal["compute", "memory"]
@@ -398,7 +399,7 @@ class RunMeta(Model):
 class Results(Model):
     """A results file: ``ci-bench run --output``."""
 
-    schema_version: Literal[1, 2, 3, 4] = RESULTS_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = RESULTS_SCHEMA_VERSION
     meta: RunMeta
     cases: list[CaseResult]
 

@@ -8,9 +8,12 @@ own table (``chips``). Method and limits: docs/MODEL.md.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from ci_bench.contract.spec import Case, KernelSpec, as_inputs
 from ci_bench.schema.model import CaseModel, not_modelled
@@ -23,24 +26,41 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:400]
 
 
-def trace(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, Callable[[int], Any]]:
+# The most real input bytes the model builds on this machine for index maps or dynamic grids
+# that read concrete values (scalar prefetch): past it the case is not modelled, with why.
+INPUT_BUDGET_BYTES = 1 << 30
+
+
+def trace(
+    spec: KernelSpec, case: Case, seed: int, *, budget: int = INPUT_BUDGET_BYTES
+) -> tuple[Any, Callable[[int], Any]]:
     """What the case times, as a ClosedJaxpr (the subject's forward, or its VJP alone for a
-    backward case), and its real inputs on demand (only scalar-prefetch operands of a
-    forward call ever need them)."""
+    backward case), and its real inputs on demand: only a value a scalar-prefetch operand,
+    a dynamic grid or a dynamic trip count reads makes them built, and never past
+    ``budget`` bytes (nothing else is allocated: the trace is abstract)."""
     import jax
 
     from ci_bench.measure.modes import case_workload
 
     cpu = jax.devices("cpu")[0]
     built: list[tuple[Any, ...]] = []
+    timed = case_workload(spec, case, seed=seed)
 
     def real() -> tuple[Any, ...]:
         if not built:
+            size = sum(
+                math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(timed.args)
+            )
+            if size > budget:
+                raise ValueError(
+                    f"the model needs the case's real inputs (an index map, grid or trip count "
+                    f"reads them) and they are {size / 2**30:.1f} GiB, past the model's budget "
+                    f"of {budget / 2**30:.1f} GiB"
+                )
             with jax.default_device(cpu):
                 built.append(as_inputs(spec.make_inputs(case, jax.random.PRNGKey(seed)), spec.name))
         return built[0]
 
-    timed = case_workload(spec, case, seed=seed)
     flat, tree = jax.tree.flatten(timed.args)
     closed = jax.make_jaxpr(lambda *xs: timed.fn(*jax.tree.unflatten(tree, xs)))(*flat)
 
@@ -62,6 +82,39 @@ def _spec_flops(spec: KernelSpec, case: Case, seed: int) -> int:
     return mode_costs(spec, case, inputs, differentiable(spec, inputs))[0]
 
 
+def _chip_queries() -> int | None:
+    """How often jax has answered ``get_tpu_info()`` in this process (None: unknown)."""
+    try:
+        from jax._src.pallas.mosaic import tpu_info
+
+        info = tpu_info.get_tpu_info.cache_info()  # type: ignore[attr-defined]
+        return int(info.hits + info.misses)
+    except Exception:  # jax internals moved: every chip is traced
+        return None
+
+
+def _traces(
+    names: Sequence[str | None], as_: Callable[[str | None], tuple[str, bool]]
+) -> dict[str | None, str]:
+    """Each chip's printed jaxpr, tracing as few chips as the kernel allows: when jax asked
+    for the chip while tracing the first, every chip is traced; else the last one too, and
+    the chips between only when those two differ (a kernel that reads the chip some other
+    way, e.g. per-generation block-size tables). Each trace is ~0.1 s of CPU per case."""
+    first, asked = as_(names[0])
+    texts = {names[0]: first}
+    if len(names) == 1:
+        return texts
+    if not asked:
+        last, asked = as_(names[-1])
+        texts[names[-1]] = last
+        if not asked and last == first:
+            return dict.fromkeys(names, first)
+    for name in names[1:]:
+        if name not in texts:
+            texts[name] = as_(name)[0]
+    return texts
+
+
 def analyze_case(
     spec: KernelSpec,
     case: Case,
@@ -71,26 +124,50 @@ def analyze_case(
     flops_factor: float = 2.0,
     clock: Clock = time.perf_counter,
 ) -> CaseModel:
-    """The case's model on ``chips``; any failure is "not modelled: why", never zeros."""
-    from ci_bench.measure.model.case import case_model
+    """The case's model on ``chips``, each traced *as that chip* (``aschip``: jax's chip
+    queries answer for it); any failure is "not modelled: why", never zeros."""
+    from ci_bench.measure.model.aschip import as_chip
+    from ci_bench.measure.model.case import case_model, merge_chips
     from ci_bench.measure.model.chips import chip
     from ci_bench.measure.model.extract import Scope, walk
 
     start = clock()
     try:
         targets = [chip(name) for name in chips]
-        closed, inputs = trace(spec, case, seed)
-        top = Scope(closed.jaxpr, closed.consts, inputs)
-        tpu = walk(closed.jaxpr, top, "tpu")
-        gpu = walk(closed.jaxpr, Scope(closed.jaxpr, closed.consts, inputs), "gpu")
+        # A vector kernel's SPEC FLOPs are VPU work, not MXU: never checked against dots.
+        vector = getattr(spec, "compute_unit", "matrix") == "vector"
         spec_flops = _spec_flops(spec, case, seed)
-        return case_model(
-            tpu,
-            targets,
-            spec_flops=spec_flops,
-            flops_factor=flops_factor,
-            gpu=gpu,
-            model_ms=(clock() - start) * 1000,
-        )
+        walks: dict[str, Any] = {}  # the printed jaxpr -> its walk (most kernels ignore the chip)
+        gpu: list[Any] = []
+
+        def as_(name: str | None) -> tuple[str, bool]:
+            """The printed jaxpr traced as ``name`` (walked once per distinct jaxpr), and
+            whether jax asked for the chip while tracing it."""
+            before = _chip_queries()
+            with as_chip(name):
+                closed, inputs = trace(spec, case, seed)
+                text = str(closed)
+                if text not in walks:
+                    top = Scope(closed.jaxpr, closed.consts, inputs)
+                    walks[text] = walk(closed.jaxpr, top, "tpu")
+                if not gpu:
+                    top = Scope(closed.jaxpr, closed.consts, inputs)
+                    gpu.append(walk(closed.jaxpr, top, "gpu"))
+            return text, before is None or _chip_queries() != before
+
+        names: list[str | None] = [t.name for t in targets] or [None]
+        texts = _traces(names, as_)
+        per_chip = [
+            case_model(
+                walks[texts[name]],
+                [target] if target else [],
+                spec_flops=spec_flops,
+                flops_factor=flops_factor,
+                gpu=gpu[0],
+                check_flops=not vector,
+            )
+            for name, target in zip(names, targets or [None], strict=True)
+        ]
+        return merge_chips(per_chip, [t.name for t in targets], (clock() - start) * 1000)
     except Exception as exc:  # the model must never fail a case: its reason is recorded
         return not_modelled(_one_line(exc), (clock() - start) * 1000)

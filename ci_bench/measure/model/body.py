@@ -33,6 +33,7 @@ class StepCost:
     dma_read_bytes: int = 0  # HBM -> VMEM/SMEM, manual copies
     dma_write_bytes: int = 0  # VMEM/SMEM -> HBM, manual copies
     scoped_vmem_bytes: int = 0  # run_scoped allocations
+    inner_steps: int = 0  # steps of pipelines inside the body (emit_pipeline), each charged
     notes: list[str] = field(default_factory=list)
     not_modelled: list[str] = field(default_factory=list)
 
@@ -42,9 +43,23 @@ class StepCost:
         self.int8_flops += other.int8_flops * times
         self.dma_read_bytes += other.dma_read_bytes * times
         self.dma_write_bytes += other.dma_write_bytes * times
+        self.inner_steps += other.inner_steps * times
         self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
         self.notes += [n for n in other.notes if n not in self.notes]
         self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
+
+    def add_share(self, other: StepCost, share: float) -> None:
+        """``other`` run at a ``share`` of the steps: its mean cost per step."""
+        self.flops += round(other.flops * share)
+        self.bf16_flops += other.bf16_flops * share
+        self.int8_flops += other.int8_flops * share
+        self.dma_read_bytes += round(other.dma_read_bytes * share)
+        self.dma_write_bytes += round(other.dma_write_bytes * share)
+        self.inner_steps += round(other.inner_steps * share)
+        if share > 0:
+            self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
+            self.notes += [n for n in other.notes if n not in self.notes]
+            self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
 
     def weight(self) -> float:
         return self.bf16_flops + self.int8_flops + self.dma_read_bytes + self.dma_write_bytes
@@ -149,8 +164,148 @@ def _sub_jaxprs(eqn: Any) -> list[Any]:
     return [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
 
 
-def step_cost(jaxpr: Any) -> StepCost:
-    """The costs of one execution of ``jaxpr`` (a kernel body, or part of one)."""
+Env = dict  # variable -> its value at every grid step (an np.ndarray of [steps])
+
+
+def grid_values(
+    jaxpr: Any, eqn: Any, atom: Any, grid: tuple[int, ...], env: Env | None = None
+) -> np.ndarray | None:
+    """``atom`` (an input of ``eqn`` in a kernel body) at every grid step, when the body
+    computes it from program ids, ``env``'s known values and scalar reads of known SMEM
+    refs (scalar prefetch: ``env`` maps such a ref to its array) alone; None otherwise."""
+    from ci_bench.measure.model.indexmap import evaluate
+
+    env = dict(env or {})
+    if not grid or not hasattr(atom, "aval") or hasattr(atom, "val"):
+        return None
+    if atom in env:
+        return env[atom]
+    needed, eqns, ids = {atom}, [], []
+    for e in reversed(jaxpr.eqns[: jaxpr.eqns.index(eqn)]):
+        if not any(v in needed for v in e.outvars):
+            continue
+        if e.primitive.name == "program_id":
+            ids.append(e)
+        elif e.primitive.name == "get" and e.invars[0] in env:
+            read = _smem_read(jaxpr, e, grid, env)
+            if read is None:
+                return None
+            env[e.outvars[0]] = read
+        else:
+            eqns.append(e)
+            needed |= {v for v in e.invars if hasattr(v, "aval") and not hasattr(v, "val")}
+    if atom in env:  # a scalar read itself
+        return np.broadcast_to(np.asarray(env[atom]), (math.prod(grid),))
+    leaves = [v for v in needed if v in env]
+    if not (ids or leaves) or any(
+        (v in jaxpr.invars or v in jaxpr.constvars) and v not in env for v in needed
+    ):
+        return None
+    eqns.reverse()
+    inputs = [e.outvars[0] for e in ids] + leaves
+    sliced = jaxpr.replace(constvars=[], invars=inputs, outvars=[atom], eqns=eqns)
+    steps = np.indices(grid).reshape(len(grid), -1)
+    args = [steps[int(e.params["axis"])] for e in ids] + [env[v] for v in leaves]
+    found = evaluate(sliced, [], args)
+    if found is None:
+        return None
+    return np.broadcast_to(np.asarray(found[0]), (steps.shape[1],))
+
+
+def _smem_read(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env) -> np.ndarray | None:
+    """``ref[i, j]`` of a known SMEM ref at every grid step (scalar indices only)."""
+    import jax
+
+    try:
+        (indexer,) = jax.tree_util.tree_unflatten(eqn.params["tree"], eqn.invars[1:])
+    except (ValueError, TypeError):
+        return None
+    table = np.asarray(env[eqn.invars[0]])
+    parts = []
+    for index in getattr(indexer, "indices", ()):
+        if hasattr(index, "val"):
+            parts.append(np.asarray(index.val))
+        elif hasattr(index, "aval") and not np.shape(index.aval):
+            found = grid_values(jaxpr, eqn, index, grid, env)
+            if found is None:
+                return None
+            parts.append(found.astype(np.int64))
+        else:
+            return None  # a slice: not a scalar read
+    if len(parts) != table.ndim:
+        return None
+    steps = math.prod(grid)
+    return np.broadcast_to(
+        table[tuple(np.clip(p, 0, n - 1) for p, n in zip(parts, table.shape, strict=True))],
+        (steps,),
+    )
+
+
+def branch_shares(
+    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
+) -> list[float] | None:
+    """The share of grid steps that take each branch of a ``cond`` whose index is computed
+    from program ids alone (``pl.when(k == 0)``), over the whole grid; None otherwise."""
+    index = grid_values(jaxpr, eqn, eqn.invars[0], grid, env)
+    if index is None:
+        return None
+    index = index.astype(np.int64)
+    return [float(np.mean(index == b)) for b in range(len(eqn.params["branches"]))]
+
+
+def _mean_trips(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None) -> float | None:
+    """The mean trip count over the grid of a ``fori_loop``-style ``while`` whose bounds the
+    body computes from program ids and scalar-prefetch reads (paged attention's page loop)."""
+    cond = eqn.params["cond_jaxpr"].jaxpr
+    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    if not grid or len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    consts, carries = eqn.invars[:cn], eqn.invars[cn + bn :]
+    bounds = []
+    for var in cond.eqns[0].invars:
+        if hasattr(var, "val"):
+            bounds.append(np.asarray(var.val, np.int64))
+            continue
+        where = cond.invars.index(var)
+        outer = consts[where] if where < cn else carries[where - cn]
+        if hasattr(outer, "val"):
+            bounds.append(np.asarray(outer.val, np.int64))
+            continue
+        found = grid_values(jaxpr, eqn, outer, grid, env)
+        if found is None:
+            return None
+        bounds.append(found.astype(np.int64))
+    return float(np.mean(np.maximum(bounds[1] - bounds[0], 0)))
+
+
+def _scan_over_grid(
+    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
+) -> StepCost | None:
+    """A body ``scan`` whose constants come from program ids (an ``emit_pipeline`` nested in
+    a gridded call): simulated once per distinct set of constants, weighted by its steps."""
+    from ci_bench.measure.model.loops import simulate_scan
+
+    n = eqn.params["num_consts"]
+    columns = {v: grid_values(jaxpr, eqn, v, grid, env) for v in eqn.invars[:n]}
+    known = {v: c for v, c in columns.items() if c is not None}
+    if not known:
+        return None
+    table = np.stack([c.astype(np.int64) for c in known.values()], axis=1)
+    combos, counts = np.unique(table, axis=0, return_counts=True)
+    total = StepCost()
+    for combo, count in zip(combos, counts, strict=True):
+        outer = {v: np.asarray(x) for v, x in zip(known, combo, strict=True)}
+        cost = simulate_scan(eqn, step_cost, outer)
+        if cost is None:
+            return None
+        total.add_share(cost, float(count) / len(table))
+    return total
+
+
+def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) -> StepCost:
+    """The costs of one execution of ``jaxpr`` (a kernel body, or part of one); with the
+    call's ``grid``, a ``cond`` on program ids counts each branch at the steps it runs (an
+    init ``pl.when(k == 0)`` and an accumulate ``pl.when(k > 0)`` are one dot per step)."""
     total = StepCost()
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
@@ -158,6 +313,13 @@ def step_cost(jaxpr: Any) -> StepCost:
             total.add(_dot_cost(eqn))
         elif name == "dma_start":
             total.add(_dma_cost(eqn))
+        elif name == "cond" and (shares := branch_shares(jaxpr, eqn, grid, env)) is not None:
+            for share, branch in zip(shares, eqn.params["branches"], strict=True):
+                part = step_cost(branch.jaxpr)
+                total.add_share(part, share)
+            note = "pl.when on program ids: each branch counted at the steps it runs"
+            if note not in total.notes:
+                total.notes.append(note)
         elif name == "cond":
             branches = [step_cost(b.jaxpr) for b in eqn.params["branches"]]
             worst = max(branches, key=StepCost.weight)
@@ -165,7 +327,23 @@ def step_cost(jaxpr: Any) -> StepCost:
                 worst.notes.append("a conditional in the body: its costliest branch counted")
             total.add(worst)
         elif name == "scan":
-            total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
+            from ci_bench.measure.model.loops import simulate_scan
+
+            simulated = simulate_scan(eqn, step_cost) or _scan_over_grid(jaxpr, eqn, grid, env)
+            if simulated is not None:
+                total.add(simulated)
+            else:
+                total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
+        elif (
+            name == "while"
+            and fori_trip_count(eqn) is None
+            and (mean := _mean_trips(jaxpr, eqn, grid, env)) is not None
+        ):
+            body = step_cost(eqn.params["body_jaxpr"].jaxpr)
+            total.add_share(body, mean)
+            note = "a while loop's trip count read from the case's inputs at every grid step"
+            if note not in total.notes:
+                total.notes.append(note)
         elif name == "while":
             trips = fori_trip_count(eqn)
             body = step_cost(eqn.params["body_jaxpr"].jaxpr)
@@ -181,7 +359,14 @@ def step_cost(jaxpr: Any) -> StepCost:
                 for v in inner.invars
                 if "vmem" in _memory_space(v.aval) and hasattr(v.aval, "dtype")
             )
-            cost = step_cost(inner)
+            # run_scoped binds its operands to the inner jaxpr's constvars: their values
+            # at every grid step carry in (a program id an emit_pipeline's index map reads).
+            known = {
+                inside: found
+                for inside, outside in zip(inner.constvars, eqn.invars, strict=False)
+                if (found := grid_values(jaxpr, eqn, outside, grid, env)) is not None
+            }
+            cost = step_cost(inner, grid, known)
             cost.scoped_vmem_bytes += scoped
             total.add(cost)
         else:

@@ -25,6 +25,15 @@ class NotModelledError(Exception):
     """Part of a case the model cannot read; the message says which and why."""
 
 
+class BudgetError(Exception):
+    """A case past the model's memory budget: the whole case is not modelled (never part)."""
+
+
+# Index maps are evaluated for every grid step at once (a few int64 arrays of [steps, ndim]):
+# past this many steps of one call the model refuses the case rather than take gigabytes.
+MAX_GRID_STEPS = 1 << 22
+
+
 @dataclass(frozen=True)
 class Operand:
     """One input or output of a call, with its block index at every grid step."""
@@ -143,10 +152,17 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
     """One pallas_call equation as a ``Call`` (index maps evaluated over the whole grid)."""
     params = eqn.params
     gm = params["grid_mapping"]
-    if any(not isinstance(g, int) for g in gm.grid):
-        raise NotModelledError("a pallas_call with a dynamic grid")
-    grid = tuple(int(g) for g in gm.grid)
     n_dyn = sum(1 for g in gm.grid if not isinstance(g, int))
+    # A dynamic grid dimension (an operand of the call) takes the value the case's real
+    # inputs give it, as scalar-prefetch index maps do (megablox's active tile count).
+    dynamic = iter(int(np.asarray(scope.value(v))) for v in eqn.invars[:n_dyn])
+    grid = tuple(int(g) if isinstance(g, int) else next(dynamic) for g in gm.grid)
+    notes = ("a dynamic grid: its size from the case's inputs",) if n_dyn else ()
+    if math.prod(grid) > MAX_GRID_STEPS:
+        raise BudgetError(
+            f"a grid of {math.prod(grid):,} steps is past the model's budget of "
+            f"{MAX_GRID_STEPS:,} steps per call (index maps are evaluated at every step)"
+        )
     n_idx = gm.num_index_operands
     prefetch_vars = eqn.invars[n_dyn : n_dyn + n_idx]
     prefetch = [scope.value(v) for v in prefetch_vars] if n_idx else []
@@ -190,7 +206,11 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
             scratch_vmem += size
     smem += sum(math.prod(v.aval.shape) * max(v.aval.dtype.itemsize, 4) for v in prefetch_vars)
     semantics, limit = _compiler_params(params)
-    step = step_cost(params["jaxpr"])
+    body = params["jaxpr"]
+    # Scalar-prefetch refs (the body's first inputs) hold the case's values: a loop bound
+    # or an index a body reads from them is known at every grid step.
+    refs = {v: np.asarray(x) for v, x in zip(body.invars[:n_idx], prefetch, strict=False)}
+    step = step_cost(body, grid, refs)
     name = params.get("name") or getattr(params.get("metadata"), "name", None)
     if name is None:
         debug = getattr(params["jaxpr"], "debug_info", None)
@@ -205,4 +225,5 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
         vmem_limit_bytes=limit,
         step=step,
         count=count,
+        notes=notes,
     )

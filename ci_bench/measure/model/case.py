@@ -20,6 +20,11 @@ from ci_bench.measure.model.pipeline import (
 from ci_bench.schema.model import CallModel, CaseModel, ChipModel, GpuBound, OperandModel
 
 MIB = 1024 * 1024
+# What the compute term holds, said on every model: vector work has no cost term yet.
+MXU_ONLY = (
+    "compute counted: MXU only (vector and EUP work -- masks, transposes, softmax, "
+    "elementwise -- is not timed: compute-bound kernels model optimistic)"
+)
 
 
 def _mib(n: int) -> str:
@@ -53,28 +58,30 @@ def _operands(call: Call) -> list[OperandModel]:
     return found
 
 
-def _fit(call_vmem: int, call_smem: int, limit: int | None, chip: Chip) -> str | None:
-    """Why a call's buffers do not fit ``chip`` (None: they fit)."""
+def _fit(
+    call_vmem: int, call_smem: int, limit: int | None, chip: Chip
+) -> tuple[str | None, str | None]:
+    """(why a call's buffers do not fit ``chip``, a warning when they pass a default limit
+    that has no solid source): (None, None) when they fit."""
     applied = limit or chip.scoped_vmem_bytes
     where = "its vmem_limit_bytes" if limit else "the default scoped VMEM limit"
     if limit and limit > chip.vmem_capacity_bytes:
-        return (
-            f"{chip.name}: vmem_limit_bytes {_mib(limit)} exceeds the "
-            f"{_mib(chip.vmem_capacity_bytes)} of VMEM"
-        )
-    if call_vmem > applied:
-        return (
-            f"{chip.name}: {_mib(call_vmem)} of VMEM blocks and scratch exceed {where} "
-            f"of {_mib(applied)}"
-        )
+        why = f"vmem_limit_bytes {_mib(limit)} exceeds the {_mib(chip.vmem_capacity_bytes)} of VMEM"
+        return f"{chip.name}: {why}", None
     if call_smem > chip.smem_capacity_bytes:
-        return f"{chip.name}: {call_smem} B of SMEM exceed its {chip.smem_capacity_bytes} B"
-    return None
+        return f"{chip.name}: {call_smem} B of SMEM exceed its {chip.smem_capacity_bytes} B", None
+    if call_vmem <= applied:
+        return None, None
+    over = f"{chip.name}: {_mib(call_vmem)} of VMEM blocks and scratch exceed {where}"
+    over += f" of {_mib(applied)}"
+    if limit or chip.scoped_vmem_solid or call_vmem > chip.vmem_capacity_bytes:
+        return over, None
+    return None, f"{over} (an assumed default, no solid source: a warning, not an error)"
 
 
 def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> ChipModel:
     timing = time_on(call, chip)
-    why = _fit(vmem, smem, call.vmem_limit_bytes, chip)
+    why, warning = _fit(vmem, smem, call.vmem_limit_bytes, chip)
     terms = {
         "compute": timing.compute_s,
         "memory": timing.memory_s,
@@ -91,6 +98,7 @@ def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> Chi
         smem_capacity_bytes=chip.smem_capacity_bytes,
         fits=why is None,
         why_not=why,
+        vmem_warning=warning,
         modelled_us=seconds * 1e6,
         compute_us=timing.compute_s * call.count * 1e6,
         memory_us=timing.memory_s * call.count * 1e6,
@@ -185,6 +193,7 @@ def _sum_chips(calls: Sequence[CallModel], chips: Sequence[Chip], flops: int) ->
             smem_capacity_bytes=chip.smem_capacity_bytes,
             fits=failing is None,
             why_not=failing.why_not if failing else None,
+            vmem_warning=next((p.vmem_warning for p in per if p.vmem_warning), None),
             modelled_us=seconds * 1e6,
             compute_us=terms["compute"],
             memory_us=terms["memory"],
@@ -234,8 +243,11 @@ def case_model(
     flops_factor: float = 2.0,
     gpu: Walk | None = None,
     model_ms: float | None = None,
+    check_flops: bool = True,
 ) -> CaseModel:
-    """The case's model, or why it has none (no pallas_call on the TPU path)."""
+    """The case's model, or why it has none (no pallas_call on the TPU path).
+    ``check_flops`` False (a ``compute_unit="vector"`` kernel: its FLOPs are VPU work):
+    the MXU FLOPs are not checked against the SPEC's, so no mismatch warning."""
     notes: list[str] = []
     calls = _resolve(tpu.items, chips, notes)
     not_modelled = list(tpu.not_modelled)
@@ -248,16 +260,19 @@ def case_model(
         not_modelled += [n for n in call.step.not_modelled if n not in not_modelled]
     for c in calls:
         notes += [n for n in c.notes if n not in notes]
+    notes.append(MXU_ONLY)
     flops = sum(c.flops for c in calls)
     ratio = check = None
     if spec_flops is not None:
-        if spec_flops > 0:
-            ratio = flops / spec_flops
+        ratio = flops / spec_flops if spec_flops > 0 else None
+        if check_flops and ratio is not None:
             check = "mismatch" if not 1 / flops_factor <= ratio <= flops_factor else "ok"
-        else:
+        elif check_flops:
             check = "unverifiable"
+    partial = f"partial model, no modelled time: {'; '.join(not_modelled)}"
     return CaseModel(
-        status="ok",
+        status="partial" if not_modelled else "ok",
+        reason=partial if not_modelled else None,
         hbm_bytes=sum(c.hbm_bytes for c in calls),
         ideal_bytes=sum(c.ideal_bytes for c in calls),
         vmem_bytes=max(c.vmem_bytes for c in calls),
@@ -272,4 +287,49 @@ def case_model(
         not_modelled=not_modelled,
         notes=notes,
         model_ms=model_ms,
+    )
+
+
+def merge_chips(models: Sequence[CaseModel], names: Sequence[str], model_ms: float) -> CaseModel:
+    """One case model from one per chip (each traced as its chip): the first chip's case
+    and call figures, every chip's own ``chips`` entry. A kernel that traces differently
+    per chip says so; a chip whose trace is not modelled makes the case not modelled."""
+    first = models[0]
+    if not names:
+        return first.model_copy(update={"model_ms": model_ms})
+    for name, other in zip(names, models, strict=True):
+        if other.status == "not_modelled":
+            reason = f"{name}: {other.reason}" if len(names) > 1 else other.reason
+            return CaseModel(status="not_modelled", reason=reason, model_ms=model_ms)
+    chips = {k: v for m in models for k, v in m.chips.items()}
+    notes = list(first.notes)
+    same = [len(m.calls) == len(first.calls) for m in models]
+    calls = [c.model_copy(deep=True) for c in first.calls]
+    for model, alike in zip(models[1:], same[1:], strict=True):
+        if alike:
+            for mine, theirs in zip(calls, model.calls, strict=True):
+                mine.chips.update(theirs.chips)
+    differ = [
+        n
+        for n, m, alike in zip(names, models, same, strict=True)
+        if not alike
+        or (m.hbm_bytes, m.grid_steps, m.flops) != (first.hbm_bytes, first.grid_steps, first.flops)
+    ]
+    if differ:
+        notes.append(
+            f"the kernel traces differently on {', '.join(differ)}: bytes, steps and calls "
+            f"are {names[0]}'s; each chip's time is its own trace's"
+        )
+    not_modelled_ = list(dict.fromkeys(n for m in models for n in m.not_modelled))
+    partial = f"partial model, no modelled time: {'; '.join(not_modelled_)}"
+    return first.model_copy(
+        update={
+            "status": "partial" if not_modelled_ else "ok",
+            "reason": partial if not_modelled_ else None,
+            "chips": chips,
+            "calls": calls,
+            "notes": notes,
+            "not_modelled": not_modelled_,
+            "model_ms": model_ms,
+        }
     )

@@ -30,7 +30,9 @@ Platform = str  # "tpu" or "gpu"
 _GPU_NAMES = ("cuda", "rocm", "gpu")
 # Call-like primitives whose sub-jaxpr runs once, with the caller's operands.
 _CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoint")
-_CUSTOM = ("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr")
+# custom_vmap_call (jax.custom_batching, wrapped around every op by some libraries): its
+# ``call`` is the unbatched function, run once with the caller's operands.
+_CUSTOM = ("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_vmap_call")
 
 
 @dataclass(frozen=True)
@@ -90,19 +92,41 @@ class Scope:
         return found
 
     def _compute(self, atom: Any) -> Any:
+        """The slice of the program that computes ``atom``, run on CPU. The slice is taken
+        here rather than by jax's DCE, which never removes a ``pallas_call`` (its rule keeps
+        every call): the kernel that *reads* the value would land in its own slice."""
         import jax
         from jax._src import core as jax_core
-        from jax._src.interpreters import partial_eval as pe
 
-        whole = pe.convert_constvars_jaxpr(self.jaxpr)
-        sliced, used = pe.dce_jaxpr(whole.replace(outvars=[atom]), [True])
-        if _holds_pallas_call(sliced):
+        needed = {atom}
+        eqns = []
+        for eqn in reversed(self.jaxpr.eqns):
+            if any(v in needed for v in eqn.outvars):
+                eqns.append(eqn)
+                needed |= {v for v in eqn.invars if not _is_literal(v)}
+        eqns.reverse()
+        if any(
+            e.primitive.name == "pallas_call" or _holds_pallas_call(eqn_jaxprs(e)) for e in eqns
+        ):
             raise NotModelledError("a scalar-prefetch operand computed by another pallas_call")
-        sources = [*self.jaxpr.constvars, *self.jaxpr.invars]
-        args = [self.value(v) for v, u in zip(sources, used, strict=True) if u]
+        sources = [v for v in [*self.jaxpr.constvars, *self.jaxpr.invars] if v in needed]
+        sliced = self.jaxpr.replace(
+            constvars=[],
+            invars=sources,
+            outvars=[atom],
+            eqns=eqns,
+            effects=jax_core.join_effects(*(e.effects for e in eqns)),
+        )
+        args = [self.value(v) for v in sources]
         with jax.default_device(jax.devices("cpu")[0]):
             (out,) = jax_core.eval_jaxpr(sliced, [], *args)
         return np.asarray(out)
+
+
+def _is_literal(atom: Any) -> bool:
+    from jax.extend import core as jcore
+
+    return isinstance(atom, jcore.Literal)
 
 
 def _holds_pallas_call(jaxpr: Any) -> bool:
@@ -136,7 +160,7 @@ def walk(jaxpr: Any, scope: Scope, platform: Platform, count: int = 1) -> Walk:
             if name == "pallas_call":
                 found.items.append(build_call(eqn, scope, count))
             elif name in _CALLS or name in _CUSTOM:
-                key = next(k for k in ("jaxpr", "call_jaxpr", "fun_jaxpr") if k in params)
+                key = next(k for k in ("jaxpr", "call_jaxpr", "fun_jaxpr", "call") if k in params)
                 inner, consts = _jaxpr_of(params[key])
                 _merge(found, walk(inner, scope.child(inner, consts, eqn.invars), platform, count))
             elif name == "cond":
@@ -232,9 +256,39 @@ def _while(found: Walk, eqn: Any, scope: Scope, platform: Platform, count: int) 
     c = eqn.params["cond_nconsts"]
     operands = list(eqn.invars[c : c + n]) + [None] * (len(inner.invars) - n)
     trips = fori_trip_count(eqn)
+    if trips is None:
+        trips = _dynamic_trips(eqn, scope)
+    if trips == 0:
+        return  # the loop runs no iteration: nothing in it runs
     child = _loop_scope(scope, inner, consts, operands)
     body = walk(inner, child, platform, count * (trips or 1))
     if body.items and trips is None:
         found.not_modelled.append("pallas_calls in a while loop with a dynamic trip count")
         return
     _merge(found, body)
+
+
+def _dynamic_trips(eqn: Any, scope: Scope) -> int | None:
+    """A ``fori_loop(lo, hi)`` whose bounds are traced values: hi - lo from the case's real
+    inputs (as a dynamic grid is); None when the loop is not of that form or a bound cannot
+    be computed without running a kernel."""
+    from jax.extend import core as jcore
+
+    cond = eqn.params["cond_jaxpr"].jaxpr
+    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
+        return None
+    consts, carries = eqn.invars[:cn], eqn.invars[cn + bn :]
+
+    def outer(var: Any) -> int:
+        if isinstance(var, jcore.Literal):
+            return int(var.val)
+        where = cond.invars.index(var)
+        source = consts[where] if where < cn else carries[where - cn]
+        return int(np.asarray(scope.value(source)))
+
+    try:
+        start, stop = (outer(v) for v in cond.eqns[0].invars)
+    except (NotModelledError, ValueError, TypeError):
+        return None
+    return max(stop - start, 0)

@@ -125,7 +125,7 @@ def _sequence_time(
     compute = step.bf16_flops / chip.bf16_flops_per_s
     if step.int8_flops:
         compute += step.int8_flops / (chip.int8_ops_per_s or chip.bf16_flops_per_s)
-    overhead = chip.step_overhead_us * 1e-6
+    overhead = chip.step_overhead_us * 1e-6 * (1 + step.inner_steps)
     overlapped_in = np.zeros(n)
     overlapped_out = np.zeros(n)
     serial = np.zeros(n)
