@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.validate import Output, http_url, int_range, path_arg
+from ci_bench.commands.validate import Output, http_url, int_range, path_arg, tag_arg
 from ci_bench.errors import ExitCode, InputError
 from ci_bench.github.api import GitHubClient
 from ci_bench.github.context import PUBLIC_API
@@ -92,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     record.add_argument("--folder", default="history", help="folder on the data branch")
     record.add_argument("--report", type=path_arg, help="report.json: store each case's verdict")
     record.add_argument("--source", choices=("run", "promotion"), default="run")
-    record.add_argument("--tag", help="release tag (promotions)")
+    record.add_argument("--tag", type=tag_arg, help="release tag (promotions)")
     record.add_argument(
         "--pr", type=int_range(1, PR_MAX), help="pull request number (default: from the event)"
     )

@@ -22,7 +22,6 @@ from ci_bench.pipeline.adopt import (
     BASELINES_README,
     callers,
     checklist,
-    config_block,
     constraints_template,
     plan_files,
     with_config,
@@ -30,6 +29,7 @@ from ci_bench.pipeline.adopt import (
 )
 from ci_bench.store.files import atomic_write_text, decode_text, read_bytes
 from ci_bench.store.writer import target_problem
+from ci_bench.text import one_line
 
 _SPEC = re.compile(r"^SPEC\s*(?::[^=]+)?=\s*(?:[\w.]+\.)?KernelSpec\(", re.M)
 # A kernel module as Python imports it (dotted identifiers): what the TOML list holds.
@@ -86,8 +86,12 @@ def _libtpu() -> str | None:
 
 
 def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    root = (cwd / args.dir).resolve()
-    if not root.is_dir():
+    try:
+        root = (cwd / args.dir).resolve()
+        folder = root.is_dir()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before 3.13
+        raise InputError(f"--dir {args.dir}: {one_line(exc)}") from None
+    if not folder:
         raise InputError(f"--dir {args.dir}: not a folder")
     kernels = list(args.kernels or find_kernels(root))
     bad = [k for k in kernels if len(k) > 200 or not _MODULE.fullmatch(k)]
@@ -102,9 +106,7 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     }
     existing = {path: _read(root / path) for path in wanted}
     planned = plan_files(existing, wanted, force=args.force)
-    config_action, pyproject = with_config(
-        _read(root / "pyproject.toml"), config_block(kernels), args.force
-    )
+    config_action, pyproject = with_config(_read(root / "pyproject.toml"), kernels, args.force)
     conflicts = [p.path for p in planned if p.action == "conflict"]
     if config_action == "conflict":
         conflicts.insert(0, "pyproject.toml ([tool.ci-bench])")

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ci_bench.errors import InputError
 from ci_bench.github.context import Dispatch, Event, PullRequest, Release
 from ci_bench.schema import Acceptance
+from ci_bench.store.files import parse_json  # pure: the one reader's limits on text
 from ci_bench.text import one_line
 
 Role = Literal[
@@ -91,7 +92,7 @@ class Gate:
     def from_json(cls, text: str) -> Gate:
         """The plan job's output, read back by every later job (one-line error if broken)."""
         try:
-            data = json.loads(text)
+            data = parse_json(text, "CI_BENCH_PLAN", "plan")
             if not isinstance(data, dict):
                 raise TypeError("not an object")
             accepted = data.pop("acceptance", None)

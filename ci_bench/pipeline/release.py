@@ -99,7 +99,11 @@ def promote_role(
     from ci_bench.pipeline.run import measure_and_confirm
     from ci_bench.pipeline.session import load_specs
 
-    assert request.release is not None
+    if request.release is None:  # the role named by hand for another event
+        raise InputError(
+            "ci --role promote runs on a release tag push (refs/tags/v*); this event is "
+            f"{actions.event_name or 'none'}, so there is nothing to promote"
+        )
     check_release(request.release, load_specs(request))
     request.out_dir.mkdir(parents=True, exist_ok=True)
     results = measure_and_confirm(

@@ -25,6 +25,7 @@ from ci_bench.schema.base import (
     Version,
 )
 from ci_bench.schema.model import CaseModel
+from ci_bench.text import NAME
 
 RESULTS_SCHEMA_VERSION = 4
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
@@ -387,6 +388,17 @@ class RunMeta(Model):
         description="every case id the selection expands to before sharding: what a complete "
         "run measures (null in version 1 files)",
     )
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_ids(cls, value: list[str] | None) -> list[str] | None:
+        """Each entry names its kernel (``kernel/…``): an unmeasured case's verdict and the
+        merge take the kernel from it."""
+        for at, case_id in enumerate(value or ()):
+            kernel, slash, _ = case_id.partition("/")
+            if not slash or not NAME.fullmatch(kernel):
+                raise ValueError(f"entry {at} ({case_id[:80]!r}) is not a case id kernel/…")
+        return value
 
     @property
     def subset(self) -> bool:

@@ -157,8 +157,19 @@ def entry_from_results(
     )
 
 
+def unnamed_matrix(source: object, results: Results) -> str:
+    """Why a results file of format 2 on without ``meta.matrix`` is refused: every run
+    since format 2 names its matrix, so a file without one cannot say what it left out."""
+    return (
+        f"{source}: meta.matrix: missing from a format-{results.schema_version} results file, "
+        "so which cases the run had to measure is unknown (ci-bench run always writes it)"
+    )
+
+
 def check_promotable(results: Results, source: str) -> None:
     """Only complete, error-free results become a reference."""
+    if results.meta.matrix is None and results.schema_version >= 2:
+        raise PromotionRefusedError(unnamed_matrix(source, results) + "; not promoted")
     if not results.meta.complete:
         raise PromotionRefusedError(
             f"{source}: meta.complete: the run did not finish; not promoted"

@@ -1,0 +1,317 @@
+"""Issue 31's reproductions: runner-command injection, six crashes, silent passes, init's TOML.
+
+Each test failed on the code before the fix. They drive the CLI (in this process through
+``tests.inproc.call``, or a real process where the stream matters) on files shaped like the
+independent fuzzer's findings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from ci_bench.store.files import dump_model
+from tests.conftest import FIXTURES, REPO, run_cli, write_project
+from tests.factories import case, results
+from tests.inproc import assert_one_line_error, call
+
+ID = "matmul/B1-M128-K128-N128/float32"
+ID4 = "matmul/B4-M128-K256-N128/float32"
+# What a fork's measuring job can put in a results file's text fields.
+PAYLOADS = [
+    "x\n::add-mask::secret",
+    "x\r::set-output name=verdict::pass",
+    "x\u0085::error::forged",
+    "x\u2028::warning::forged",
+    "x\u2029  ::notice::forged",
+    "::stop-commands::tok",
+    "x ##[set-output name=verdict;]pass",
+]
+
+
+def command_lines(text: str) -> list[str]:
+    """Lines a runner would read as a workflow command: ``::`` after leading whitespace (at
+    any line break Python or the runner knows), or ``##[`` anywhere."""
+    lines = text.splitlines()
+    return [x for x in lines if x.lstrip().startswith("::") or "##[" in x]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    write_project(tmp_path, ["kernels.matmul"])
+    good = results([case(ID), case(ID4)])
+    (tmp_path / "r.json").write_text(dump_model(good))
+    done = call("promote", "r.json", "--baselines-dir", "baselines", cwd=tmp_path)
+    assert done.code == 0, done.err
+    return tmp_path
+
+
+def edited(folder: Path, name: str, edit) -> Path:
+    data = json.loads((folder / "r.json").read_text())
+    edit(data)
+    path = folder / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+# --- W1: no output line a runner reads as a command -------------------------------------
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("field", ["cpu_model", "device_kind", "jax", "profile"])
+def test_compare_prints_no_workflow_command_from_a_results_file(files, field, payload):
+    def edit(data):
+        target = data["meta"] if field == "profile" else data["meta"]["device"]
+        target[field] = payload
+
+    edited(files, "evil.json", edit)
+    done = run_cli("compare", "evil.json", "--baselines-dir", "baselines", cwd=files)
+    assert done.returncode in (0, 1, 2), done.stderr
+    assert command_lines(done.stdout + "\n" + done.stderr) == []
+    shown = done.stdout + done.stderr
+    assert re.findall(r"\w+", payload)[-1] in shown  # shown, inert, not dropped
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "evil.json", "--baselines-dir", "baselines", "--format", "markdown"],
+        ["compare", "evil.json", "--baselines-dir", "baselines", "--format", "json"],
+        ["merge", "evil.json", "-o", "merged.json"],
+        ["promote", "evil.json", "--baselines-dir", "other"],
+        ["record", "evil.json", "--history", "h"],
+        ["history", "--history", "h", "--no-baselines"],
+        ["site", "--history", "h", "--no-baselines", "--out", "site"],
+        ["plot", "evil.json", "--out", "p.png"],
+        ["export", "evil.json", "--format", "bmf"],
+    ],
+)
+def test_every_results_command_prints_no_workflow_command(files, argv):
+    def edit(data):
+        data["meta"]["device"]["cpu_model"] = PAYLOADS[0]
+        data["meta"]["device"]["device_kind"] = PAYLOADS[2]
+        data["meta"]["profile"] = PAYLOADS[3]
+        data["meta"]["git"]["ref"] = PAYLOADS[1]
+
+    edited(files, "evil.json", edit)
+    if argv[0] in ("history", "site"):
+        call("record", "evil.json", "--history", "h", cwd=files)
+    done = run_cli(*argv, cwd=files)
+    assert done.returncode != 5, done.stderr
+    assert command_lines(done.stdout + "\n" + done.stderr) == []
+
+
+def test_an_error_line_naming_a_hostile_value_is_no_command(files):
+    """The one-line error quotes what it refuses: that quote is inert too."""
+    edited(files, "evil.json", lambda d: d["meta"]["kernels"].update({"matmul": "\n::error::x"}))
+    done = run_cli("compare", "evil.json", "--baselines-dir", "baselines", cwd=files)
+    assert done.returncode == 2
+    assert command_lines(done.stderr) == []
+
+
+def test_annotations_stay_commands_and_their_text_stays_inert():
+    from ci_bench.commands.output import InertStream
+    from ci_bench.report.escape import inert_text, workflow_data
+
+    assert (
+        inert_text("  ::add-mask::x\nok ##[group]y\n")
+        == "  :\u200b:add-mask::x\nok #\u200b#[group]y\n"
+    )
+    assert command_lines(workflow_data("a\u2028::error::b\r\n::x::")) == []
+    import io
+
+    raw = io.StringIO()
+    stream = InertStream(raw)
+    stream.write("ci-bench: ")
+    stream.flush()
+    stream.write(":")  # a line started in one write and continued in another
+    stream.flush()
+    stream.write(":error::x\n")
+    stream.write_command("::error title=t::real\n")
+    stream.write(" ")
+    stream.flush()
+    stream.write("::warning::split\n#")
+    stream.flush()
+    stream.write("#[group]\n")
+    lines = raw.getvalue().splitlines()
+    assert lines[1] == "::error title=t::real"
+    assert command_lines("\n".join(lines[:1] + lines[2:])) == []
+
+
+# --- the six crash causes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["compare", "merge"])
+def test_a_matrix_entry_that_is_no_case_id_is_one_line(files, command):
+    edited(files, "m.json", lambda d: d["meta"].update(matrix=[ID, ID4, " "]))
+    argv = ["--baselines-dir", "baselines"] if command == "compare" else ["-o", "out.json"]
+    assert_one_line_error(call(command, "m.json", *argv, cwd=files), "meta.matrix", "entry 2")
+
+
+def test_promote_role_under_a_pull_request_is_one_line(files):
+    event = json.loads((FIXTURES / "events" / "pull_request_synchronize.json").read_text())
+    (files / "event.json").write_text(json.dumps(event))
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(files / "event.json"),
+        "GITHUB_REPOSITORY": "octo/kernels",
+        "GITHUB_SHA": "a" * 40,
+        "GITHUB_REF": "refs/pull/1/merge",
+    }
+    done = call("ci", "--role", "promote", "--out-dir", "out", cwd=files, env=env)
+    assert_one_line_error(done, "promote", "release tag")
+
+
+def test_a_deeply_nested_plan_is_one_line(files):
+    env = {"CI_BENCH_PLAN": "[" * 100_000 + "]" * 100_000}
+    done = call("ci", "--role", "report", "--out-dir", "out", cwd=files, env=env)
+    assert_one_line_error(done, "CI_BENCH_PLAN", "nested deeper")
+
+
+def test_init_on_a_symlink_loop_is_one_line(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    assert_one_line_error(call("init", "--dir", "a", cwd=tmp_path), "--dir a")
+
+
+def test_a_time_of_1e308_reaches_the_comment(files):
+    def edit(data):
+        stats = data["cases"][0]["pallas"]
+        stats.update(mean_ms=1e308, median_ms=1e308, max_ms=1e308, samples_ms=[1e308] * 20)
+
+    edited(files, "huge.json", edit)
+    done = call(
+        "compare", "huge.json", "--baselines-dir", "baselines", "--format", "markdown", cwd=files
+    )
+    assert done.code == 1, done.err  # a regression, said in the comment, not a crash
+    assert "regression" in done.out
+
+
+@pytest.mark.parametrize("command", ["promote", "record"])
+def test_a_tag_that_is_not_utf8_is_one_line(files, command):
+    tag = os.fsdecode(b"v1.0\xff")
+    argv = ["--baselines-dir", "b2"] if command == "promote" else ["--history", "h"]
+    done = call(command, "r.json", *argv, "--tag", tag, cwd=files)
+    assert_one_line_error(done, "--tag")
+    assert not (files / "b2").exists()
+    assert not (files / "h").exists()
+
+
+def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time, sys\nfrom ci_bench.commands import cli\n"
+            "import ci_bench.commands.history as h\n"
+            "def slow(*a, **k):\n    time.sleep(60)\n"
+            "h.COMMANDS['history'] = slow; cli.COMMANDS['history'] = slow\n"
+            "print('ready', flush=True)\nsys.exit(cli.main(['history', '--history', 'h']))",
+        ],
+        cwd=files,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert "terminated" in err
+    assert "saved" not in err
+
+
+# --- silent passes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["null", "absent"])
+@pytest.mark.parametrize("command", ["compare", "promote"])
+def test_a_format_4_file_without_its_matrix_neither_passes_nor_is_promoted(files, how, command):
+    def edit(data):
+        data["cases"] = data["cases"][:1]
+        if how == "null":
+            data["meta"]["matrix"] = None
+        else:
+            del data["meta"]["matrix"]
+
+    edited(files, "part.json", edit)
+    where = "baselines" if command == "compare" else "fresh"
+    done = call(command, "part.json", "--baselines-dir", where, cwd=files)
+    assert_one_line_error(done, "meta.matrix")
+    assert not (files / "fresh").exists()
+
+
+# --- init's TOML -----------------------------------------------------------------------
+
+
+def init_with(tmp_path: Path, text: str, *flags: str):
+    (tmp_path / "pyproject.toml").write_text(text)
+    return call("init", "--kernels", "pkg.ops", *flags, cwd=tmp_path)
+
+
+def parsed(tmp_path: Path) -> dict:
+    import tomllib
+
+    return tomllib.loads((tmp_path / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[tool."ci-bench"]\nkernels = ["old"]\nrepeats = 3\n',
+        "[tool.'ci-bench']\nkernels = ['old']\nrepeats = 3\n",
+        'tool.ci-bench.kernels = ["old"]\ntool.ci-bench.repeats = 3\n',
+        'tool = {ci-bench = {kernels = ["old"], repeats = 3}}\n',
+        '[tool]\nci-bench = {kernels = ["old"], repeats = 3}\n',
+        '[tool.ci-bench]\nkernels = ["old"]\nrepeats = 3\nnote = """\n[project]\nx\n"""\n',
+    ],
+)
+def test_init_edits_the_table_however_it_is_spelled(tmp_path, text):
+    refused = init_with(tmp_path, text)
+    assert_one_line_error(refused, "would replace pyproject.toml")
+    assert (tmp_path / "pyproject.toml").read_text() == text
+    forced = init_with(tmp_path, text, "--force")
+    assert forced.code == 0, forced.err
+    table = parsed(tmp_path)["tool"]["ci-bench"]
+    assert table["kernels"] == ["pkg.ops"]
+    assert table["repeats"] == 3  # the rest kept
+    assert init_with(tmp_path, (tmp_path / "pyproject.toml").read_text()).code == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", '[project]\nname = "x"\n', "tool = {black = {line-length = 99}}\n", "tool.black.x = 1\n"],
+)
+def test_init_adds_the_table_to_any_valid_file(tmp_path, text):
+    done = init_with(tmp_path, text)
+    assert done.code == 0, done.err
+    assert parsed(tmp_path)["tool"]["ci-bench"] == {"kernels": ["pkg.ops"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('[[tool.ci-bench]]\nkernels = ["old"]\n', "array of tables"),
+        ("[[tool]]\nx = 1\n", "array of tables"),
+        ("[tool.ci-bench\nkernels = 1\n", "not valid TOML"),
+        ('[project]\nname = "x"\nname = "y"\n', "not valid TOML"),
+    ],
+)
+def test_init_refuses_what_it_cannot_edit_and_writes_nothing(tmp_path, text, needle):
+    done = init_with(tmp_path, text, "--force")
+    assert_one_line_error(done, "pyproject.toml", needle)
+    assert (tmp_path / "pyproject.toml").read_text() == text
+    assert not (tmp_path / ".github").exists()
