@@ -315,3 +315,62 @@ def test_init_refuses_what_it_cannot_edit_and_writes_nothing(tmp_path, text, nee
     assert_one_line_error(done, "pyproject.toml", needle)
     assert (tmp_path / "pyproject.toml").read_text() == text
     assert not (tmp_path / ".github").exists()
+
+
+# --- history at scale, the site, temp files --------------------------------------------
+
+
+def test_change_points_are_searched_in_the_newest_window_with_whole_series_indices():
+    from ci_bench.judge.changepoint import WINDOW, detect
+
+    noise = [1.0 + 0.01 * ((i * 7) % 5 - 2) for i in range(20 * WINDOW)]
+    late = len(noise) - WINDOW // 2
+    found = detect([v * (1.3 if i >= late else 1.0) for i, v in enumerate(noise)])
+    assert [c.index for c in found] == [late]
+    early = [v * (1.3 if i >= WINDOW else 1.0) for i, v in enumerate(noise)]
+    assert detect(early) == []  # older than the window: drawn, not searched (docs/SCALE.md)
+
+
+def test_a_site_that_fails_midway_keeps_every_old_file(files, monkeypatch):
+    from ci_bench.store import writer
+
+    assert call("record", "r.json", "--history", "h", cwd=files).code == 0
+    assert call("site", "--history", "h", "--no-baselines", "--out", "site", cwd=files).code == 0
+    before = {p.name: p.read_bytes() for p in (files / "site").iterdir()}
+    assert len(before) >= 2
+    calls = []
+    real = writer._write_all
+
+    def full_on_the_second(fd, data):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(writer, "_write_all", full_on_the_second)
+    done = call(
+        "site", "--history", "h", "--no-baselines", "--out", "site", "--title", "New", cwd=files
+    )
+    assert_one_line_error(done, "site/data.js", "no space left", "every old file was kept")
+    assert {p.name: p.read_bytes() for p in (files / "site").iterdir()} == before
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_write(files):
+    import subprocess
+    import sys
+
+    assert call("record", "r.json", "--history", "h", cwd=files).code == 0
+    (path,) = (files / "h").glob("*.jsonl")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    left = files / "h" / f".{path.name[:32]}.{dead}-0123456789ab.tmp"
+    left.write_text("half a record")
+    other = json.loads((files / "r.json").read_text())
+    other["meta"]["git"]["commit"] = "f" * 40
+    (files / "r2.json").write_text(json.dumps(other))
+    assert call("record", "r2.json", "--history", "h", cwd=files).code == 0
+    assert not left.exists()

@@ -35,6 +35,7 @@ from ci_bench.store.history import (
     load_local,
     record_from_results,
 )
+from ci_bench.store.writer import write_folder_files
 
 _PR_IN_MESSAGE = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+)", re.MULTILINE)
 _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
@@ -253,10 +254,9 @@ def cmd_site(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     groups = build_groups(_records(args, cwd), args.kernel)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     files = site_files(groups, repo_url=_repo_url(args, env), title=args.title, generated_at=stamp)
-    for name, text in files.items():
-        # A generated folder: its files are rewritten. Web servers and the Pages artifact
-        # need world-readable files, whatever the umask.
-        write_text(args.out / name, text, what="site", replace=True, mode=0o644)
+    # A generated folder: its files are rewritten, all or none (a page never beside an old
+    # data file). Web servers and the Pages artifact need world-readable files.
+    write_folder_files(args.out, files, what="site", mode=0o644)
     cases = sum(len(g.cases) for g in groups)
     commits = max((len(g.commits) for g in groups), default=0)
     out.write(
