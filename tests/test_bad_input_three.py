@@ -374,3 +374,13 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_write(files):
     (files / "r2.json").write_text(json.dumps(other))
     assert call("record", "r2.json", "--history", "h", cwd=files).code == 0
     assert not left.exists()
+
+
+def test_promote_never_writes_a_baseline_the_reader_refuses(files, monkeypatch):
+    """The reader's limit made small: a 62 MB results file gave a 114 MB baseline before."""
+    from ci_bench.store import baselines
+
+    monkeypatch.setattr(baselines, "MAX_FILE_BYTES", 2048)
+    done = call("promote", "r.json", "--baselines-dir", "small", cwd=files)
+    assert_one_line_error(done, "matmul_v0.1.0.json", "MiB every reader accepts")
+    assert not list((files / "small").glob("*.json")) if (files / "small").exists() else True

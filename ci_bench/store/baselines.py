@@ -23,7 +23,14 @@ from ci_bench.schema import (
     Results,
     version_key,
 )
-from ci_bench.store.files import dump_model, non_finite, parse_json, read_model, write_text
+from ci_bench.store.files import (
+    MAX_FILE_BYTES,
+    dump_model,
+    non_finite,
+    parse_json,
+    read_model,
+    write_text,
+)
 from ci_bench.text import NAME, NAME_MAX, SEMVER
 
 
@@ -284,7 +291,16 @@ def plan_promotions(
 
 
 def render_baseline(document: BaselineFile) -> str:
-    return dump_model(document)
+    """The file's text; refused past the reader's size limit (every later compare would
+    refuse the file), before anything is written, locally or through the API."""
+    text = dump_model(document)
+    size = len(text.encode())
+    if size > MAX_FILE_BYTES:
+        raise InputError(
+            f"{document.kernel}_v{document.version}.json: would be {size / 2**20:.0f} MiB, "
+            f"over the {MAX_FILE_BYTES // 2**20} MiB every reader accepts; not written"
+        )
+    return text
 
 
 def readable_back(promotion: Promotion) -> str:
