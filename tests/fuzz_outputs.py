@@ -113,6 +113,24 @@ def annotation_problem(text: str) -> str | None:
     return None
 
 
+# ci-bench's own annotations (github.outputs.annotations): the only commands it gives.
+_OWN_COMMAND = re.compile(r"^::(error|warning|notice) title=ci-bench[^:]*::")
+
+
+def injection_problem(text: str) -> str | None:
+    """The workflow-command oracle: a line a runner would read as a command that ci-bench
+    did not mean to give. Lines split at every break Python knows (U+0085, U+2028, ...) as
+    well as the runner's CR and LF; ``::`` counts after leading whitespace, ``##[``
+    anywhere (the runner's older command form)."""
+    for line in text.splitlines():
+        if "##[" in line:
+            return "a ##[ workflow command in the output"
+        stripped = line.lstrip()
+        if stripped.startswith("::") and not (line == stripped and _OWN_COMMAND.match(line)):
+            return f"a workflow command in the output ({stripped[:12]!r}…)"
+    return None
+
+
 def _site_data(text: str) -> str | None:
     value, problem = strict_json(text)
     if problem:
