@@ -18,7 +18,7 @@ from typing import Any
 from tests.fuzz_inputs import CANARY, Input
 
 EVIL = "evil.example"
-TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".js", ".txt", ".css")
+TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".js", ".txt", ".css", ".toml")
 
 
 def strict_json(text: str) -> tuple[Any, str | None]:
@@ -204,6 +204,15 @@ def check_file(path: Path, rel: str, inp: Input) -> str | None:
         return markup_problem(text)
     if name.endswith(".html"):
         return "markup from input in the page" if f"<b>{CANARY}" in text else None
+    if name == "pyproject.toml":  # init's edit: a file every TOML reader (and pip) reads
+        import tomllib
+
+        try:
+            table = tomllib.loads(text).get("tool", {}).get("ci-bench")
+        except tomllib.TOMLDecodeError as exc:
+            return f"pyproject.toml no longer parses ({str(exc)[:60]})"
+        if not isinstance(table, dict) or not isinstance(table.get("kernels"), list):
+            return "pyproject.toml: [tool.ci-bench] kernels not a list after init"
     return None
 
 

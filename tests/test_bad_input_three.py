@@ -351,7 +351,7 @@ def test_a_site_that_fails_midway_keeps_every_old_file(files, monkeypatch):
     done = call(
         "site", "--history", "h", "--no-baselines", "--out", "site", "--title", "New", cwd=files
     )
-    assert_one_line_error(done, "site/data.js", "no space left", "every old file was kept")
+    assert_one_line_error(done, "site/data.js", "no space left", "nothing was written")
     assert {p.name: p.read_bytes() for p in (files / "site").iterdir()} == before
 
 

@@ -7,6 +7,7 @@ the clock, and hand plain values to store / judge / report.
 from __future__ import annotations
 
 import argparse
+import gc
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from ci_bench.github.context import PUBLIC_API
 from ci_bench.github.history import append_through_api
 from ci_bench.pipeline.config import Config, load_config, resolve
 from ci_bench.report.export import FORMATS, export
-from ci_bench.report.history import build_groups, changes_text, finite
+from ci_bench.report.history import Group, build_groups, changes_text, finite
 from ci_bench.report.site import site_files
 from ci_bench.schema.base import json_text
 from ci_bench.schema.history import HistoryRecord
@@ -164,6 +165,19 @@ def _records(args: argparse.Namespace, cwd: Path) -> list[HistoryRecord]:
     return load_local(args.history, args.results, baselines)
 
 
+def _groups(args: argparse.Namespace, cwd: Path) -> list[Group]:
+    """Records read and grouped with the cycle collector paused: 100,000 records are
+    millions of acyclic objects, and its full passes over them took most of the time
+    (``benchmarks/history_scale.py``); nothing here makes a cycle worth collecting."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return build_groups(_records(args, cwd), args.kernel)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _pr_from_event(env: Mapping[str, str]) -> int | None:
     """A push's head commit message names the PR it merged: "Title (#12)" or "Merge pull
     request #12"; anything unreadable means no PR, never an error."""
@@ -219,7 +233,7 @@ def cmd_record(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out:
 
 
 def cmd_history(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    groups = build_groups(_records(args, cwd), args.kernel)
+    groups = _groups(args, cwd)
     if not groups:
         what = f"kernel {args.kernel}" if args.kernel else "any kernel"
         raise InputError(f"no history for {what} in the given sources")
@@ -251,7 +265,7 @@ def cmd_history(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
 
 
 def cmd_site(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    groups = build_groups(_records(args, cwd), args.kernel)
+    groups = _groups(args, cwd)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     files = site_files(groups, repo_url=_repo_url(args, env), title=args.title, generated_at=stamp)
     # A generated folder: its files are rewritten, all or none (a page never beside an old

@@ -198,7 +198,7 @@ def write_folder_files(
             try:
                 write_text(temp, text, what=what, mode=mode)
             except WriteError as exc:
-                raise WriteError(final, what, exc.why, "every old file was kept") from None
+                raise WriteError(final, what, exc.why, "nothing was written") from None
             staged.append((temp, final))
         for temp, final in staged:
             try:
