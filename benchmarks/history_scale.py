@@ -18,7 +18,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,6 +27,16 @@ sys.path.insert(0, str(ROOT))
 from tests.history_data import sha, story  # noqa: E402
 
 PER_FILE = 10_000
+# Wall seconds, CPU seconds (user + system: what the command costs on a machine shared with
+# others) and peak resident memory of the command, from a parent that runs nothing else.
+PROBE = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
+    "s = time.perf_counter() - t\n"
+    "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(s, r.ru_utime + r.ru_stime, r.ru_maxrss / 1024, code)\n"
+)
 
 
 def write_history(folder: Path, n: int, seed: int = 3) -> int:
@@ -58,44 +67,36 @@ def write_history(folder: Path, n: int, seed: int = 3) -> int:
     return size
 
 
-def measure(argv: list[str], cwd: Path) -> tuple[float, float, int]:
-    """(seconds, peak MiB, exit code) of one ci-bench process."""
-    probe = (
-        "import resource, subprocess, sys, time\n"
-        "t = time.perf_counter()\n"
-        "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
-        "s = time.perf_counter() - t\n"
-        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
-        "print(s, peak, code)\n"
-    )
+def measure(argv: list[str], cwd: Path) -> tuple[float, float, float, int]:
+    """(wall s, CPU s, peak MiB, exit code) of one ci-bench process."""
     cli = [sys.executable, "-m", "ci_bench.commands.cli", *argv]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-c", probe, *cli], cwd=cwd, env=env, capture_output=True, text=True
+        [sys.executable, "-c", PROBE, *cli], cwd=cwd, env=env, capture_output=True, text=True
     )
-    seconds, peak, code = done.stdout.split()
-    return float(seconds), float(peak), int(code)
+    wall, cpu, peak, code = done.stdout.split()
+    return float(wall), float(cpu), float(peak), int(code)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,3000,10000,30000,100000")
     args = parser.parse_args()
-    print(f"{'records':>8} {'MB':>6} {'history s':>9} {'MiB':>6} {'site s':>7} {'MiB':>6}")
+    print(f"{'records':>8} {'MB':>6}  {'command':8} {'wall s':>7} {'CPU s':>6} {'peak MiB':>8}")
     for n in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
-            size = write_history(work / "h", n)
+            size = write_history(work / "h", n) / 1e6
             base = ["--history", "h", "--no-baselines"]
-            h = measure(["history", *base], work)
-            s = measure(["site", *base, "--out", "site"], work)
-            bad = [name for name, m in (("history", h), ("site", s)) if m[2] != 0]
-            note = f"  exit != 0: {', '.join(bad)}" if bad else ""
-            print(
-                f"{n:>8} {size / 1e6:>6.1f} {h[0]:>9.1f} {h[1]:>6.0f} {s[0]:>7.1f} {s[1]:>6.0f}"
-                f"{note}",
-                flush=True,
-            )
+            for label, argv in (("history", ["history", *base]), ("site", ["site", *base])):
+                if label == "site":
+                    argv += ["--out", "site"]
+                wall, cpu, peak, code = measure(argv, work)
+                flag = "" if code == 0 else f"  exit {code}"
+                print(
+                    f"{n:>8} {size:>6.1f}  {label:8} {wall:>7.1f} {cpu:>6.1f} {peak:>8.0f}{flag}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -207,10 +207,15 @@ def m_schema_version(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any
     return doc
 
 
-def m_markup(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
+def _append_to_strings(doc: Any, rng: random.Random, payloads: list[str]) -> None:
+    """One to four of the document's text fields, each with a payload appended."""
     strings = [p for p in _leaves(doc) if isinstance(_get(doc, p), str) and p]
     for path in rng.sample(strings, min(len(strings), rng.randint(1, 4))):
-        _set(doc, path, _get(doc, path) + rng.choice(MARKUP))
+        _set(doc, path, _get(doc, path) + rng.choice(payloads))
+
+
+def m_markup(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
+    _append_to_strings(doc, rng, MARKUP)
     inp.notes.append("markup in text fields")
     return doc
 
@@ -371,9 +376,7 @@ COMMANDS = [
 
 
 def m_workflow_commands(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
-    strings = [p for p in _leaves(doc) if isinstance(_get(doc, p), str) and p]
-    for path in rng.sample(strings, min(len(strings), rng.randint(1, 4))):
-        _set(doc, path, _get(doc, path) + rng.choice(COMMANDS))
+    _append_to_strings(doc, rng, COMMANDS)
     inp.notes.append("workflow commands in text fields")
     return doc
 
