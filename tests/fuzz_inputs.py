@@ -141,6 +141,15 @@ def _get(doc: Any, path: tuple) -> Any:
     return doc
 
 
+def _maybe(doc: Any, path: tuple) -> Any:
+    """The value at ``path``, or None where the document has no such path."""
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
 def _set(doc: Any, path: tuple, value: Any) -> Any:
     if not path:
         return value
@@ -375,8 +384,23 @@ COMMANDS = [
 ]
 
 
+# Text fields the terminal table's footer prints (where the independent fuzzer found it).
+PRINTED = [
+    ("meta", "device", "cpu_model"),
+    ("meta", "device", "device_kind"),
+    ("meta", "device", "platform"),
+    ("meta", "device", "jax"),
+    ("meta", "profile"),
+]
+
+
 def m_workflow_commands(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
-    _append_to_strings(doc, rng, COMMANDS)
+    printed = [p for p in PRINTED if isinstance(_maybe(doc, p), str)]
+    if printed and rng.random() < 0.5:
+        path = rng.choice(printed)
+        _set(doc, path, _get(doc, path) + rng.choice(COMMANDS))
+    else:
+        _append_to_strings(doc, rng, COMMANDS)
     inp.notes.append("workflow commands in text fields")
     return doc
 

@@ -208,9 +208,10 @@ def check_file(path: Path, rel: str, inp: Input) -> str | None:
         import tomllib
 
         try:
-            table = tomllib.loads(text).get("tool", {}).get("ci-bench")
+            tool = tomllib.loads(text).get("tool", {})
         except tomllib.TOMLDecodeError as exc:
             return f"pyproject.toml no longer parses ({str(exc)[:60]})"
+        table = tool.get("ci-bench") if isinstance(tool, dict) else None
         if not isinstance(table, dict) or not isinstance(table.get("kernels"), list):
             return "pyproject.toml: [tool.ci-bench] kernels not a list after init"
     return None
