@@ -384,3 +384,21 @@ def test_promote_never_writes_a_baseline_the_reader_refuses(files, monkeypatch):
     done = call("promote", "r.json", "--baselines-dir", "small", cwd=files)
     assert_one_line_error(done, "matmul_v0.1.0.json", "MiB every reader accepts")
     assert not list((files / "small").glob("*.json")) if (files / "small").exists() else True
+
+
+def test_a_trace_that_cannot_be_written_is_one_line(files, monkeypatch):
+    """Found by this branch's fuzz run: ``profile --out`` on a full disk; jax raises
+    RESOURCE_EXHAUSTED when it writes the trace at ``stop_trace``."""
+    import jax
+
+    real = jax.profiler.stop_trace
+
+    def full_disk() -> None:
+        real()
+        raise RuntimeError("RESOURCE_EXHAUSTED: out/trace/x.xplane.pb; No space left on device")
+
+    monkeypatch.setattr(jax.profiler, "stop_trace", full_disk)
+    done = call(
+        "profile", "--kernel", "matmul", "--case", ID, "--out", "out", "--runs", "1", cwd=files
+    )
+    assert_one_line_error(done, "cannot write the trace", "No space left on device")
