@@ -175,8 +175,6 @@ def unnamed_matrix(source: object, results: Results) -> str:
 
 def check_promotable(results: Results, source: str) -> None:
     """Only complete, error-free results become a reference."""
-    if results.meta.matrix is None and results.schema_version >= 2:
-        raise PromotionRefusedError(unnamed_matrix(source, results) + "; not promoted")
     if not results.meta.complete:
         raise PromotionRefusedError(
             f"{source}: meta.complete: the run did not finish; not promoted"
@@ -194,6 +192,8 @@ def check_promotable(results: Results, source: str) -> None:
             f"{source}: meta: only part of the {results.meta.profile or 'ad-hoc'} matrix ran "
             "(--case, --shard or --shape); merge the shards or run the whole profile"
         )
+    if results.meta.matrix is None and results.schema_version >= 2:
+        raise PromotionRefusedError(unnamed_matrix(source, results) + "; not promoted")
     # Completeness from the cases themselves, not from the file's word (meta.complete).
     missing, stray = results.uncovered()
     if missing:
