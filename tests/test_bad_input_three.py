@@ -402,3 +402,25 @@ def test_a_trace_that_cannot_be_written_is_one_line(files, monkeypatch):
         "profile", "--kernel", "matmul", "--case", ID, "--out", "out", "--runs", "1", cwd=files
     )
     assert_one_line_error(done, "cannot write the trace", "No space left on device")
+
+
+def test_ci_annotations_still_reach_the_runner_as_commands(files):
+    """The output edge escapes everything but the annotations ci-bench means to give."""
+    slow = results([case(ID, 2.0), case(ID4, 2.0)])
+    data = json.loads(dump_model(slow))
+    data["meta"]["git"]["ref"] = "refs/heads/x\n::add-mask::secret"
+    (files / "slow.json").write_text(json.dumps(data))
+    env = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "workflow_dispatch",
+        "GITHUB_EVENT_PATH": str(FIXTURES / "events" / "workflow_dispatch.json"),
+        "GITHUB_REPOSITORY": "octo/kernels",
+        "GITHUB_RUN_ID": "7",
+        "GITHUB_SERVER_URL": "https://github.com",
+    }
+    argv = ["ci", "--results", "slow.json", "--out-dir", "o", "--mode", "baseline"]
+    done = run_cli(*argv, "--baselines-ref", "", "--no-comment", cwd=files, env=env)
+    assert done.returncode in (0, 1), done.stderr
+    commands = command_lines(done.stdout + "\n" + done.stderr)
+    assert commands, done.stdout
+    assert all(re.match(r"::(error|warning|notice) title=ci-bench ", c) for c in commands)
