@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ci_bench.report.escape import inert_line
+from ci_bench.report.escape import inert_line, inert_text
 
 _UNDECIDED = ("", ":")  # a line start that could still become ``::``
 
@@ -36,10 +36,10 @@ class InertStream:
     def write(self, text: str) -> int:
         self._pending += text
         if "\n" in self._pending:
-            *lines, self._pending = self._pending.split("\n")
-            first, self._started = self._started, False
-            done = [self._fix(lines[0], started=first)] + [self._fix(x) for x in lines[1:]]
-            self.raw.write("\n".join(done) + "\n")
+            block, _, self._pending = self._pending.rpartition("\n")
+            started, self._started = self._started, False
+            first, sep, rest = block.partition("\n")
+            self.raw.write(self._fix(first, started=started) + sep + inert_text(rest) + "\n")
         return len(text)
 
     def _fix(self, line: str, *, started: bool = False) -> str:

@@ -90,8 +90,21 @@ def inert_line(line: str) -> str:
     return _V1_COMMAND.sub(f"#{ZWSP}", line)
 
 
+_COMMAND_LINE = re.compile(r"^\s*::", re.MULTILINE)
+
+
+def _suspect(text: str) -> bool:
+    """Could ``inert_line`` change any line of ``text``? A few scans of the block, so the
+    common case (a 30 MB JSON report) costs no regex per line."""
+    if "##[" in text or any(c in text for c in LINE_BREAKS):
+        return True
+    return "::" in text and _COMMAND_LINE.search(text) is not None
+
+
 def inert_text(text: str) -> str:
     """``inert_line`` applied to each line of ``text`` (LF-separated, LFs kept)."""
+    if not _suspect(text):
+        return text
     return "\n".join(inert_line(line) for line in text.split("\n"))
 
 
