@@ -424,3 +424,12 @@ def test_ci_annotations_still_reach_the_runner_as_commands(files):
     commands = command_lines(done.stdout + "\n" + done.stderr)
     assert commands, done.stdout
     assert all(re.match(r"::(error|warning|notice) title=ci-bench ", c) for c in commands)
+
+
+@pytest.mark.parametrize("command", ["history", "export"])
+def test_a_shard_index_past_its_count_is_refused_by_every_reader(files, command):
+    """Found by this branch's fuzz run: ``meta.shard: 3/2`` passed ``history`` (exit 0)."""
+    edited(files, "s.json", lambda d: d["meta"].update(shard="3/2"))
+    argv = ["--results", "s.json", "--no-baselines"] if command == "history" else ["s.json"]
+    argv += ["--format", "bmf"] if command == "export" else []
+    assert_one_line_error(call(command, *argv, cwd=files), "meta.shard", "3/2")

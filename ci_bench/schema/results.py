@@ -389,6 +389,16 @@ class RunMeta(Model):
         "run measures (null in version 1 files)",
     )
 
+    @field_validator("shard")
+    @classmethod
+    def _shard_in_range(cls, value: str | None) -> str | None:
+        """``I/N`` with I at most N, for each shard a merge joined (``1/4+2/4``)."""
+        for part in value.split("+") if value else ():
+            index, count = (int(x) for x in part.split("/"))
+            if index > count:
+                raise ValueError(f"{part}: the shard index is past the shard count")
+        return value
+
     @field_validator("matrix")
     @classmethod
     def _matrix_ids(cls, value: list[str] | None) -> list[str] | None:
