@@ -1,6 +1,13 @@
 """The kernel contract: ``KernelSpec``, ``Case``, profiles, the matrix and the registry.
 
 What a kernel declares and which cases a selection expands to. Pure: imports nothing of
+<<<<<<< HEAD
+ci_bench but plain ``schema`` values (``Shard``), ``errors`` and ``text``; never jax.
+Kernels import it through the stable public path ``ci_bench.spec``. (Checked by
+``lint-imports``: [tool.importlinter] in pyproject.toml.)
+=======
 ci_bench but ``ci_bench.errors``; never jax at import time. Kernels import it through the
-stable public path ``ci_bench.spec``.
+stable public path ``ci_bench.spec``. ``tunables``: the knobs ``ci-bench tune`` searches;
+``tuned``: the run-time lookup of a kernel's tuned configs (it reads their file).
+>>>>>>> issue-30
 """

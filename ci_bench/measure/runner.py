@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench.contract.spec import Case, KernelSpec
-from ci_bench.errors import ExitCode, InputError
+from ci_bench.errors import InputError
 from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_case
 from ci_bench.measure.progress import Progress
 from ci_bench.measure.settings import Adaptive
@@ -206,13 +206,3 @@ def harness_settings_from(raw: Mapping[str, Any]) -> HarnessSettings:
     """HarnessSettings back from ``dataclasses.asdict`` (how workers receive them)."""
     adaptive = raw.get("adaptive")
     return HarnessSettings(**{**raw, "adaptive": Adaptive(**adaptive) if adaptive else None})
-
-
-def run_exit_code(results: Results, fail_on_error: bool) -> ExitCode:
-    """3 when nothing was measured, 1 when a case errored (policy), else 0."""
-    ok = sum(c.status == "ok" for c in results.cases)
-    if ok == 0:
-        return ExitCode.NOTHING_MEASURED
-    if fail_on_error and ok < len(results.cases):
-        return ExitCode.FAILED
-    return ExitCode.OK

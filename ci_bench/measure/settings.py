@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-TimerName = Literal["wallclock", "profiler"]
+from ci_bench.schema.timers import TimerName as TimerName
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,7 @@ from ci_bench.schema import (
     Results,
     TimingStats,
 )
-
-
-def fmt_ms(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if value >= 100:
-        return f"{value:.1f}"
-    if value >= 1:
-        return f"{value:.3f}"
-    return f"{value:.4f}"
+from ci_bench.text import fmt_ms
 
 
 def fmt_ratio(value: float | None, suffix: str = "×") -> str:

@@ -25,6 +25,7 @@ from ci_bench.schema.base import (
     Version,
 )
 from ci_bench.schema.model import CaseModel
+from ci_bench.schema.timers import TimerName
 from ci_bench.text import NAME
 
 RESULTS_SCHEMA_VERSION = 4
@@ -354,7 +355,7 @@ class RunSettings(Model):
     )
     lowered_for: str | None = Field(None, description="run --lower: the platform checked")
     compilation_cache: str | None = None
-    timer: Literal["wallclock", "profiler"] = Field(
+    timer: TimerName = Field(
         "wallclock", description="how per-call times were taken; different timers never compare"
     )
 

@@ -23,6 +23,7 @@ from ci_bench.schema import (
     Results,
     version_key,
 )
+from ci_bench.schema.baseline import ANY_KERNEL
 from ci_bench.store.files import (
     MAX_FILE_BYTES,
     dump_model,
@@ -334,9 +335,6 @@ def write_promotions(folder: Path, promotions: Sequence[Promotion]) -> list[Path
         write_text(path, text, what="baseline", replace=True)
         written.append(path)
     return written
-
-
-ANY_KERNEL = "*"
 
 
 def pinned_version(pins: Mapping[str, str], kernel: str) -> tuple[str | None, bool]:
