@@ -352,7 +352,9 @@ def m_incomplete(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     way = rng.choice(["false", "false-empty-matrix", "false-measured-matrix", "true-missing"])
     # Drop a case an earlier mutation did not touch, so its damage stays in the file.
     seed = _cases(inp.pristine) if inp.pristine is not None else []
-    clean = [c for c in cases if c in seed]
+    # A copy of a seed case (m_duplicate_case) is damage too: a case is clean only once.
+    ids = [c.get("id") for c in cases]
+    clean = [c for c in cases if c in seed and ids.count(c.get("id")) == 1]
     kept = [c for c in cases if c not in seed] + clean[:-1]
     if way in ("false-measured-matrix", "true-missing") and not clean:
         return doc

@@ -370,3 +370,16 @@ def test_a_shard_index_past_its_count_is_refused_by_every_reader(files, command)
     argv = ["--results", "s.json", "--no-baselines"] if command == "history" else ["s.json"]
     argv += ["--format", "bmf"] if command == "export" else []
     assert_one_line_error(call(command, *argv, cwd=files), "meta.shard", "3/2")
+
+
+def test_a_report_that_judges_a_case_twice_is_refused(files):
+    """Found by this branch's fuzz run: ``record --report`` took a report holding one case
+    twice (which verdict goes into the history?) and exited 0."""
+    done = call("compare", "r.json", "--baselines-dir", "baselines", "-o", "rep.json", cwd=files)
+    assert done.code == 0, done.err
+    report = json.loads((files / "rep.json").read_text())
+    report["cases"].append(report["cases"][0])
+    (files / "rep.json").write_text(json.dumps(report))
+    done = call("record", "r.json", "--history", "h", "--report", "rep.json", cwd=files)
+    assert_one_line_error(done, "rep.json", "judged twice")
+    assert not (files / "h").exists()
