@@ -383,3 +383,12 @@ def test_a_report_that_judges_a_case_twice_is_refused(files):
     done = call("record", "r.json", "--history", "h", "--report", "rep.json", cwd=files)
     assert_one_line_error(done, "rep.json", "judged twice")
     assert not (files / "h").exists()
+
+
+def test_a_history_record_holding_unicode_line_separators_reads_back(files):
+    """Found by this branch's fuzz run: ``record`` wrote U+2028 raw inside a JSON string
+    (valid JSON) and the reader split the line there, so the store no longer read."""
+    edited(files, "u.json", lambda d: d["meta"]["device"].update(cpu_model="a\u2028b\x85c\x0cd"))
+    assert call("record", "u.json", "--history", "h", cwd=files).code == 0
+    done = call("history", "--history", "h", "--no-baselines", "--format", "json", cwd=files)
+    assert done.code == 0, done.err
