@@ -54,7 +54,15 @@ from tests.fuzzing import (  # noqa: E402
     tmpfs_available,
 )
 
-KINDS = ["crash", "hang", "silent-pass", "false-refusal", "invalid-output", "fault-unreported"]
+KINDS = [
+    "crash",
+    "hang",
+    "silent-pass",
+    "false-refusal",
+    "invalid-output",
+    "fault-unreported",
+    "injection",
+]
 # The fuzzer's own faults: counted apart (never a ci-bench failure), and never fatal to a run.
 HARNESS = "harness-error"
 

@@ -128,7 +128,9 @@ def results(
             device=device,
             settings=RunSettings(warmup=5, repeats=20, seed=42, interpret=device.platform == "cpu"),
             kernels=kernels or {c.kernel: c.version for c in cases},
-            matrix=matrix,
+            # A run names its matrix (results format 2 on): by default, the cases it holds
+            # (a shard's matrix is the whole selection: the caller says it, or none).
+            matrix=[c.id for c in cases] if matrix is None and shard is None else matrix,
         ),
         cases=cases,
     )

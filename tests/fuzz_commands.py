@@ -324,7 +324,55 @@ def hostile_output(
     return "o-" + "x" * 300 + ".json"
 
 
+# Issue 31: the [tool.ci-bench] table as adopters spell it; (text, why broken or None).
+TOML_SPELLINGS = [
+    ('[tool."ci-bench"]\nkernels = ["old"]\nrepeats = 3\n', None),
+    ('tool.ci-bench.kernels = ["old"]\n', None),
+    ('tool = {ci-bench = {kernels = ["old"]}, black = {x = 1}}\n', None),
+    ('[tool]\nci-bench = {kernels = ["old"]}\n', None),
+    (
+        '[tool.ci-bench]\nkernels = ["old"]\nnote = """\n[project]\n"""\n[project]\nname = "p"\n',
+        None,
+    ),
+    ('[project]\nname = "p"\n# [tool.ci-bench] in a comment\n', None),
+    ('[[tool.ci-bench]]\nkernels = ["old"]\n', "an array of [[tool.ci-bench]] tables"),
+    ("[[tool]]\nx = 1\n", "an array of [[tool]] tables"),
+    ("[tool.ci-bench\nkernels = 1\n", "not valid TOML"),
+    ('[project]\nname = "a"\nname = "b"\n', "not valid TOML (a key twice)"),
+]
+# Forged plans (CI_BENCH_PLAN, the plan job's output read back by every later job).
+FORGED_PLANS = [
+    "[" * 50_000 + "]" * 50_000,
+    '{"shards": 99999}',
+    '{"shards": "2"}',
+    "[]",
+    '{"zz": 1}',
+    "{" + '"a":' * 10 + "1" + "}" * 10,
+    '{"shards": 1e308}',
+]
+
+
 def hostile_env(command: str, rng: random.Random, inp: Input) -> None:
+    if command == "init":
+        text, broken = rng.choice(TOML_SPELLINGS)
+        inp.edits["pyproject.toml"] = text.encode()
+        inp.notes.append(f"pyproject.toml {text[:30]!r}")
+        if broken:
+            inp.breaks(f"pyproject.toml: {broken}")
+        return
+    if command == "ci" and rng.random() < 0.5:
+        if rng.random() < 0.5:
+            inp.env["CI_BENCH_PLAN"] = rng.choice(FORGED_PLANS)
+            inp.notes.append(f"CI_BENCH_PLAN {inp.env['CI_BENCH_PLAN'][:20]!r}")
+            inp.breaks("CI_BENCH_PLAN: forged")
+            if "--role" not in inp.argv:
+                inp.argv += ["--role", rng.choice(["report", "shard", "ab", "comment"])]
+        else:  # a role named for an event it does not serve
+            role = rng.choice(["promote", "relay"])
+            inp.argv += ["--role", role]
+            inp.notes.append(f"--role {role} under {inp.env.get('GITHUB_EVENT_NAME')}")
+            inp.breaks(f"--role {role} under an event it does not serve")
+        return
     if command == "ci":
         key = rng.choice(["GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"])
         way = rng.choice(["dir", "missing-folder", "fifo", "device"])

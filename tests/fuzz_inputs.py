@@ -141,6 +141,15 @@ def _get(doc: Any, path: tuple) -> Any:
     return doc
 
 
+def _maybe(doc: Any, path: tuple) -> Any:
+    """The value at ``path``, or None where the document has no such path."""
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
 def _set(doc: Any, path: tuple, value: Any) -> Any:
     if not path:
         return value
@@ -207,10 +216,15 @@ def m_schema_version(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any
     return doc
 
 
-def m_markup(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
+def _append_to_strings(doc: Any, rng: random.Random, payloads: list[str]) -> None:
+    """One to four of the document's text fields, each with a payload appended."""
     strings = [p for p in _leaves(doc) if isinstance(_get(doc, p), str) and p]
     for path in rng.sample(strings, min(len(strings), rng.randint(1, 4))):
-        _set(doc, path, _get(doc, path) + rng.choice(MARKUP))
+        _set(doc, path, _get(doc, path) + rng.choice(payloads))
+
+
+def m_markup(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
+    _append_to_strings(doc, rng, MARKUP)
     inp.notes.append("markup in text fields")
     return doc
 
@@ -338,7 +352,9 @@ def m_incomplete(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     way = rng.choice(["false", "false-empty-matrix", "false-measured-matrix", "true-missing"])
     # Drop a case an earlier mutation did not touch, so its damage stays in the file.
     seed = _cases(inp.pristine) if inp.pristine is not None else []
-    clean = [c for c in cases if c in seed]
+    # A copy of a seed case (m_duplicate_case) is damage too: a case is clean only once.
+    ids = [c.get("id") for c in cases]
+    clean = [c for c in cases if c in seed and ids.count(c.get("id")) == 1]
     kept = [c for c in cases if c not in seed] + clean[:-1]
     if way in ("false-measured-matrix", "true-missing") and not clean:
         return doc
@@ -358,7 +374,76 @@ def m_incomplete(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
     return doc
 
 
+# Issue 31: what an independent fuzzer found with (workflow commands in text fields,
+# finite but huge times, a matrix that is missing or holds no case id).
+COMMANDS = [
+    "\n::add-mask::" + CANARY,
+    "\r::set-output name=verdict::" + CANARY,
+    "\u0085::error::" + CANARY,
+    "\u2028  ::warning::" + CANARY,
+    "\u2029::stop-commands::" + CANARY,
+    " ##[set-output name=verdict;]" + CANARY,
+]
+
+
+# Text fields the terminal table's footer prints (where the independent fuzzer found it).
+PRINTED = [
+    ("meta", "device", "cpu_model"),
+    ("meta", "device", "device_kind"),
+    ("meta", "device", "platform"),
+    ("meta", "device", "jax"),
+    ("meta", "profile"),
+]
+
+
+def m_workflow_commands(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
+    printed = [p for p in PRINTED if isinstance(_maybe(doc, p), str)]
+    if printed and rng.random() < 0.5:
+        path = rng.choice(printed)
+        _set(doc, path, _get(doc, path) + rng.choice(COMMANDS))
+    else:
+        _append_to_strings(doc, rng, COMMANDS)
+    inp.notes.append("workflow commands in text fields")
+    return doc
+
+
+def m_huge_times(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
+    """Finite times near the float limit: every ratio, bar and percentage must survive."""
+    value = rng.choice([1e308, 1.7e308, 5e-324])
+    for case in _cases(doc):
+        stats = case.get("pallas")
+        if isinstance(stats, dict) and isinstance(stats.get("samples_ms"), list):
+            stats.update(mean_ms=value, median_ms=value, min_ms=value, max_ms=value, std_ms=0.0)
+            stats["samples_ms"] = [value] * len(stats["samples_ms"])
+    inp.notes.append(f"times {value:g}")
+    return doc
+
+
+def m_matrix(doc: Any, rng: random.Random, inp: Input, kind: str) -> Any:
+    meta = doc.get("meta") if isinstance(doc, dict) else None
+    if kind != "results" or not isinstance(meta, dict) or not isinstance(meta.get("matrix"), list):
+        return doc
+    if rng.random() < 0.5:
+        meta["matrix"] = [*meta["matrix"], rng.choice([" ", "", "x", "/a", "Bad/x"])]
+        inp.breaks("results: meta.matrix holds an entry that is no case id")
+    else:
+        if rng.random() < 0.5:
+            meta["matrix"] = None
+        else:
+            del meta["matrix"]
+        if doc.get("schema_version", 4) != 1 and len(doc.get("cases") or []) > 1:
+            doc["cases"] = doc["cases"][:1]
+            inp.breaks(
+                "results: format 2+ without meta.matrix, part of the cases",
+                frozenset({"compare", "promote"}),
+            )
+    return doc
+
+
 DOC_MUTATIONS: list[tuple[Mutation, int]] = [
+    (m_workflow_commands, 3),
+    (m_huge_times, 1),
+    (m_matrix, 1),
     (m_drop_required, 3),
     (m_unknown_key, 2),
     (m_schema_version, 1),

@@ -31,7 +31,8 @@ ERROR_LINE = re.compile(r"^ci-bench( [\w-]+)?: error: \S")
 
 @dataclass
 class Failure:
-    kind: str  # crash, hang, silent-pass, false-refusal, invalid-output, fault-unreported
+    kind: str  # crash, hang, silent-pass, false-refusal, invalid-output, fault-unreported,
+    # injection (an output line a runner reads as a workflow command)
     signature: str  # what makes it distinct (command and cause, no input details)
     detail: str = ""
 
@@ -150,7 +151,7 @@ def judge_files(
     inp: Input, outcome: Outcome, ws: Workspace, parser: argparse.ArgumentParser
 ) -> list[Failure]:
     """What changed in the workspace: only named paths, each valid for its reader."""
-    from tests.fuzz_outputs import check_file, check_stdout
+    from tests.fuzz_outputs import check_file, check_stdout, injection_problem
 
     cmd = inp.command
     files, folders = named_outputs(inp, parser)
@@ -185,6 +186,10 @@ def judge_files(
         unasked = rel in ("o-target.txt", "o-existing.json") and "--force" not in inp.argv
         if unasked and (ws.work / rel).read_bytes() != content:
             found.append(Failure("invalid-output", f"{cmd}: replaced a file unasked", rel))
+    for stream, text in (("stdout", outcome.out), ("stderr", outcome.err)):
+        problem = injection_problem(text)
+        if problem:
+            found.append(Failure("injection", f"{cmd}: {stream}: {_normal(problem)}", text[-2000:]))
     problem = check_stdout(inp, outcome.out)
     if problem:
         found.append(Failure("invalid-output", f"{cmd}: stdout: {problem}"))

@@ -18,7 +18,7 @@ from typing import Any
 from tests.fuzz_inputs import CANARY, Input
 
 EVIL = "evil.example"
-TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".js", ".txt", ".css")
+TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".js", ".txt", ".css", ".toml")
 
 
 def strict_json(text: str) -> tuple[Any, str | None]:
@@ -65,6 +65,9 @@ def _ci_bench_reader(value: Any, path: Path) -> str | None:
     return None
 
 
+OWN_TAGS = {"<sub>", "</sub>", "<br>", "<details>", "</details>", "<summary>", "</summary>"}
+
+
 def markup_problem(markdown: str) -> str | None:
     """Input text that would render as HTML, a link, an image, a heading or a mention."""
     from markdown_it import MarkdownIt
@@ -78,6 +81,9 @@ def markup_problem(markdown: str) -> str | None:
             continue
         after = stack[0] if stack else None  # the text a tag wraps: <b>ZQX</b>
         wrapped = after is not None and after.type == "text" and CANARY in after.content
+        # ci-bench's own tags (the footer's <sub>, <details>) around escaped input text are
+        # its layout, not HTML from input: only a tag the input could have written counts.
+        wrapped = wrapped and token.content.strip().lower() not in OWN_TAGS
         if token.type == "html_block" and CANARY in token.content:
             return "raw HTML from input"
         if token.type == "html_inline" and (CANARY in token.content or wrapped):
@@ -110,6 +116,24 @@ def annotation_problem(text: str) -> str | None:
             message = line.split("::", 2)[2]
             if "::" in message:
                 return "an unescaped '::' in an annotation"
+    return None
+
+
+# ci-bench's own annotations (github.outputs.annotations): the only commands it gives.
+_OWN_COMMAND = re.compile(r"^::(error|warning|notice) title=ci-bench[^:]*::")
+
+
+def injection_problem(text: str) -> str | None:
+    """The workflow-command oracle: a line a runner would read as a command that ci-bench
+    did not mean to give. Lines split at every break Python knows (U+0085, U+2028, ...) as
+    well as the runner's CR and LF; ``::`` counts after leading whitespace, ``##[``
+    anywhere (the runner's older command form)."""
+    for line in text.splitlines():
+        if "##[" in line:
+            return "a ##[ workflow command in the output"
+        stripped = line.lstrip()
+        if stripped.startswith("::") and not (line == stripped and _OWN_COMMAND.match(line)):
+            return f"a workflow command in the output ({stripped[:12]!r}…)"
     return None
 
 
@@ -186,6 +210,16 @@ def check_file(path: Path, rel: str, inp: Input) -> str | None:
         return markup_problem(text)
     if name.endswith(".html"):
         return "markup from input in the page" if f"<b>{CANARY}" in text else None
+    if name == "pyproject.toml":  # init's edit: a file every TOML reader (and pip) reads
+        import tomllib
+
+        try:
+            tool = tomllib.loads(text).get("tool", {})
+        except tomllib.TOMLDecodeError as exc:
+            return f"pyproject.toml no longer parses ({str(exc)[:60]})"
+        table = tool.get("ci-bench") if isinstance(tool, dict) else None
+        if not isinstance(table, dict) or not isinstance(table.get("kernels"), list):
+            return "pyproject.toml: [tool.ci-bench] kernels not a list after init"
     return None
 
 

@@ -109,6 +109,7 @@ def test_the_oracles_catch_what_they_promise(seeds, tmp_path):
         "silent-pass": (Outcome(0, "", ""), True, None),
         "false-refusal": (Outcome(2, "", "ci-bench: error: no"), False, "valid"),
         "hang": (Outcome(None, "", "", hung=True), False, None),
+        "injection": (Outcome(1, "Device: x\u2028 ::add-mask::ZQX\n", ""), False, None),
     }
     for kind, (outcome, broken, valid) in cases.items():
         inp = Input("compare", ["compare", "results.json"])
@@ -134,6 +135,13 @@ def test_the_oracles_catch_what_they_promise(seeds, tmp_path):
     assert any("outside its named paths" in k for k in kinds), kinds
     assert any("raw HTML from input" in k for k in kinds), kinds
     assert any("not strict JSON" in k for k in kinds), kinds
+    # ci-bench's own annotations are commands on purpose; anything else in either stream,
+    # or the runner's older ##[ form anywhere in a line, is an injection.
+    from tests.fuzz_outputs import injection_problem
+
+    assert injection_problem("::error title=ci-bench regression%3A x::x: slower\n") is None
+    assert injection_problem("ok\r::set-output name=v::pass") is not None
+    assert injection_problem("a ##[group]b") is not None
 
 
 def test_the_full_disk_fault_is_exercised_or_skipped_with_a_reason(seeds, tmp_path):

@@ -21,6 +21,7 @@ from ci_bench.commands.ab import cmd_ab
 from ci_bench.commands.ci import cmd_ci, cmd_comment
 from ci_bench.commands.compare import cmd_compare, cmd_merge, cmd_promote
 from ci_bench.commands.lower import cmd_check_spec, cmd_lower
+from ci_bench.commands.output import inert_output
 from ci_bench.commands.parser import build_parser
 from ci_bench.commands.profile import cmd_plot, cmd_profile
 from ci_bench.commands.run import cmd_list, cmd_run, cmd_schema
@@ -51,6 +52,15 @@ COMMANDS = {
     "lower": cmd_lower,
     "check-spec": cmd_check_spec,
 }
+
+
+# The commands that measure (and save each case as it is measured); the others have
+# nothing measured to keep, and an interruption must not say otherwise.
+MEASURING = frozenset({"run", "ci", "ab"})
+
+
+def _saved(command: str) -> str:
+    return "; results measured so far were saved" if command in MEASURING else ""
 
 
 class Terminated(KeyboardInterrupt):
@@ -119,7 +129,13 @@ def crash_log(exc: BaseException) -> Path | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the documented exit code (README, "Exit codes")."""
+    """Entry point; returns the documented exit code (README, "Exit codes"). Everything it
+    prints, argparse's usage errors included, passes the output edge (commands.output)."""
+    with inert_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
         # The reusable workflows' `config` input: the pyproject.toml with [tool.ci-bench].
@@ -137,10 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return int(ExitCode.OK)
     except Terminated:
-        sys.stderr.write("ci-bench: terminated (SIGTERM); results measured so far were saved\n")
+        sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(args.command)}\n")
         return int(ExitCode.TERMINATED)
     except KeyboardInterrupt:
-        sys.stderr.write("ci-bench: interrupted; results measured so far were saved\n")
+        sys.stderr.write(f"ci-bench: interrupted{_saved(args.command)}\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
         if environment_error(exc):  # the machine's fault (disk full, ...), not a bug

@@ -7,6 +7,7 @@ the clock, and hand plain values to store / judge / report.
 from __future__ import annotations
 
 import argparse
+import gc
 import re
 import sys
 from collections.abc import Mapping
@@ -14,14 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.validate import Output, http_url, int_range, path_arg
+from ci_bench.commands.validate import Output, http_url, int_range, path_arg, tag_arg
 from ci_bench.errors import ExitCode, InputError
 from ci_bench.github.api import GitHubClient
 from ci_bench.github.context import PUBLIC_API
 from ci_bench.github.history import append_through_api
 from ci_bench.pipeline.config import Config, load_config, resolve
 from ci_bench.report.export import FORMATS, export
-from ci_bench.report.history import build_groups, changes_text, finite
+from ci_bench.report.history import Group, build_groups, changes_text, finite
 from ci_bench.report.site import site_files
 from ci_bench.schema.base import json_text
 from ci_bench.schema.history import HistoryRecord
@@ -36,6 +37,7 @@ from ci_bench.store.history import (
     load_local,
     record_from_results,
 )
+from ci_bench.store.writer import write_folder_files
 
 _PR_IN_MESSAGE = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+)", re.MULTILINE)
 _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
@@ -93,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     record.add_argument("--folder", default="history", help="folder on the data branch")
     record.add_argument("--report", type=path_arg, help="report.json: store each case's verdict")
     record.add_argument("--source", choices=("run", "promotion"), default="run")
-    record.add_argument("--tag", help="release tag (promotions)")
+    record.add_argument("--tag", type=tag_arg, help="release tag (promotions)")
     record.add_argument(
         "--pr", type=int_range(1, PR_MAX), help="pull request number (default: from the event)"
     )
@@ -164,6 +166,19 @@ def _records(args: argparse.Namespace, cwd: Path) -> list[HistoryRecord]:
     return load_local(args.history, args.results, baselines)
 
 
+def _groups(args: argparse.Namespace, cwd: Path) -> list[Group]:
+    """Records read and grouped with the cycle collector paused: 100,000 records are
+    millions of acyclic objects, and its full passes over them took most of the time
+    (``benchmarks/history_scale.py``); nothing here makes a cycle worth collecting."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return build_groups(_records(args, cwd), args.kernel)
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _pr_from_event(env: Mapping[str, str]) -> int | None:
     """A push's head commit message names the PR it merged: "Title (#12)" or "Merge pull
     request #12"; anything unreadable means no PR, never an error."""
@@ -219,7 +234,7 @@ def cmd_record(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out:
 
 
 def cmd_history(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    groups = build_groups(_records(args, cwd), args.kernel)
+    groups = _groups(args, cwd)
     if not groups:
         what = f"kernel {args.kernel}" if args.kernel else "any kernel"
         raise InputError(f"no history for {what} in the given sources")
@@ -251,13 +266,12 @@ def cmd_history(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
 
 
 def cmd_site(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    groups = build_groups(_records(args, cwd), args.kernel)
+    groups = _groups(args, cwd)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     files = site_files(groups, repo_url=_repo_url(args, env), title=args.title, generated_at=stamp)
-    for name, text in files.items():
-        # A generated folder: its files are rewritten. Web servers and the Pages artifact
-        # need world-readable files, whatever the umask.
-        write_text(args.out / name, text, what="site", replace=True, mode=0o644)
+    # A generated folder: its files are rewritten, all or none (a page never beside an old
+    # data file). Web servers and the Pages artifact need world-readable files.
+    write_folder_files(args.out, files, what="site", mode=0o644)
     cases = sum(len(g.cases) for g in groups)
     commits = max((len(g.commits) for g in groups), default=0)
     out.write(

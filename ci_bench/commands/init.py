@@ -24,7 +24,6 @@ from ci_bench.pipeline.adopt import (
     COMMIT,
     callers,
     checklist,
-    config_block,
     constraints_template,
     plan_files,
     with_config,
@@ -128,8 +127,12 @@ def _libtpu() -> str | None:
 
 
 def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    root = (cwd / args.dir).resolve()
-    if not root.is_dir():
+    try:
+        root = (cwd / args.dir).resolve()
+        folder = root.is_dir()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before 3.13
+        raise InputError(f"--dir {args.dir}: {one_line(exc)}") from None
+    if not folder:
         raise InputError(f"--dir {args.dir}: not a folder")
     kernels = list(args.kernels or find_kernels(root))
     bad = [k for k in kernels if len(k) > 200 or not _MODULE.fullmatch(k)]
@@ -149,7 +152,7 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     planned = plan_files(existing, wanted, force=args.force)
     tpu_only, unread = tpu_only_kernels(kernels, root)
     config_action, pyproject = with_config(
-        _read(root / "pyproject.toml"), config_block(kernels, tpu_only), args.force
+        _read(root / "pyproject.toml"), kernels, args.force, tpu_only
     )
     conflicts = [p.path for p in planned if p.action == "conflict"]
     if config_action == "conflict":

@@ -23,6 +23,7 @@ from ci_bench.commands.validate import (
     positive_float,
     shape,
     shard_arg,
+    tag_arg,
 )
 from ci_bench.contract.spec import PROFILES
 from ci_bench.errors import InputError
@@ -410,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--baselines-dir", type=path_arg, help="baseline folder (default: config)"
         )
     )
-    promote.add_argument("--tag", help="release tag recorded in the provenance")
+    promote.add_argument("--tag", type=tag_arg, help="release tag recorded in the provenance")
     promote.add_argument(
         "--force", action="store_true", help="replace an existing entry for this device"
     )

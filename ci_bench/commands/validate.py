@@ -116,6 +116,18 @@ def path_arg(text: str) -> Path:
     return Path(text)
 
 
+def tag_arg(text: str) -> str:
+    """``--tag``: a git tag name as it is recorded (provenance, history): valid UTF-8 (a
+    byte that is not becomes an unencodable surrogate here), no spaces or control text."""
+    if not re.fullmatch(r"[^\x00-\x20\x7f\ud800-\udfff]{1,256}", text):
+        shown = text.encode("utf-8", "backslashreplace").decode()[:80]
+        raise argparse.ArgumentTypeError(
+            f"{shown!r}: a tag is 1-256 characters of UTF-8 text without spaces or control "
+            "characters"
+        )
+    return text
+
+
 def shard_arg(text: str) -> str:
     """``--shard I/N``: 1 <= I <= N <= SHARDS_MAX, digits only (no 5,000-digit numbers)."""
     match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)

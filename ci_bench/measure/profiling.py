@@ -108,7 +108,11 @@ def capture_trace(
     except Exception as exc:
         raise ProfilingError(f"kernel failed while tracing: {one_line(exc)}") from exc
     finally:
-        jax.profiler.stop_trace()
+        try:
+            jax.profiler.stop_trace()  # writes the trace: a full disk fails here
+        except RuntimeError as exc:  # jax's JaxRuntimeError (RESOURCE_EXHAUSTED, ...)
+            why = one_line(exc)
+            raise ProfilingError(f"cannot write the trace under {out_dir}: {why}") from None
     new = sorted(p for p, mtime in _xplanes(out_dir).items() if before.get(p) != mtime)
     if not new:
         raise ProfilingError(f"the profiler wrote no .xplane.pb under {out_dir}/plugins/profile")

@@ -9,15 +9,20 @@ file would be replaced without ``--force``, so a half-adopted repository never r
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+import tomlkit
 
 from ci_bench import REPOSITORY, __version__, docs_url
+from ci_bench.errors import InputError
+from ci_bench.text import one_line
 
 Action = Literal["create", "unchanged", "replace", "conflict"]
-_BLOCK = re.compile(r"(?ms)^\[tool\.ci-bench(?:\.[\w-]+)?\]\n.*?(?=^\[(?!tool\.ci-bench)|\Z)")
 
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -99,20 +104,103 @@ def config_block(kernels: Sequence[str], tpu_only: Sequence[str] = ()) -> str:
     return block
 
 
-def with_config(pyproject: str | None, block: str, force: bool) -> tuple[Action, str]:
-    """The pyproject.toml with the block: appended, kept, or (``force``) replaced."""
+def with_config(
+    pyproject: str | None, kernels: Sequence[str], force: bool, tpu_only: Sequence[str] = ()
+) -> tuple[Action, str]:
+    """The pyproject.toml with ``[tool.ci-bench] kernels`` (and ``cpu-interpret-tpu`` when
+    some kernels are TPU-only): added, kept, or (``force``) set.
+
+    The file is parsed as TOML (``tomllib``), so the table is found however it is spelled
+    (``[tool."ci-bench"]``, dotted keys, an inline table) and only those keys are ever
+    changed: the adopter's other settings stay. A new table is appended when that parses;
+    otherwise, and for every edit, ``tomlkit`` (which keeps comments, order and formatting)
+    writes it. Whatever is returned parses to the old data with those keys set, or nothing
+    is: a file that is not valid TOML, or an array of tables, is refused.
+    """
     text = pyproject or ""
-    found = _BLOCK.findall(text)
-    if not found:
-        joined = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
-        return "create", joined
-    current = "".join(found)
-    if current.strip() == block.strip():
+    data = _toml(text, "pyproject.toml")
+    current = _table(data)
+    wanted: dict[str, list[str]] = {"kernels": list(kernels)}
+    if tpu_only:
+        wanted["cpu-interpret-tpu"] = list(tpu_only)
+    if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return "unchanged", text
-    if not force:
+    if current is not None and any(k in current for k in wanted) and not force:
         return "conflict", text
-    replaced = _BLOCK.sub("", text).rstrip("\n")
-    return "replace", (replaced + "\n\n" if replaced else "") + block
+    expected = json.loads(json.dumps(data, default=str))
+    expected.setdefault("tool", {}).setdefault("ci-bench", {}).update(wanted)
+    action: Action = "create" if current is None or "kernels" not in current else "replace"
+    if current is None:  # appended as its own table when the file allows (most do)
+        block = config_block(wanted["kernels"], wanted.get("cpu-interpret-tpu", ()))
+        appended = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
+        if _parses_to(appended, expected):
+            return action, appended
+    edited = _edited(text, wanted)
+    if edited is None or not _parses_to(edited, expected):
+        settings = "; ".join(f"{k} = {json.dumps(v)}" for k, v in wanted.items())
+        raise InputError(
+            "pyproject.toml: [tool.ci-bench] could not be edited without changing anything "
+            f"else; nothing was written (set {settings} there by hand)"
+        )
+    return action, edited
+
+
+def _toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(
+            f"{source}: not valid TOML ({one_line(str(exc), 160)}); nothing was written: "
+            "fix the file first"
+        ) from None
+
+
+def _table(data: dict[str, Any]) -> dict[str, Any] | None:
+    """``[tool.ci-bench]`` as parsed, None when absent; refused when it is not one table."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        kind = "an array of tables ([[tool]])" if isinstance(tool, list) else "not a table"
+        raise InputError(f"pyproject.toml: tool is {kind}; nothing was written: fix it by hand")
+    table = tool.get("ci-bench")
+    if table is None or isinstance(table, dict):
+        return table
+    kind = "an array of tables ([[tool.ci-bench]])" if isinstance(table, list) else "not a table"
+    raise InputError(
+        f"pyproject.toml: tool.ci-bench is {kind}, ci-bench reads one [tool.ci-bench] table; "
+        "nothing was written: fix it by hand"
+    )
+
+
+def _edited(text: str, wanted: dict[str, list[str]]) -> str | None:
+    """The ``wanted`` keys set in place through tomlkit, or None where tomlkit cannot."""
+    try:
+        doc = tomlkit.parse(text)
+        tool = doc.get("tool")
+        if tool is None:
+            doc["tool"] = tool = tomlkit.table(is_super_table=True)
+        table = tool.get("ci-bench")
+        if table is None:  # inline inside an inline ``tool = {…}``, else a table of its own
+            inline = isinstance(tool, tomlkit.items.InlineTable)
+            table = tomlkit.inline_table() if inline else tomlkit.table()
+            table.update(wanted)
+            tool["ci-bench"] = table
+        else:
+            table.update(wanted)
+        return tomlkit.dumps(doc)
+    except Exception:  # tomlkit's own errors on spellings it cannot edit: checked by the caller
+        return None
+
+
+def _parses_to(text: str, expected: Any) -> bool:
+    """Does ``text`` parse, to exactly ``expected`` (compared as JSON, so NaN equals NaN)?"""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    normal = json.dumps(data, default=str, sort_keys=True)
+    return normal == json.dumps(expected, default=str, sort_keys=True)
 
 
 def constraints_template(jax_version: str, jaxlib_version: str, libtpu: str | None) -> str:

@@ -19,7 +19,7 @@ from ci_bench.schema import (
     Results,
     RunState,
 )
-from ci_bench.store.baselines import lookups_for
+from ci_bench.store.baselines import lookups_for, unnamed_matrix
 from ci_bench.store.files import read_model
 
 
@@ -62,6 +62,8 @@ def baseline_report(
             f"{request.results_path or 'results'}: meta.complete: the run did not finish and "
             "the file (format 1) does not say which cases are missing; re-run it"
         )
+    if expected is None and results.meta.matrix is None and results.schema_version >= 2:
+        raise InputError(unnamed_matrix(request.results_path or "results", results))
     if expected is not None:
         known = list(results.meta.matrix or [])
         extra = [c for c in expected if c not in set(known)]

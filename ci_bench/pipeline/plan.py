@@ -89,9 +89,20 @@ class Gate:
 
     @classmethod
     def from_json(cls, text: str) -> Gate:
-        """The plan job's output, read back by every later job (one-line error if broken)."""
+        """The plan job's output, read back by every later job (one-line error if broken).
+        The jobs read it with the one reader's limits (``from_value``, pipeline/run.py)."""
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise InputError("CI_BENCH_PLAN: nested too deeply for a plan") from None
+        except ValueError as exc:
+            raise InputError(f"CI_BENCH_PLAN: not JSON: {one_line(exc)}") from None
+        return cls.from_value(data)
+
+    @classmethod
+    def from_value(cls, data: Any) -> Gate:
+        """A parsed plan (one-line error if it is not one)."""
+        try:
             if not isinstance(data, dict):
                 raise TypeError("not an object")
             accepted = data.pop("acceptance", None)

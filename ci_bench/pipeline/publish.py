@@ -62,8 +62,10 @@ def publish_locally(report: Report, path: Path, context: ActionsContext, out: Te
             write_outputs(context.output, report_outputs(report, path))
         except (OSError, CiBenchError) as exc:
             failures.append(f"GITHUB_OUTPUT {context.output}: {one_line(str(exc))}")
+    # Commands on purpose, escaped where built: past the output edge's own escaping.
+    emit = getattr(out, "write_command", out.write)
     for line in annotations(report):
-        out.write(line + "\n")
+        emit(line + "\n")
     if context.step_summary:
         try:
             append_summary(context.step_summary, markdown_report(report))

@@ -107,7 +107,11 @@ def promote_role(
     from ci_bench.pipeline.session import load_specs
     from ci_bench.pipeline.tuned import release_tuned
 
-    assert request.release is not None
+    if request.release is None:  # the role named by hand for another event
+        raise InputError(
+            "ci --role promote runs on a release tag push (refs/tags/v*); this event is "
+            f"{actions.event_name or 'none'}, so there is nothing to promote"
+        )
     specs = load_specs(request)
     check_release(request.release, specs)
     kept = release_tuned(specs, request.baselines.folder, request.release.kernel)

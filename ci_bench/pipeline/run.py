@@ -34,7 +34,7 @@ from ci_bench.pipeline.session import load_specs, matrix_of, open_bench
 from ci_bench.schema import Report, Results
 from ci_bench.schema.status import RoleStatus
 from ci_bench.store.baselines import check_pins
-from ci_bench.store.files import atomic_write_text, dump_model
+from ci_bench.store.files import atomic_write_text, dump_model, parse_json
 from ci_bench.store.merge import merge_results
 from ci_bench.text import one_line
 
@@ -52,7 +52,9 @@ def the_gate(config: Config, actions: ActionsContext, env: Mapping[str, str]) ->
     """The plan job's decision: read back from CI_BENCH_PLAN, or decided here (a laptop, a
     single-job workflow). The repository variable CI_BENCH_PR_MODE overrides pr-mode."""
     if env.get("CI_BENCH_PLAN"):
-        return Gate.from_json(env["CI_BENCH_PLAN"])
+        # The one reader's limits (depth, finite numbers, Unicode): the variable is text
+        # from another job, read like any file.
+        return Gate.from_value(parse_json(env["CI_BENCH_PLAN"], "CI_BENCH_PLAN", "plan"))
     mode = env.get("CI_BENCH_PR_MODE") or config.pr_mode
     if mode not in MODES:
         raise InputError(f"CI_BENCH_PR_MODE: {mode!r} is not baseline, ab or both")

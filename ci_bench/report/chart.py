@@ -50,7 +50,7 @@ def delta_bar(change: float | None, unit: float) -> str:
     """
     if change is None or not math.isfinite(change) or unit <= 0:
         return ""
-    cells = abs(change) / unit
+    cells = min(abs(change) / unit, BAR_CELLS + 1)  # 1e308 / 0.05 is inf: capped first
     if change >= 0:
         left, right = [_TRACK] * BAR_CELLS, _side(cells, _HALF_RIGHTWARD)
     else:

@@ -66,14 +66,58 @@ def safe_url(url: str | None) -> str | None:
     return url if url and len(url) <= 2048 and HTTP_URL.fullmatch(url) else None
 
 
+# Every character some reader ends a line at (Python's ``str.splitlines``; the runner's own
+# reader at CR and LF): inside a line each is shown as its escape, never obeyed.
+LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_BREAK_TEXT = {c: f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}" for c in LINE_BREAKS}
+_BREAKS = re.compile(f"[{re.escape(LINE_BREAKS)}]")
+ZWSP = "\u200b"
+# A workflow command: ``::name::`` at the start of a line after any whitespace (v2), or
+# ``##[name]`` anywhere in it (v1, still parsed by the runner).
+_COMMAND_START = re.compile(r"^(\s*):(?=:)")
+_V1_COMMAND = re.compile(r"#(?=#\[)")
+
+
+def inert_line(line: str) -> str:
+    """One line of terminal output that no runner reads as a workflow command.
+
+    ``line`` holds no LF (the caller splits there); every other line break becomes its
+    escape text, a leading ``::`` (after whitespace) and any ``##[`` get a zero-width space
+    between their characters. Text that was no command comes back unchanged.
+    """
+    line = _BREAKS.sub(lambda m: _BREAK_TEXT[m[0]], line)
+    line = _COMMAND_START.sub(rf"\1:{ZWSP}", line)
+    return _V1_COMMAND.sub(f"#{ZWSP}", line)
+
+
+_COMMAND_LINE = re.compile(r"^\s*::", re.MULTILINE)
+
+
+def _suspect(text: str) -> bool:
+    """Could ``inert_line`` change any line of ``text``? A few scans of the block, so the
+    common case (a 30 MB JSON report) costs no regex per line."""
+    if "##[" in text or any(c in text for c in LINE_BREAKS):
+        return True
+    return "::" in text and _COMMAND_LINE.search(text) is not None
+
+
+def inert_text(text: str) -> str:
+    """``inert_line`` applied to each line of ``text`` (LF-separated, LFs kept)."""
+    if not _suspect(text):
+        return text
+    return "\n".join(inert_line(line) for line in text.split("\n"))
+
+
 def workflow_data(text: str) -> str:
     """The message of a ``::error::`` workflow command (the runner's own escaping).
 
-    ``%``, CR and LF are percent-encoded, as the runner unescapes them; a ``::`` gets a
-    zero-width space so it can never read as the start of another command.
+    ``%``, CR and LF are percent-encoded, as the runner unescapes them; other line breaks
+    (U+0085, U+2028, ...) are shown as escapes; a ``::`` or ``##[`` gets a zero-width
+    space so it can never read as the start of another command.
     """
     escaped = str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return escaped.replace("::", ":\u200b:")
+    escaped = _BREAKS.sub(lambda m: _BREAK_TEXT[m[0]], escaped)
+    return _V1_COMMAND.sub(f"#{ZWSP}", escaped.replace("::", f":{ZWSP}:"))
 
 
 def workflow_property(text: str) -> str:

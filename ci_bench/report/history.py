@@ -5,12 +5,13 @@ Pure: the site (``report.site``) and ``ci-bench history`` both read these views.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ci_bench.judge.changepoint import MIN_SIZE, ChangePoint, detect
+from ci_bench.judge.changepoint import MIN_SIZE, WINDOW, ChangePoint, detect
 from ci_bench.schema.history import CasePoint, HistoryRecord
 
 # A run is worth more than a promotion of it, which is worth more than a stored baseline.
@@ -53,6 +54,7 @@ class Change:
     commit: Commit
     previous: Commit
     point: ChangePoint
+    x: int = -1  # the commit's position in its group (no search through the commits)
 
     @property
     def at_version_boundary(self) -> bool:
@@ -135,7 +137,7 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
             for cp in found:
                 x_new, x_old = ok[cp.index][0], ok[cp.index - 1][0]
                 series.changes.append(
-                    Change(series.id, group.commits[x_new], group.commits[x_old], cp)
+                    Change(series.id, group.commits[x_new], group.commits[x_old], cp, x_new)
                 )
     return [groups[k] for k in sorted(groups)]
 
@@ -177,13 +179,14 @@ def flags_of(group: Group) -> list[Flag]:
     """
     flags = []
     for series in group.cases.values():
-        slower = [(group.commits.index(c.commit), c) for c in series.changes if c.point.slower]
-        ok_xs = [x for x, p in series.points if usable(p.median_ms)]
+        slower = {c.x: c for c in series.changes if c.point.slower}
+        ok_xs = [x for x, p in series.points if usable(p.median_ms)]  # ascending
+        searched = ok_xs[-WINDOW] if len(ok_xs) > WINDOW else -1  # oldest x searched
         for x, point in series.points:
             if point.verdict not in FLAGGED:
                 continue
-            near = [c for cx, c in slower if abs(cx - x) <= 1]
-            after = sum(1 for ox in ok_xs if ox >= x)
+            near = [slower[cx] for cx in (x - 1, x, x + 1) if cx in slower]
+            after = len(ok_xs) - bisect.bisect_left(ok_xs, x)
             before = len(ok_xs) - after
             if near:
                 status: FlagStatus = "confirmed"
@@ -192,6 +195,9 @@ def flags_of(group: Group) -> list[Flag]:
             elif after < MIN_SIZE:
                 status, change = "pending", None
                 why = f"needs {MIN_SIZE - after} more commit(s) to tell a level from one point"
+            elif x < searched:
+                status, change = "unconfirmed", None
+                why = f"older than the newest {WINDOW} commits searched for level changes"
             elif before < MIN_SIZE:
                 status, change = "unconfirmed", None
                 why = "too few commits before it to tell a level change"
@@ -216,7 +222,7 @@ def changes_text(groups: list[Group], repo_url: str | None) -> str:
     for group in groups:
         changes = sorted(
             (c for s in group.cases.values() for c in s.changes),
-            key=lambda c: (group.commits.index(c.commit), c.case),
+            key=lambda c: (c.x, c.case),
         )
         head = f"{group.kernel} on {group.device}: {len(group.commits)} commits"
         lines.append(f"{head}, {len(changes)} level change(s)")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ci_bench.judge.changepoint import noise_sigma
+from ci_bench.judge.changepoint import WINDOW, noise_sigma
 from ci_bench.report.history import Flag, Group, commit_url, flags_of, pr_url, usable
 from ci_bench.schema.base import json_text
 
@@ -68,7 +68,7 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
         ]
         changes = [
             {
-                "x": group.commits.index(c.commit),
+                "x": c.x,
                 "sha": c.commit.sha,
                 "before": _num(c.point.before),
                 "after": _num(c.point.after),
@@ -76,7 +76,7 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
             }
             for c in series.changes
         ]
-        medians = [p.median_ms for _, p in series.points if usable(p.median_ms)]
+        medians = [p.median_ms for _, p in series.points if usable(p.median_ms)][-WINDOW:]
         noise = noise_sigma(np.log(np.asarray(medians))) if len(medians) >= 3 else None
         cases.append(
             {
@@ -91,14 +91,15 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
             }
         )
     roofline = []
+    newest = {c.version: i for i, c in enumerate(group.commits)}  # one pass, not per version
+    at_x = {s.id: dict(s.points) for s in group.cases.values()}
     for _, version in group.boundaries():
         # Each version's roofline is drawn from its newest commit.
-        last = max(i for i, c in enumerate(group.commits) if c.version == version)
+        last = newest[version]
         pts = []
         for series in group.cases.values():
-            at = [
-                p for px, p in series.points if px == last and p.tflops and p.arithmetic_intensity
-            ]
+            point = at_x[series.id].get(last)
+            at = [point] if point and point.tflops and point.arithmetic_intensity else []
             if at:
                 pts.append(
                     {

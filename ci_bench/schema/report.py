@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ci_bench.schema.base import (
     KEBAB,
@@ -166,3 +166,14 @@ class Report(Model):
     # commit is hex, a run link a plain http(s) URL, or the report is refused.
     head_sha: GitSha | None = Field(None, description="the pull request's head commit")
     run_url: HttpUrl | None = Field(None, description="the workflow run that measured it")
+
+    @model_validator(mode="after")
+    def _one_verdict_per_case(self) -> Report:
+        """A case judged twice cannot say which verdict stands (``record`` keeps one per
+        case): refused, as results files refuse a repeated case id."""
+        seen: set[str] = set()
+        for case in self.cases:
+            if case.id in seen:
+                raise ValueError(f"case {case.id} is judged twice")
+            seen.add(case.id)
+        return self

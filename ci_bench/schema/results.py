@@ -26,6 +26,7 @@ from ci_bench.schema.base import (
 )
 from ci_bench.schema.model import CaseModel
 from ci_bench.schema.timers import TimerName
+from ci_bench.text import NAME
 
 RESULTS_SCHEMA_VERSION = 5
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
@@ -389,6 +390,27 @@ class RunMeta(Model):
         description="every case id the selection expands to before sharding: what a complete "
         "run measures (null in version 1 files)",
     )
+
+    @field_validator("shard")
+    @classmethod
+    def _shard_in_range(cls, value: str | None) -> str | None:
+        """``I/N`` with I at most N, for each shard a merge joined (``1/4+2/4``)."""
+        for part in value.split("+") if value else ():
+            index, count = (int(x) for x in part.split("/"))
+            if index > count:
+                raise ValueError(f"{part}: the shard index is past the shard count")
+        return value
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_ids(cls, value: list[str] | None) -> list[str] | None:
+        """Each entry names its kernel (``kernel/…``): an unmeasured case's verdict and the
+        merge take the kernel from it."""
+        for at, case_id in enumerate(value or ()):
+            kernel, slash, _ = case_id.partition("/")
+            if not slash or not NAME.fullmatch(kernel):
+                raise ValueError(f"entry {at} ({case_id[:80]!r}) is not a case id kernel/…")
+        return value
 
     @property
     def subset(self) -> bool:

@@ -24,7 +24,14 @@ from ci_bench.schema import (
     version_key,
 )
 from ci_bench.schema.baseline import ANY_KERNEL
-from ci_bench.store.files import dump_model, non_finite, parse_json, read_model, write_text
+from ci_bench.store.files import (
+    MAX_FILE_BYTES,
+    dump_model,
+    non_finite,
+    parse_json,
+    read_model,
+    write_text,
+)
 from ci_bench.text import NAME, NAME_MAX, SEMVER
 
 
@@ -158,6 +165,15 @@ def entry_from_results(
     )
 
 
+def unnamed_matrix(source: object, results: Results) -> str:
+    """Why a results file of format 2 on without ``meta.matrix`` is refused: every run
+    since format 2 names its matrix, so a file without one cannot say what it left out."""
+    return (
+        f"{source}: meta.matrix: missing from a format-{results.schema_version} results file, "
+        "so which cases the run had to measure is unknown (ci-bench run always writes it)"
+    )
+
+
 def check_promotable(results: Results, source: str) -> None:
     """Only complete, error-free results become a reference."""
     if not results.meta.complete:
@@ -177,6 +193,8 @@ def check_promotable(results: Results, source: str) -> None:
             f"{source}: meta: only part of the {results.meta.profile or 'ad-hoc'} matrix ran "
             "(--case, --shard or --shape); merge the shards or run the whole profile"
         )
+    if results.meta.matrix is None and results.schema_version >= 2:
+        raise PromotionRefusedError(unnamed_matrix(source, results) + "; not promoted")
     # Completeness from the cases themselves, not from the file's word (meta.complete).
     missing, stray = results.uncovered()
     if missing:
@@ -274,7 +292,16 @@ def plan_promotions(
 
 
 def render_baseline(document: BaselineFile) -> str:
-    return dump_model(document)
+    """The file's text; refused past the reader's size limit (every later compare would
+    refuse the file), before anything is written, locally or through the API."""
+    text = dump_model(document)
+    size = len(text.encode())
+    if size > MAX_FILE_BYTES:
+        raise InputError(
+            f"{document.kernel}_v{document.version}.json: would be {size / 2**20:.0f} MiB, "
+            f"over the {MAX_FILE_BYTES // 2**20} MiB every reader accepts; not written"
+        )
+    return text
 
 
 def readable_back(promotion: Promotion) -> str:

@@ -166,7 +166,9 @@ def json_lines(text: str, source: str, what: str) -> list[tuple[str, Any]]:
     """JSON Lines: ``(where, value)`` per non-blank line, each under ``parse_json``'s rules;
     ``where`` is ``source:line`` for the line's errors."""
     found = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at LF only: a JSON string may hold U+2028, U+0085 or a form feed raw
+    # (a writer need not escape them), and ``splitlines`` would cut a record there.
+    for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             where = f"{source}:{number}"
             found.append((where, parse_json(line, where, what)))

@@ -12,6 +12,7 @@ was kept (exit 2). README, "What ci-bench writes".
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -118,8 +119,10 @@ def write_bytes(
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WriteError(path, what, os_reason(exc), "nothing was written") from None
-    # A short temporary name: a target name near the 255-byte limit must still work.
-    tmp = path.parent / f".{path.name[:32]}.{secrets.token_hex(6)}.tmp"
+    # A short temporary name: a target name near the 255-byte limit must still work. It
+    # holds the writer's pid, so a later write removes what a killed one left.
+    _remove_stale_temps(path)
+    tmp = path.parent / f".{path.name[:32]}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as exc:
@@ -144,10 +147,67 @@ def write_bytes(
     _fsync_folder(path.parent)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or no way to tell: assume it lives
+        return True
+    return True
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temporary files of ``path``'s name whose writer is gone (SIGKILL, power loss): a
+    live writer's are left alone. Best effort: nothing here fails a write."""
+    prefix = f".{path.name[:32]}."
+    try:
+        names = [p.name for p in path.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix) : -len(".tmp")].split("-", 1)[0]
+        if name.endswith(".tmp") and pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                (path.parent / name).unlink()
+
+
 def write_text(
     path: Path, text: str, *, what: str, replace: bool = False, mode: int | None = None
 ) -> None:
     write_bytes(path, text.encode("utf-8"), what=what, replace=replace, mode=mode)
+
+
+def write_folder_files(
+    folder: Path, files: dict[str, str], *, what: str, mode: int | None = None
+) -> None:
+    """Several files of a generated folder replaced together (the site's page and data):
+    each is first written under a temporary name, then all are renamed. A failure while
+    writing (a full disk) leaves every old file as it was, never a new one beside old ones.
+    """
+    for name in files:
+        problem = target_problem(folder / name, replace=True)
+        if problem:
+            raise WriteError(folder / name, what, problem, "nothing was written")
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, text in files.items():
+            final = folder / name
+            temp = folder / f".{name[:32]}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
+            _remove_stale_temps(final)
+            try:
+                write_text(temp, text, what=what, mode=mode)
+            except WriteError as exc:
+                raise WriteError(final, what, exc.why, "nothing was written") from None
+            staged.append((temp, final))
+        for temp, final in staged:
+            try:
+                temp.replace(final)
+            except OSError as exc:
+                raise WriteError(final, what, os_reason(exc), "some files were replaced") from None
+    finally:
+        for temp, _ in staged:
+            temp.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: Path, text: str, *, what: str = "file") -> None:
