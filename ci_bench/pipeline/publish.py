@@ -16,13 +16,24 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.errors import CiBenchError, InputError
-from ci_bench.github.api import COMMENT_LIMIT, GitHubClient, legacy_marker, marker
+from ci_bench.github.api import COMMENT_LIMIT, GitHubClient, GitHubError, legacy_marker, marker
 from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.pipeline.config import Config
+from ci_bench.pipeline.current import against_now
 from ci_bench.pipeline.plan import ACCEPT_LABEL, MEASURE_LABEL, Gate
 from ci_bench.report.comment import fit_markdown, markdown_report
-from ci_bench.report.sticky import compose, failure, footer, needs_label, stale_accept
+from ci_bench.report.sticky import (
+    acceptance_note,
+    compose,
+    failure,
+    footer,
+    label_not_removed,
+    needs_label,
+    refused_accept,
+    sections_of,
+    stale_accept,
+)
 from ci_bench.schema import Report
 from ci_bench.schema.status import RoleStatus
 from ci_bench.store.files import atomic_write_text, dump_model, read_json, read_model
@@ -137,18 +148,56 @@ def comment_role(
         raise InputError(f"comment needs a pull request event, got {context.event_name or 'none'}")
     client = api_client(context, config)
     tag, legacy = marker(comment_key(config), event.number), legacy_marker(comment_key(config))
+    head_now = client.pull_head_sha(event.number)
+    now = against_now(
+        event.head_sha,
+        head_now,
+        fork=event.from_fork,
+        measured=gate.report,
+        label=MEASURE_LABEL,
+    )
+    if not now.current:
+        if now.section is None:
+            return now.line
+        text = now.section + "\n\n" + footer(context.run_url, None)
+        done = write_verdict(client, event.number, tag, legacy, text, unless=head_now)
+        return f"{now.line}; {done}"
     notes = []
+    if gate.refused:
+        notes.append(refused_accept(ACCEPT_LABEL, gate.refused))
     # An acceptance holds for the commit it was given for.
     stale = event.action == "synchronize" and ACCEPT_LABEL in event.labels
-    if stale and client.remove_label(event.number, ACCEPT_LABEL):
-        notes.append(stale_accept(ACCEPT_LABEL, None))
+    if stale:
+        try:
+            if client.remove_label(event.number, ACCEPT_LABEL):
+                notes.append(stale_accept(ACCEPT_LABEL, None))
+        except GitHubError as exc:  # the verdict still goes up, saying so
+            notes.append(label_not_removed(ACCEPT_LABEL, str(exc)))
     section = _comment_body(gate, context, report_dir, env, client, tag, legacy, event)
     if section is None:
         return None
-    body = "\n\n".join([*notes, section])
-    action, url = client.upsert_comment(
-        event.number, tag, lambda old: compose(old, {"verdict": body}), legacy=legacy
-    )
+    return write_verdict(client, event.number, tag, legacy, "\n\n".join([*notes, section]))
+
+
+def write_verdict(
+    client: GitHubClient,
+    number: int,
+    tag: str,
+    legacy: str,
+    text: str,
+    *,
+    unless: str | None = None,
+) -> str:
+    """The verdict section replaced (the others kept); an unchanged text is no edit.
+    ``unless``: a head whose verdict, already up, must stay (a newer run's)."""
+
+    def body(old: str | None) -> str:
+        up = sections_of(old).get("verdict", "")
+        if unless and f"`{unless[:12]}`" in up:
+            return compose(old, {})
+        return compose(old, {"verdict": text})
+
+    action, url = client.upsert_comment(number, tag, body, legacy=legacy)
     return f"comment {action}: {url}"
 
 
@@ -187,7 +236,12 @@ def _comment_body(
             )
         _check_acceptance(report, gate, path)
         report = report.model_copy(update={"head_sha": event.head_sha, "run_url": context.run_url})
-        return verdict_section(report, context.run_url)
+        section = verdict_section(report, context.run_url)
+        if report.acceptance is not None:  # checked above against this run's own event
+            given = report.acceptance
+            cases = [c.id for c in report.cases if c.verdict == "accepted"]
+            section += "\n" + acceptance_note(given.label, given.by, given.head_sha, cases)
+        return section
     if not gate.report:
         return None
     jobs = {
