@@ -472,6 +472,7 @@ class FakeGitHub:
         )
         data = json.loads(json.dumps(data).replace('"octocat"', json.dumps(login)))
         data.update(permission=permission, role_name=permission)
+        data["user"]["role_name"] = permission  # required by the schema; the example lacks it
         return 200, self._shapes.localize(data), {}
 
     def _get_user(self, c: _Call) -> Answer:

@@ -11,6 +11,8 @@ an accept label counts like an approval (``docs/TRUST.md``).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -289,3 +291,103 @@ def _survivors(workflow: dict[str, Any], pushes: list[str]) -> list[str]:
 def test_a_burst_of_merges_records_every_commit():
     pushes = [f"{i:040x}" for i in range(1, 5)]
     assert _survivors(load("history.yml"), pushes) == pushes
+
+
+# -- 7. an acceptance is in the history of the merge, and on the dashboard -------------
+
+
+def test_an_acceptance_is_in_the_history_record_of_its_merge_and_on_the_dashboard(world, tmp_path):
+    head = world.commit("feature", world.base, "notes", NOTES="one\n")
+    world.on_pr(
+        world.pull_request("labeled", head, label="benchmark-accept", labels=("benchmark-accept",))
+    )
+    world.runner.variables["CI_BENCH_HISTORY"] = "true"
+    payload = event("push_tag.json", ref="refs/heads/main", after=world.base)
+    payload["head_commit"]["message"] = f"Notes (#{NUMBER})"  # derived: a squash merge
+    runs = world.runner.dispatch("push", payload, "refs/heads/main", world.base)
+    assert [r.workflow for r in runs] == ["history.yml", "pages.yml"]
+    assert runs[0].result("record") == "success", failures(runs[0])
+    files = world.server.files(REPO, "ci-bench-data")
+    [path] = [p for p in files if p.startswith("history/")]
+    record = json.loads(files[path].decode().splitlines()[0])
+    assert record["schema_version"] == 2
+    assert record["acceptance"]["by"] == MAINTAINER
+    assert record["acceptance"]["head_sha"] == head
+    # The dashboard of that data branch (the CLI pages.yml runs on a checkout of it).
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / path.split("/")[-1]).write_bytes(files[path])
+    done = subprocess.run(
+        [
+            str(Path(sys.prefix) / "bin" / "ci-bench"),
+            *("site", "--history", str(data), "--no-baselines"),
+            *("--out", str(tmp_path / "site")),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    site = json.loads((tmp_path / "site" / "data.json").read_text())
+    [commit] = [c for g in site["groups"] for c in g["commits"]]
+    assert commit["accepted_by"] == MAINTAINER
+    assert commit["pr"] == NUMBER
+
+
+# -- 4. a base-side failure is the base's, never the PR's ------------------------------
+
+
+@pytest.fixture
+def ab_only(template_repo: Path, tmp_path: Path, tmp_path_factory) -> Iterator[World]:
+    """The A/B alone (pr-mode ab): the pairs run in workers with the shards' time limit."""
+    cache = tmp_path_factory.getbasetemp() / "tool-cache" / "ci-bench" / "jax"
+    yield from _world(template_repo, tmp_path, cache, "ab")
+
+
+def test_a_pr_that_fixes_the_merge_bases_crash_is_judged_alone_not_failed(ab_only):
+    world = ab_only
+    broken = world.commit("crashing", world.base, "a crash", MISBEHAVE="crash")
+    git(world.repo, "branch", "-f", "master", broken)
+    fixed = world.commit("feature", broken, "the crash fixed", MISBEHAVE="")
+    run = world.on_pr(world.pull_request("opened", fixed, base=broken))
+
+    assert run.result("ab") == "success", failures(run)
+    assert run.result("report") == "success", failures(run)
+    case = {c["id"]: c for c in report_of(run)["cases"]}["work/N192/float32"]
+    assert case["verdict"] != "error"
+    assert "the merge base's kernel crashed" in case["reason"]
+    assert "head measured alone" in case["reason"]
+    body = world.the_comment()
+    keep(world, body)
+    assert "💥" not in world.headline()
+
+
+# -- 9. a kernel of the merge base gone from the config is said, and fails -------------
+
+
+def test_a_kernel_dropped_from_the_config_is_a_failing_run_level_note(ab_only):
+    world = ab_only
+    pyproject = (world.repo / "pyproject.toml").read_text()
+    second = (world.repo / "pipeline_kernel.py").read_text().replace('name="work"', 'name="k5"')
+    both = pyproject.replace(
+        'kernels = ["pipeline_kernel"]', 'kernels = ["pipeline_kernel", "second_kernel"]'
+    )
+    base = world.commit(
+        "two", world.base, "a second kernel", {"second_kernel.py": second, "pyproject.toml": both}
+    )
+    git(world.repo, "branch", "-f", "master", base)
+    slip = world.commit("feature", base, "a merge-conflict slip", {"pyproject.toml": pyproject})
+    run = world.on_pr(world.pull_request("opened", slip, base=base))
+
+    assert run.result("ab") == "success", failures(run)
+    assert run.result("report") == "failure", failures(run)
+    report = report_of(run)
+    assert report["run_states"] == [
+        {
+            "state": "kernel-removed",
+            "reason": "k5: measured at the merge base, not in this PR's config",
+        }
+    ]
+    assert report["exit_code"] == 1
+    keep(world, world.the_comment())
+    assert "not in this PR's config" in world.the_comment()
