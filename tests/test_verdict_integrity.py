@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from ci_bench.github.api import SUPERSEDED
 from ci_bench.report.sticky import sections_of
 from tests.github_openapi import now
 from tests.pipeline_repo import (
@@ -37,6 +36,7 @@ from tests.test_pipeline import _world, keep
 from tests.workflow_runner import WorkflowRun, load
 
 AUTHOR = "Codertocat"  # who opened the webhook examples' pull request
+SUPERSEDED = "<!-- ci-bench superseded -->"  # an older comment, taken over
 
 
 @pytest.fixture(scope="module")
