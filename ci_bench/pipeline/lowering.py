@@ -193,8 +193,13 @@ def relay_role(
         return Outcome()
     folder = request.report_dir or request.out_dir
     run_url = f"{actions.server_url}/{actions.repository}/actions/runs/{event.run_id}"
+    client = api_client(actions, request.config)
+    number = pull_number(folder, event, client)  # an untrusted number is checked first
     if not (folder / "lowering.json").is_file():
-        raise InputError(f"{folder}: no lowering.json in the artifact")
+        raise InputError(
+            f"{folder}: no lowering.json in the artifact: the relay writes only the lowering "
+            "section (a verdict comes from the benchmark workflow's own jobs); not commenting"
+        )
     lowering = read_model(
         folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
     )
@@ -211,8 +216,6 @@ def relay_role(
         else None
     )
     section = claimed(lowering_section(lowering, smoke, event.head_sha, run_url, analysis=analysis))
-    client = api_client(actions, request.config)
-    number = pull_number(folder, event, client)
     now = against_now(
         event.head_sha,
         client.pull_head_sha(number),

@@ -146,6 +146,8 @@ def comment_role(
     event = context.event
     if not isinstance(event, PullRequest):
         raise InputError(f"comment needs a pull request event, got {context.event_name or 'none'}")
+    # The artifact is checked before any API call: a crafted one is refused as such.
+    report = _checked_report(report_dir, gate, event) if gate.notice != "needs-label" else None
     client = api_client(context, config)
     tag, legacy = marker(comment_key(config), event.number), legacy_marker(comment_key(config))
     head_now = client.pull_head_sha(event.number)
@@ -173,7 +175,7 @@ def comment_role(
                 notes.append(stale_accept(ACCEPT_LABEL, None))
         except GitHubError as exc:  # the verdict still goes up, saying so
             notes.append(label_not_removed(ACCEPT_LABEL, str(exc)))
-    section = _comment_body(gate, context, report_dir, env, client, tag, legacy, event)
+    section = _comment_body(gate, context, report_dir, report, env, client, tag, legacy, event)
     if section is None:
         return None
     return write_verdict(client, event.number, tag, legacy, "\n\n".join([*notes, section]))
@@ -201,10 +203,36 @@ def write_verdict(
     return f"comment {action}: {url}"
 
 
+def _checked_report(report_dir: Path, gate: Gate, event: PullRequest) -> Report | None:
+    """This run's report artifact, if any: schema-valid, for the event's head, with the
+    acceptance this run's plan decided (else an InputError: not commenting)."""
+    path = next(
+        (
+            p
+            for p in (report_dir / "report.json", report_dir / ARTIFACT / "report.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if path is None:
+        return None
+    from ci_bench.pipeline.judging import load_report
+
+    report = load_report(path)
+    if report.head_sha and report.head_sha != event.head_sha:
+        raise InputError(
+            f"{path}: the report is for {report.head_sha[:12]}, this run is for "
+            f"{event.head_sha[:12]}; not commenting"
+        )
+    _check_acceptance(report, gate, path)
+    return report
+
+
 def _comment_body(
     gate: Gate,
     context: ActionsContext,
     report_dir: Path,
+    report: Report | None,
     env: Mapping[str, str],
     client: GitHubClient,
     tag: str,
@@ -217,24 +245,7 @@ def _comment_body(
         return needs_label(event.head_sha, MEASURE_LABEL, measured_before=True) + (
             "\n\n" + footer(context.run_url, None)
         )
-    path = next(
-        (
-            p
-            for p in (report_dir / "report.json", report_dir / ARTIFACT / "report.json")
-            if p.is_file()
-        ),
-        None,
-    )
-    if path is not None:
-        from ci_bench.pipeline.judging import load_report
-
-        report = load_report(path)
-        if report.head_sha and report.head_sha != event.head_sha:
-            raise InputError(
-                f"{path}: the report is for {report.head_sha[:12]}, this run is for "
-                f"{event.head_sha[:12]}; not commenting"
-            )
-        _check_acceptance(report, gate, path)
+    if report is not None:
         report = report.model_copy(update={"head_sha": event.head_sha, "run_url": context.run_url})
         section = verdict_section(report, context.run_url)
         if report.acceptance is not None:  # checked above against this run's own event
