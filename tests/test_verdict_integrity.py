@@ -360,6 +360,8 @@ def test_a_pr_that_fixes_the_merge_bases_crash_is_judged_alone_not_failed(ab_onl
     body = world.the_comment()
     keep(world, body)
     assert "💥" not in world.headline()
+    assert "the merge base's kernel crashed" in body
+    assert "head measured alone" in body
 
 
 # -- 9. a kernel of the merge base gone from the config is said, and fails -------------

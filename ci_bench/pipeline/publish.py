@@ -25,6 +25,7 @@ from ci_bench.pipeline.plan import ACCEPT_LABEL, MEASURE_LABEL, Gate
 from ci_bench.report.comment import fit_markdown, markdown_report
 from ci_bench.report.sticky import (
     acceptance_note,
+    base_failures,
     compose,
     failure,
     footer,
@@ -108,7 +109,12 @@ def verdict_section(report: Report, run_url: str | None) -> str:
     url = report.run_url or run_url
     if url:
         where += f" of {url}"
-    return fit_markdown(report, COMMENT_LIMIT - _SECTION_ROOM, where)
+    text = fit_markdown(report, COMMENT_LIMIT - _SECTION_ROOM, where)
+    note = base_failures(report)
+    if not note:
+        return text
+    heading, _, rest = text.partition("\n\n")
+    return f"{heading}\n\n{note}\n\n{rest}"
 
 
 def _jobs(env: Mapping[str, str]) -> dict[str, str]:

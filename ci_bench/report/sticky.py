@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ci_bench.report.escape import md_id, md_inline, safe_url
-from ci_bench.schema import Results
+from ci_bench.schema import Report, Results
 from ci_bench.schema.analysis import Analysis
 from ci_bench.schema.lowering import LoweringResults
 
@@ -128,6 +128,21 @@ def moved_on(run_head: str, now_head: str, label: str) -> str:
         f"`{md_inline(now_head[:12])}` and applies the `{md_inline(label)}` label (remove it "
         "first if it is still on the pull request)."
     )
+
+
+def base_failures(report: Report, max_rows: int = 10) -> str:
+    """Cases whose merge-base kernel hung or crashed while the head was fine: the base's
+    fault, said as such (the head was measured alone)."""
+    rows = [
+        f"- {md_id(c.id)}: {md_inline(c.reason or '')}"
+        for c in report.cases
+        if (c.reason or "").startswith("the merge base's kernel")
+    ]
+    if not rows:
+        return ""
+    more = [f"- … and {len(rows) - max_rows} more"] if len(rows) > max_rows else []
+    head = "> **Not this PR's failure:** the merge base's kernel failed where the head did not:"
+    return "\n".join([head, *rows[:max_rows], *more])
 
 
 def label_not_removed(label: str, why: str) -> str:
