@@ -76,7 +76,13 @@ def _vetted(gate_: Gate, config: Config, actions: ActionsContext) -> Gate:
     if not actions.token:
         why = f"no GITHUB_TOKEN to read @{gate_.acceptance.by}'s permission"
         return replace(gate_, acceptance=None, refused=why)
-    permission = pub.api_client(actions, config).permission(gate_.acceptance.by)
+    from ci_bench.github.api import GitHubError
+
+    try:
+        permission = pub.api_client(actions, config).permission(gate_.acceptance.by)
+    except GitHubError as exc:  # measured all the same; the acceptance waits for a re-run
+        why = f"@{gate_.acceptance.by}'s permission could not be read ({one_line(str(exc))})"
+        return replace(gate_, acceptance=None, refused=why)
     return with_acceptance_vetted(gate_, event.author, permission)
 
 
