@@ -7,6 +7,6 @@ REPOSITORY = "ci-bench/ci-bench"
 HOMEPAGE = f"https://github.com/{REPOSITORY}"
 
 
-def docs_url(path: str = "README.md", anchor: str = "") -> str:
+def docs_url(path: str = "docs/index.md", anchor: str = "") -> str:
     """A page of ci-bench's own documentation at this installed version."""
     return f"{HOMEPAGE}/blob/v{__version__}/{path}" + (f"#{anchor}" if anchor else "")

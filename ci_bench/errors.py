@@ -22,5 +22,9 @@ class CiBenchError(Exception):
     exit_code: ExitCode = ExitCode.USAGE
 
 
+class SelectionError(ValueError, LookupError):
+    """A selection names nothing that exists (unknown kernel, profile, bad shard)."""
+
+
 class InputError(CiBenchError):
     """Bad input: config, flags, a results or baseline file."""

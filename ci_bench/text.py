@@ -38,3 +38,20 @@ def split_list(values: object) -> list[str]:
     items = list(values) if isinstance(values, list | tuple) else [values]
     words = (w for value in items for w in str(value).replace("\n", ",").split(","))
     return [w.strip() for w in words if w.strip()]
+
+
+def fmt_ms(value: float | None) -> str:
+    """Milliseconds with the digits that matter at their size; "–" when not measured (the
+    tables' and the progress lines' one format)."""
+    if value is None:
+        return "–"
+    if value >= 100:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.3f}"
+    return f"{value:.4f}"
+
+
+def case_count(n: int) -> str:
+    """``1 case``, ``2 cases``: a count as a reader says it."""
+    return f"{n} case" if n == 1 else f"{n} cases"

@@ -55,8 +55,10 @@ def make_template(folder: Path) -> Path:
     git(folder, "init", "-q", "-b", "master")
     git(folder, "config", "user.email", "ci@example.com")
     git(folder, "config", "user.name", "CI")
-    for sub in (".github/workflows", "scripts", "constraints"):
+    # The docs site too: pages.yml (ci-bench's own workflow) publishes it with the dashboard.
+    for sub in (".github/workflows", "scripts", "constraints", "docs"):
         shutil.copytree(ROOT / sub, folder / sub)
+    shutil.copy2(ROOT / "mkdocs.yml", folder / "mkdocs.yml")
     shutil.copy2(FIXTURES / "pipeline_kernel.py", folder / "pipeline_kernel.py")
     (folder / "pyproject.toml").write_text(PYPROJECT)
     git(folder, "add", "-A")

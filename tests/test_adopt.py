@@ -32,6 +32,10 @@ from tests.workflow_runner import Runner
 ROOT = Path(__file__).resolve().parents[1]
 ADOPTER = Path(__file__).parent / "fixtures" / "adopter"
 NUMBER = 2
+# The ci-bench commit an adopter pins its callers to (the emulation maps it onto this
+# checkout, as it maps the reusable workflows).
+PIN = "0123456789abcdef0123456789abcdef01234567"
+ZIZMOR = Path(sys.executable).parent / "zizmor"
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +76,30 @@ def test_the_wheel_holds_ci_bench_only_and_installs_no_kernels_package(wheel, tm
 
 
 def test_the_reusable_workflows_install_their_own_version_never_the_latest():
-    """A caller at @vX gets ci-bench X: every reusable workflow's default and every
-    reference to the setup action name this package's version."""
+    """A caller at @vX gets ci-bench X: every reusable workflow's default names this
+    package's version; and the setup action runs at exactly the commit the caller pinned
+    (checked out at ``job.workflow_sha``), never by a tag that can be moved."""
     for path in sorted((ROOT / ".github" / "workflows").glob("ci-bench*.yml")):
         text = path.read_text()
         data = yaml.safe_load(text)
         inputs = data[True]["workflow_call"]["inputs"]
         assert inputs["ci-bench"]["default"] == f"ci-bench=={__version__}", path.name
-        refs = re.findall(rf"{REPOSITORY}/\.github/actions/setup@(\S+)", text)
-        assert refs, path.name
-        assert set(refs) == {f"v{__version__}"}, path.name
+        assert re.findall(r"(?m)^\s*-? *uses: ci-bench/ci-bench/", text) == [], path.name
+        setups = 0
+        for job in data["jobs"].values():
+            steps = job.get("steps", [])
+            for index, step in enumerate(steps):
+                if "actions/setup" not in str(step.get("uses", "")):
+                    continue
+                setups += 1
+                assert step["uses"] == "./.ci-bench/.github/actions/setup", path.name
+                fetched = steps[index - 1]
+                assert str(fetched["uses"]).startswith("actions/checkout@"), path.name
+                assert fetched["with"]["repository"] == "${{ job.workflow_repository }}"
+                assert fetched["with"]["ref"] == "${{ job.workflow_sha }}"
+                assert fetched["with"]["path"] == ".ci-bench"
+                assert fetched["with"]["persist-credentials"] is False
+        assert setups, path.name
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'Homepage = "{HOMEPAGE}"' in pyproject
 
@@ -129,6 +147,42 @@ def test_init_writes_the_adoption_once_and_never_replaces_without_force(tmp_path
     assert "[project]" in (repo / "pyproject.toml").read_text()  # the rest kept
 
 
+def _zizmor(repo: Path) -> subprocess.CompletedProcess[str]:
+    """zizmor's default persona (no config, offline) on the caller workflows."""
+    return subprocess.run(
+        [str(ZIZMOR), "--offline", "--no-config", ".github/workflows"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(not ZIZMOR.exists(), reason="zizmor (the test extra) is not installed")
+def test_init_pins_a_commit_that_zizmors_default_persona_accepts(tmp_path):
+    repo = tmp_path / "lib"
+    shutil.copytree(ADOPTER, repo)
+    by_tag = run_cli("init", cwd=repo)
+    assert by_tag.returncode == 0, by_tag.stderr
+    assert "`ci-bench init --pin <commit of the tag> --force` pins a commit" in by_tag.stdout
+    flagged = _zizmor(repo)
+    assert flagged.returncode != 0
+    assert "unpinned-uses" in flagged.stdout + flagged.stderr  # a tag can be moved
+
+    pinned = run_cli("init", "--pin", PIN, "--force", cwd=repo)
+    assert pinned.returncode == 0, pinned.stderr
+    assert f"They run ci-bench at commit {PIN} (v{__version__})." in pinned.stdout
+    for path in sorted((repo / ".github" / "workflows").glob("*.yml")):
+        assert f"{REPOSITORY}/.github/workflows/" in path.read_text()
+        assert f"@{PIN}  # v{__version__}" in path.read_text()
+    clean = _zizmor(repo)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+    bad = run_cli("init", "--pin", "v0.2.0", "--force", cwd=repo)
+    assert bad.returncode == 2
+    assert "a commit is 40 lowercase hex digits" in bad.stderr
+
+
 def _find_links(wheel: Path) -> str:
     """pip's find-links with the built wheel first (ci-bench==<version> resolves to it)."""
     done = subprocess.run(
@@ -143,15 +197,20 @@ def _find_links(wheel: Path) -> str:
     )
 
 
-@pytest.fixture
-def adopter(tmp_path, wheel):
-    """The adopter's repository after `ci-bench init`, its fake GitHub and its runner."""
-    repo = tmp_path / "tpu-ops"
+def _adopter_repo(repo: Path) -> Path:
+    """The adopter's library, a git repository on master with nothing committed yet."""
     shutil.copytree(ADOPTER, repo)
     git(repo, "init", "-q", "-b", "master")
     git(repo, "config", "user.email", "dev@example.com")
     git(repo, "config", "user.name", "Dev")
-    done = run_cli("init", cwd=repo)
+    return repo
+
+
+@pytest.fixture
+def adopter(tmp_path, wheel):
+    """The adopter's repository after `ci-bench init`, its fake GitHub and its runner."""
+    repo = _adopter_repo(tmp_path / "tpu-ops")
+    done = run_cli("init", "--pin", PIN, cwd=repo)
     assert done.returncode == 0, done.stderr
     with (repo / "pyproject.toml").open("a") as handle:
         # The adopter's own settings: a TPU-only library runs under the TPU interpreter on a
@@ -245,9 +304,13 @@ def test_an_adopters_repository_runs_the_pipeline_from_its_caller_workflows(adop
     ]
     assert report["meta"]["settings"]["interpret_mode"] == "tpu"
     assert report["meta"]["tool_version"] == __version__
+    # Every job ran ci-bench's setup action from ci-bench at the commit the callers pin.
+    fetched = {(repository, ref) for repository, ref, _ in runner.foreign_checkouts}
+    assert fetched == {(REPOSITORY, PIN)}
+    assert len(runner.foreign_checkouts) == len(run.ran)
     [body] = comments()
     assert body.startswith(f"<!-- ci-bench sticky: benchmark|pr {NUMBER} -->")
-    assert f"{HOMEPAGE}/blob/v{__version__}/README.md" in body  # ci-bench's docs, not theirs
+    assert f"{HOMEPAGE}/blob/v{__version__}/docs/VERDICTS.md" in body  # ci-bench's docs, not theirs
 
     # What the install step built: ci-bench from the wheel, the adopter's package, the
     # pinned TPU toolchain (one venv per workspace: the two shard legs are two runners).
@@ -298,3 +361,64 @@ def test_an_adopters_repository_runs_the_pipeline_from_its_caller_workflows(adop
     stored = fake.files(REPO)
     entry = json.loads(stored["baselines/scale_v0.1.0.json"].decode())["entries"][0]
     assert entry["provenance"]["tag"] == "v0.1.0"
+
+
+@pytest.mark.skipif(not ZIZMOR.exists(), reason="zizmor (the test extra) is not installed")
+def test_an_adopter_from_the_wheel_alone_inits_pins_and_previews_its_first_pull_request(
+    tmp_path, wheel
+):
+    """A kernel team with nothing but the wheel: a fresh venv, their own repository,
+    ``init --pin`` (zizmor's default persona clean; the TPU-only kernel found), then
+    ``preview`` of a pull request against their main branch."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CI_BENCH_"))}
+    env.pop("VIRTUAL_ENV", None)
+    env |= {"PIP_FIND_LINKS": _find_links(wheel), "JAX_PLATFORMS": "cpu"}
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    cli = str(venv / "bin" / "ci-bench")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [cli, *args],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    repo = _adopter_repo(tmp_path / "tpu-ops")
+    adopted = run("init", "--pin", PIN)
+    assert adopted.returncode == 0, adopted.stderr
+    config = (repo / "pyproject.toml").read_text()
+    assert 'cpu-interpret-tpu = ["scale"]' in config  # a TPU-only kernel, found by lowering
+    block = config.split("[tool.ci-bench]", 1)[1]
+    assert "\ncpu-interpret =" not in block  # not one switch for every kernel
+    with (repo / "pyproject.toml").open("a") as handle:
+        handle.write("warmup = 1\nrepeats = 3\n")
+    clean = _zizmor(repo)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    (repo / ".gitignore").write_text(".cache/\nci-bench-preview/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "adopt ci-bench")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "NOTES.md").write_text("a change\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a change")
+
+    previewed = run("preview", "--base", "master", "--repeats", "5")
+    assert previewed.returncode == 0, previewed.stdout[-2000:] + previewed.stderr[-2000:]
+    comment = (repo / "ci-bench-preview" / "comment.md").read_text()
+    assert comment.startswith("<!-- ci-bench sticky: benchmark|pr 1 -->\n")
+    assert "<!-- ci-bench section: verdict -->" in comment
+    assert "lower for tpu" in comment
+    assert f"{HOMEPAGE}/blob/v{__version__}/docs/VERDICTS.md" in comment

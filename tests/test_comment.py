@@ -116,8 +116,9 @@ def test_a_pr_comment_leads_with_the_verdict_then_this_prs_change_then_drift():
     assert f"PR head `{HEAD[:12]}`" in text
     assert f"[benchmark run]({RUN})" in text
     # The method links to ci-bench's own docs at the installed version, not the caller's repo.
-    assert docs_url("README.md", "verdicts-you-can-trust-method") in text
-    assert f"https://github.com/ci-bench/ci-bench/blob/v{ci_bench.__version__}/README.md#" in text
+    assert docs_url("docs/VERDICTS.md", "verdicts-you-can-trust-method") in text
+    url = f"https://github.com/ci-bench/ci-bench/blob/v{ci_bench.__version__}/docs/VERDICTS.md#"
+    assert url in text
     assert "octo/kernels/blob" not in text
 
 

@@ -375,6 +375,9 @@ def test_a_push_to_main_records_one_history_entry_with_the_pinned_toolchain(worl
     assert [r.workflow for r in runs] == ["history.yml", "pages.yml"]
     assert runs[0].result("record") == "success", failures(runs[0])
     assert runs[1].result("deploy") == "success", failures(runs[1])
+    pages = runs[1].artifacts / "github-pages"
+    assert (pages / "index.html").is_file()  # the dashboard
+    assert (pages / "docs" / "CLI" / "index.html").is_file()  # and the docs site beside it
     files = world.server.files(REPO, "ci-bench-data")
     [path] = [p for p in files if p.startswith("history/")]
     record = json.loads(files[path].decode().splitlines()[0])

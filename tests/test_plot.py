@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci_bench.errors import InputError
-from ci_bench.measure.roofline import compute_metrics
+from ci_bench.measure.roofline import compute_metrics, table_peaks
 from ci_bench.report.chart import short_labels
 from ci_bench.report.plot import resolve_ceilings, roofline_png
 from ci_bench.schema import CaseResult, Results
@@ -82,7 +82,8 @@ def test_tpu_roofline_draws_the_memory_roof_and_the_bf16_compute_roof() -> None:
     pytest.importorskip("matplotlib")
     from ci_bench.report.plot import roofline_figure
 
-    fig = roofline_figure(_run((1.0, 0.5, 40.0), device=V5E), title="v5e")
+    run = _run((1.0, 0.5, 40.0), device=V5E)
+    fig = roofline_figure(run, title="v5e", table=table_peaks(run))
     (ax,) = fig.axes
     labels = [line.get_label() for line in ax.lines]
     # jax's own TPU table (pltpu.get_tpu_info_for_chip) gives v5e 820e9 B/s, 197 bf16 TFLOPS
@@ -123,16 +124,18 @@ def test_missing_matplotlib_is_a_one_line_install_hint(
 
 def test_peaks_come_from_args_then_recorded_metrics_then_the_device_table() -> None:
     cpu = _run((1.0, 0.5, 40.0))
-    assert not resolve_ceilings(cpu).known
+    assert not resolve_ceilings(cpu, table=table_peaks(cpu)).known
     tpu = _run((1.0, 0.5, 40.0), device=V5E)
-    assert resolve_ceilings(tpu).tflops == {"bfloat16": 197.0}  # no published f32 peak
-    assert resolve_ceilings(tpu).gbps == 820.0  # jax's table, not a recorded figure
-    given = resolve_ceilings(tpu, peak_tflops=5.0, peak_gbps=50.0)
+    # The device's table comes in as values (report.plot runs no jax).
+    table = table_peaks(tpu)
+    assert resolve_ceilings(tpu, table=table).tflops == {"bfloat16": 197.0}  # no f32 peak
+    assert resolve_ceilings(tpu, table=table).gbps == 820.0  # jax's table, not a recorded one
+    given = resolve_ceilings(tpu, peak_tflops=5.0, peak_gbps=50.0, table=table)
     assert given.tflops == {"bfloat16": 5.0, "float32": 5.0}
     assert given.gbps == 50.0
     recorded = results([_with_intensity(case(IDS[1]), 2, peak=123.0)])
-    assert resolve_ceilings(recorded).tflops == {"bfloat16": 123.0}
-    assert resolve_ceilings(recorded).gbps == 819.0
+    assert resolve_ceilings(recorded, table=table).tflops == {"bfloat16": 123.0}
+    assert resolve_ceilings(recorded, table=table).gbps == 819.0
 
 
 # ---- labels -------------------------------------------------------------------------

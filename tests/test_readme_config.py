@@ -1,6 +1,7 @@
-"""README's configuration table is the config model's: every key, and its default.
+"""The docs' configuration table (docs/REFERENCE.md, once the README's) is the config
+model's: every key, and its default.
 
-Like the verdict table (tests/test_verdicts.py), the README must not drift from the code:
+Like the verdict table (tests/test_verdicts.py), the docs must not drift from the code:
 the issue that added this test found `pr-mode` documented as `baseline` while the code
 defaulted to `both`.
 """
@@ -15,7 +16,7 @@ from pydantic import BaseModel
 
 from ci_bench.pipeline.config import Config
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "REFERENCE.md"
 
 
 def _defaults(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:

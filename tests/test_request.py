@@ -190,14 +190,32 @@ def test_fail_on_derives_from_the_verdict_table():
     assert parse_fail_on(None, FailPolicy()) == FailPolicy()
 
 
-def test_building_requests_and_judging_import_no_jax():
-    """The pure rooms load without jax: their tests run in seconds."""
+def loaded(imports: str, edges: tuple[str, ...]) -> list[str]:
+    """The modules of ``edges`` (and their submodules) that importing ``imports`` loads, in
+    a fresh interpreter."""
     code = (
-        "import sys\n"
-        "import ci_bench.pipeline.request, ci_bench.pipeline.plan, ci_bench.judge.compare\n"
-        "import ci_bench.judge.ab, ci_bench.outcome\n"
-        "import ci_bench.report.render, ci_bench.schema, ci_bench.contract.matrix\n"
-        "print(sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
+        f"import json, sys\nimport {imports}\n"
+        f"edges = {edges!r}\n"
+        "print(json.dumps(sorted(m for m in sys.modules\n"
+        "    if m in edges or m.startswith(tuple(e + '.' for e in edges)))))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    return json.loads(done.stdout)
+
+
+def test_building_requests_and_judging_import_no_jax():
+    """The pure rooms load without jax: their tests run in seconds."""
+    imports = (
+        "ci_bench.pipeline.request, ci_bench.pipeline.plan, ci_bench.judge.compare, "
+        "ci_bench.judge.ab, ci_bench.outcome, ci_bench.report.render, ci_bench.schema, "
+        "ci_bench.contract.matrix"
+    )
+    assert loaded(imports, ("jax",)) == []
+
+
+def test_the_pure_request_and_plan_load_no_cli_network_or_file_store():
+    """Building a request reads no flag parser, no GitHub client and no file: the config's
+    type is all it needs (lint-imports checks the same statically)."""
+    edges = ("argparse", "github", "requests", "urllib3", "jax", "ci_bench.store")
+    edges += ("ci_bench.commands", "ci_bench.github.api", "ci_bench.pipeline.config")
+    assert loaded("ci_bench.pipeline.request, ci_bench.pipeline.plan", edges) == []

@@ -237,6 +237,11 @@ def load(name: str, folder: Path = WORKFLOWS) -> dict[str, Any]:
 # `uses:` of ci-bench's own reusable workflows and actions, from an adopter's repository
 # (OWNER/ci-bench/...@ref) or this one (./...): both are this checkout's files here.
 _OWN = re.compile(r"^(ci-bench/ci-bench/|\./)\.github/(workflows|actions)/([^@]+?)(?:@.+)?$")
+# ci-bench's setup action from its own checkout at the pinned commit (``path: .ci-bench``).
+_PINNED_ACTION = re.compile(r"^\./\.ci-bench/\.github/actions/([^@]+)$")
+# Where a job's checkout of ci-bench itself (``repository: ci-bench/ci-bench``) is emulated
+# from: this checkout's files, as the reusable workflows are.
+CI_BENCH_REPOSITORY = "ci-bench/ci-bench"
 
 
 def load_called(uses: str, folder: Path = WORKFLOWS) -> dict[str, Any]:
@@ -250,10 +255,32 @@ def load_called(uses: str, folder: Path = WORKFLOWS) -> dict[str, Any]:
 
 def composite_action(uses: str) -> Path | None:
     """The folder of one of ci-bench's own composite actions, or None for any other."""
+    pinned = _PINNED_ACTION.match(uses)
+    if pinned:
+        return WORKFLOWS.parent / "actions" / pinned[1]
     match = _OWN.match(uses)
     if not match or match[2] != "actions":
         return None
     return WORKFLOWS.parent / "actions" / match[3]
+
+
+def called_job_context(uses: str, repository: str, sha: str) -> dict[str, str]:
+    """The ``job`` context inside a called workflow: the repository and commit of the
+    workflow file itself (GitHub's ``job.workflow_*``), the pinned ref for another
+    repository's (``owner/repo/.github/workflows/x.yml@ref``), the caller's for ``./``."""
+    if uses.startswith("./"):
+        return {
+            "workflow_repository": repository,
+            "workflow_sha": sha,
+            "workflow_ref": f"{repository}/{uses[2:]}@{sha}",
+        }
+    path, _, ref = uses.partition("@")
+    owner, name = path.split("/")[:2]
+    return {
+        "workflow_repository": f"{owner}/{name}",
+        "workflow_sha": ref,
+        "workflow_ref": uses,
+    }
 
 
 def triggers(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
@@ -363,6 +390,9 @@ class Runner:
     workflows: Path = WORKFLOWS
     # Environment every job gets on top of the runner's (e.g. JAX_PLATFORMS=cpu).
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Every checkout of another repository: (repository, ref, path), for the tests to see
+    # what a job ran at which commit.
+    foreign_checkouts: list[tuple[str, str, str]] = field(default_factory=list)
 
     def dispatch(
         self, event: str, payload: dict[str, Any], ref: str, sha: str, target: str | None = None
@@ -450,6 +480,7 @@ class Runner:
             "workflow": workflow.get("name", name),
         }
         context = {"github": github, "inputs": inputs, "vars": self.variables, "env": {}}
+        context["job"] = called_job_context(f"./.github/workflows/{name}", self.repository, sha)
         group = None
         # The run's group: its own, or (a caller) that of the workflow it calls.
         called = [
@@ -518,7 +549,10 @@ class Runner:
                 declared = ((called["on"] or {}).get("workflow_call") or {}).get("inputs") or {}
                 given = {k: interpolate(v, job_ctx) for k, v in (job.get("with") or {}).items()}
                 inputs = {k: v.get("default", "") for k, v in declared.items()} | given
-                inner = {**context, "inputs": inputs}
+                job_info = called_job_context(
+                    job["uses"], self.repository, context["github"]["sha"]
+                )
+                inner = {**context, "inputs": inputs, "job": job_info}
                 done[job_name] = self._jobs(
                     name, called, inner, base_env, folder, artifacts, jobs, run_id, group
                 )
@@ -695,6 +729,18 @@ class Runner:
         base_env: dict[str, str],
     ) -> str:
         name = action.split("@")[0]
+        if name == "actions/checkout" and with_.get("repository", self.repository) not in (
+            self.repository,
+            "",
+        ):
+            if with_["repository"] != CI_BENCH_REPOSITORY:
+                return "failure"  # no emulation of any other repository
+            # ci-bench itself at the pinned ref: this checkout's .github (its actions).
+            target = workspace / with_.get("path", ".")
+            target.mkdir(parents=True, exist_ok=True)
+            (target / ".github").symlink_to(WORKFLOWS.parent, target_is_directory=True)
+            self.foreign_checkouts.append((with_["repository"], with_.get("ref", ""), str(target)))
+            return "success"
         if name == "actions/checkout":
             ref = with_.get("ref") or base_env["GITHUB_SHA"]
             depth = [] if with_.get("fetch-depth") == "0" else ["--depth", "1"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 
 from ci_bench import __version__
-from ci_bench.commands import analyze, history, init
+from ci_bench.commands import analyze, history, init, preview, tune
 from ci_bench.commands.ab import cmd_ab
 from ci_bench.commands.ci import cmd_ci, cmd_comment
 from ci_bench.commands.compare import cmd_compare, cmd_merge, cmd_promote
@@ -46,6 +46,8 @@ COMMANDS = {
     **history.COMMANDS,
     **analyze.COMMANDS,
     **init.COMMANDS,
+    **tune.COMMANDS,
+    **preview.COMMANDS,
     "lower": cmd_lower,
     "check-spec": cmd_check_spec,
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -263,6 +264,11 @@ def cmd_site(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
         f"wrote {args.out / 'index.html'}: {len(groups)} kernel/device group(s), "
         f"{cases} case(s), up to {commits} commit(s)\n"
     )
+    if not groups:  # exit 3 says why and what comes next
+        sys.stderr.write(
+            "ci-bench: nothing recorded yet (exit 3): the page says so; `ci-bench record "
+            "RESULTS --history DIR` fills the history (`ci-bench run -o RESULTS` first)\n"
+        )
     return 0 if groups else int(ExitCode.NOTHING_MEASURED)
 
 
@@ -274,6 +280,11 @@ def cmd_export(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out:
         write_text(args.output, text, what="export", replace=args.force)
     else:
         out.write(text)
+    if not data:
+        sys.stderr.write(
+            "ci-bench: nothing to export (exit 3): the results hold no ok case; measure "
+            "again with `ci-bench run -o RESULTS`\n"
+        )
     return 0 if data else int(ExitCode.NOTHING_MEASURED)
 
 

@@ -9,17 +9,19 @@ replaced makes it write nothing unless ``--force``.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench import __version__, docs_url
+from ci_bench import HOMEPAGE, __version__, docs_url
 from ci_bench.commands.validate import path_arg
 from ci_bench.errors import InputError
 from ci_bench.pipeline.adopt import (
     BASELINES_README,
+    COMMIT,
     callers,
     checklist,
     config_block,
@@ -30,6 +32,7 @@ from ci_bench.pipeline.adopt import (
 )
 from ci_bench.store.files import atomic_write_text, decode_text, read_bytes
 from ci_bench.store.writer import target_problem
+from ci_bench.text import one_line
 
 _SPEC = re.compile(r"^SPEC\s*(?::[^=]+)?=\s*(?:[\w.]+\.)?KernelSpec\(", re.M)
 # A kernel module as Python imports it (dotted identifiers): what the TOML list holds.
@@ -46,6 +49,13 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         nargs="+",
         metavar="MODULE",
         help="kernel modules exposing SPEC (default: the modules found here that define one)",
+    )
+    init.add_argument(
+        "--pin",
+        metavar="COMMIT",
+        help="the ci-bench commit (40 hex digits) the caller workflows run, e.g. the commit "
+        "of the release tag (default: the commit ci-bench was installed from, where pip "
+        "recorded one; else the tag v<version>)",
     )
     init.add_argument("--force", action="store_true", help="replace files that differ")
     init.add_argument(
@@ -68,6 +78,38 @@ def find_kernels(root: Path) -> list[str]:
             module = ".".join(parts)[: -len(".py")]
             found.append(module.removesuffix(".__init__"))
     return found
+
+
+def tpu_only_kernels(modules: list[str], root: Path) -> tuple[list[str], str | None]:
+    """The kernels (SPEC names) that lower for a CPU only under jax's TPU interpreter and
+    whose SPEC does not say so itself; and why the modules could not be read, if not."""
+    if not modules:
+        return [], None
+    from ci_bench.contract.registry import load_kernels
+    from ci_bench.measure.interpret import needs_tpu_interpreter
+
+    try:
+        specs = load_kernels(modules, root=root)
+    except Exception as exc:  # the adopter's code: init still writes the files
+        return [], one_line(str(exc))[:200]
+    return [
+        n for n, s in specs.items() if s.cpu_interpret is None and needs_tpu_interpreter(s)
+    ], None
+
+
+def installed_commit() -> str | None:
+    """The ci-bench commit pip recorded when it installed ci-bench from its git repository
+    (``direct_url.json``), else None: a wheel from an index knows no commit."""
+    try:
+        raw = metadata.distribution("ci-bench").read_text("direct_url.json")
+        data = json.loads(raw) if raw else {}
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        return None
+    commit = (data.get("vcs_info") or {}).get("commit_id") if isinstance(data, dict) else None
+    url = str(data.get("url", "")).removesuffix(".git").removeprefix("git+")
+    if url == HOMEPAGE and isinstance(commit, str) and COMMIT.fullmatch(commit):
+        return commit
+    return None
 
 
 def _read(path: Path) -> str | None:
@@ -93,8 +135,11 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     bad = [k for k in kernels if len(k) > 200 or not _MODULE.fullmatch(k)]
     if bad:
         raise InputError(f"--kernels {bad[0][:80]!r}: not a Python module name (a.b.c)")
+    pin = args.pin if args.pin is not None else installed_commit()
+    if pin is not None and not COMMIT.fullmatch(pin):
+        raise InputError(f"--pin {pin[:80]!r}: a commit is 40 lowercase hex digits")
     wanted = {
-        **callers(__version__),
+        **callers(__version__, pin),
         "constraints/tpu.txt": constraints_template(
             metadata.version("jax"), metadata.version("jaxlib"), _libtpu()
         ),
@@ -102,8 +147,9 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     }
     existing = {path: _read(root / path) for path in wanted}
     planned = plan_files(existing, wanted, force=args.force)
+    tpu_only, unread = tpu_only_kernels(kernels, root)
     config_action, pyproject = with_config(
-        _read(root / "pyproject.toml"), config_block(kernels), args.force
+        _read(root / "pyproject.toml"), config_block(kernels, tpu_only), args.force
     )
     conflicts = [p.path for p in planned if p.action == "conflict"]
     if config_action == "conflict":
@@ -129,8 +175,22 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
         out.write(f"{item.action}: {item.path}\n")
     workflows = sum(yaml_lines(t) for p, t in wanted.items() if p.startswith(".github/"))
     out.write(f"\nThe caller workflows: {workflows} lines; the pipeline is ci-bench's.\n")
+    if pin:
+        out.write(f"They run ci-bench at commit {pin} (v{__version__}).\n")
+    else:
+        out.write(
+            f"They run ci-bench by its tag v{__version__}, which can be moved: "
+            "`ci-bench init --pin <commit of the tag> --force` pins a commit.\n"
+        )
     if not kernels:
         out.write("No kernel module found: list yours in [tool.ci-bench] kernels.\n")
+    if tpu_only:
+        out.write(f"TPU-only on a CPU (jax's TPU interpreter): {', '.join(tpu_only)}.\n")
+    if unread:
+        out.write(
+            f"Not imported here ({unread}): if a kernel is TPU-only, name it in "
+            "[tool.ci-bench] cpu-interpret-tpu.\n"
+        )
     out.write("\n" + checklist())
     return 0
 

@@ -56,8 +56,10 @@ def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, 
     exit 2 with one line per broken rule."""
     from ci_bench.contract.check import spec_problems
     from ci_bench.contract.registry import load_kernels
+    from ci_bench.contract.tunables import default_problems
     from ci_bench.measure.tracing import trace_problems
-    from ci_bench.pipeline.config import load_config
+    from ci_bench.pipeline.config import load_config, resolve
+    from ci_bench.pipeline.tuned import tuned_problems
 
     config = load_config(args.config, cwd)
     modules = split_list(args.modules) or config.kernels
@@ -67,6 +69,8 @@ def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, 
     for module in dict.fromkeys(modules):
         for name, spec in load_kernels([module], root=config.root).items():
             problems = spec_problems(spec) or trace_problems(spec)
+            problems += default_problems(spec)
+            problems += tuned_problems(spec, resolve(config, config.baselines_dir))
             cases = sum(len(spec.cases(p)) for p in spec.matrix)
             if problems:
                 bad += 1

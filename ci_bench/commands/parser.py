@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench import __version__
-from ci_bench.commands import analyze, history, init
+from ci_bench.commands import analyze, history, init, preview, tune
 from ci_bench.commands.validate import (
     MAX_SECONDS,
     PEAK_MAX,
@@ -415,4 +415,6 @@ def build_parser() -> argparse.ArgumentParser:
     history.register(sub)
     analyze.register(sub, _add_selection)
     init.register(sub, _add_selection)
+    tune.register(sub, _add_selection)
+    preview.register(sub, _add_selection)
     return parser

@@ -55,13 +55,18 @@ def cmd_profile(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
 
 def cmd_plot(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     """Roofline PNG of a results file, with a baseline's points beside it when given."""
+    from ci_bench.measure.roofline import table_peaks
     from ci_bench.report.plot import png_bytes
     from ci_bench.store.files import write_bytes
 
     results = load_results(args.results)
     baseline = load_results(args.baseline) if args.baseline else None
     data = png_bytes(
-        results, baseline=baseline, peak_tflops=args.peak_tflops, peak_gbps=args.peak_gbps
+        results,
+        baseline=baseline,
+        peak_tflops=args.peak_tflops,
+        peak_gbps=args.peak_gbps,
+        table=table_peaks(results),
     )
     write_bytes(args.out, data, what="roofline chart", replace=args.force)
     out.write(f"roofline chart written to {args.out}\n")

@@ -43,7 +43,8 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
             interpreted=results.meta.settings.interpret,
             width=None if getattr(args, "wide", False) else WIDTH,
         )
-        out.write(table + "\n\n" + run_summary(results) + "\n")
+        shown = None if output is None else str(output)
+        out.write(table + "\n\n" + run_summary(results, shown) + "\n")
     ok = sum(c.status == "ok" for c in results.cases)
     errors = len(results.cases) - ok
     return int(exit_code(Outcome(states={"error": errors}, policy=request.policy, measured=ok)))

@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Literal
 
 from ci_bench.errors import InputError
+
+# The bounds a flag shares with its config key are the config's (re-exported for the parser).
+from ci_bench.pipeline.config import MAX_SECONDS as MAX_SECONDS
+from ci_bench.pipeline.config import REPEATS_MAX as REPEATS_MAX
+from ci_bench.pipeline.config import SEED_MAX as SEED_MAX
 from ci_bench.schema.base import HTTP_URL
 from ci_bench.store.files import os_reason, target_problem
 
-# numpy/jax PRNG seeds are unsigned 32-bit; a larger seed fails deep inside jax.
-SEED_MAX = 2**32 - 1
-# Far beyond any sensible run, small enough that a typo cannot run for days.
-REPEATS_MAX = 1_000_000
 RUNS_MAX = 10_000
 # One array dimension: int32 indexing on accelerators.
 DIM_MAX = 2**31 - 1
-MAX_SECONDS = 7 * 24 * 3600.0
 PEAK_MAX = 1e9  # TFLOPS or GB/s: any real device is orders of magnitude below
 # Far beyond a host's accelerators (8 chips) or a CI matrix; each worker is a process.
 WORKERS_MAX = 256

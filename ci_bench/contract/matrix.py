@@ -5,34 +5,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from ci_bench.contract.spec import MODES, PROFILES, Case, KernelSpec
-
-
-class SelectionError(ValueError, LookupError):
-    """A selection names nothing that exists (unknown kernel, profile, bad shard)."""
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Runner ``index`` (1-based) of ``count``, as in the Actions matrix ``--shard 2/4``."""
-
-    index: int
-    count: int
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-        if not match:
-            raise SelectionError(f"--shard wants I/N (e.g. 1/4), got {text!r}")
-        index, count = int(match[1]), int(match[2])
-        if not 1 <= index <= count:
-            raise SelectionError(f"--shard {text}: index must be between 1 and {count}")
-        return cls(index, count)
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
+from ci_bench.errors import SelectionError
+from ci_bench.schema.shard import Shard
 
 
 def expand(

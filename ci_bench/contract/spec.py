@@ -13,9 +13,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ci_bench.text import NAME, NAME_MAX, PARAM, SEMVER
+
+if TYPE_CHECKING:
+    from ci_bench.contract.tunables import Tunables
 
 DTYPES = ("float32", "bfloat16", "float16")
 PROFILES = ("smoke", "ci", "full")  # smallest first: a missing profile falls back down
@@ -227,6 +230,13 @@ class KernelSpec:
     input_names: tuple[str, ...] = ()
     # Positions of the inputs that are differentiated; None: every floating-point input.
     grad_inputs: tuple[int, ...] | None = None
+    # The subject's knobs (block sizes) and their candidates, for ``ci-bench tune``
+    # (ci_bench.contract.tunables); the subject keeps its default config.
+    tunables: Tunables | None = None
+    # On a CPU: "tpu" runs this kernel under jax's TPU interpreter (a TPU-only kernel with
+    # no `interpret` argument), "kernel" its own interpret choice; None: the config's
+    # `cpu-interpret`. Config `cpu-interpret-tpu` and the --cpu-interpret flag come first.
+    cpu_interpret: Literal["kernel", "tpu"] | None = None
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
@@ -238,6 +248,11 @@ class KernelSpec:
             raise SpecError(
                 f"kernel {self.name}: matrix wants one or more of {', '.join(PROFILES)}, "
                 f"got {', '.join(map(repr, self.matrix)) or 'none'}"
+            )
+        if self.cpu_interpret not in (None, "kernel", "tpu"):
+            raise SpecError(
+                f"kernel {self.name}: cpu_interpret must be 'kernel', 'tpu' or None, "
+                f"got {self.cpu_interpret!r}"
             )
         if self.compute_unit not in COMPUTE_UNITS:
             raise SpecError(
@@ -254,6 +269,14 @@ class KernelSpec:
         object.__setattr__(self, "variants", MappingProxyType(dict(self.variants)))
         self._check_modes()
         self._check_implementations()
+        if self.tunables is not None:
+            from ci_bench.contract.tunables import Tunables
+
+            if not isinstance(self.tunables, Tunables):
+                raise SpecError(
+                    f"kernel {self.name}: tunables must be a Tunables, "
+                    f"got {type(self.tunables).__name__}"
+                )
 
     def _check_modes(self) -> None:
         modes = _check_modes(self.modes, f"kernel {self.name}")

@@ -2,21 +2,19 @@
 
 The three are independent: a ``GITHUB_STEP_SUMMARY`` that cannot be written (a folder, a
 path whose folder is missing) must not cost the step outputs or the annotations, which the
-workflow's next steps and the checks page read. ``publish_step`` does all three and only
-then reports what failed, in one line.
+workflow's next steps and the checks page read (``pipeline.publish.publish_locally`` tries
+each, then reports what failed in one line).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
 
-from ci_bench.errors import InputError
 from ci_bench.report.escape import workflow_data, workflow_property
 from ci_bench.schema import STATE, Report
-from ci_bench.store.files import WriteError, append_text
+from ci_bench.store.files import append_text
 
 
 def append_summary(path: Path, markdown: str) -> None:
@@ -61,35 +59,3 @@ def report_outputs(report: Report, report_path: Path) -> dict[str, str]:
         ),
         "report-path": str(report_path),
     }
-
-
-def publish_step(
-    *,
-    summary: tuple[Path, str] | None,
-    outputs: tuple[Path, Mapping[str, str]] | None,
-    annotation_lines: Iterable[str],
-    out: TextIO,
-) -> None:
-    """Summary, outputs and annotations, each attempted whatever happened to the others;
-    then one ``InputError`` naming every part that failed (exit 2), or nothing."""
-    failed: list[WriteError] = []
-    written: list[str] = []
-    parts = (
-        ("the job summary", summary, append_summary),
-        ("the step outputs", outputs, write_outputs),
-    )
-    for name, part, write in parts:
-        if part is not None:
-            try:
-                write(*part)  # type: ignore[operator]
-                written.append(name)
-            except WriteError as exc:
-                failed.append(exc)
-    lines = list(annotation_lines)
-    for line in lines:
-        out.write(line + "\n")
-    if lines:
-        written.append("the annotations")
-    if failed:
-        kept = f" ({' and '.join(written)} were written)" if written else ""
-        raise InputError("; ".join(str(f) for f in failed) + kept)

@@ -37,6 +37,7 @@ from ci_bench.schema import (
     Thresholds,
     Verdict,
 )
+from ci_bench.text import case_count
 
 
 def judge_memory(
@@ -298,7 +299,7 @@ def headline(
         parts.insert(0, f"{structural} structural")
     if memory:
         parts.insert(0, f"{memory} memory regression")
-    return f"{verdict}: {', '.join(parts) or 'no cases'} ({total} cases)"
+    return f"{verdict}: {', '.join(parts) or 'no cases'} ({case_count(total)})"
 
 
 def compare(

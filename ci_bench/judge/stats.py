@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from statistics import median
 from typing import Literal
 
-from ci_bench.schema import TimingStats
+from ci_bench.samples import median_ci as median_ci
+from ci_bench.samples import relative_ci_width as relative_ci_width
+from ci_bench.samples import stats_of as stats_of
 
 Direction = Literal["greater", "less"]
 
@@ -50,33 +52,6 @@ def benjamini_hochberg(p_values: Sequence[float], q: float) -> list[bool]:
     for rank, i in enumerate(order, start=1):
         rejected[i] = rank <= cutoff
     return rejected
-
-
-def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median from order statistics.
-
-    The number of samples below the true median is Binomial(n, 1/2), so the sorted
-    samples at the matching ranks bound it, whatever the timing distribution looks like.
-    """
-    n = len(samples)
-    ordered = sorted(samples)
-    if n < 6:
-        return ordered[0], ordered[-1]
-    from scipy import stats
-
-    tail = (1 - confidence) / 2
-    # The lower bound is the sample at 0-based rank lo, the largest with P(B <= lo - 1)...
-    # i.e. P(B < lo + 1) <= tail; from the smallest k with P(B <= k) >= tail:
-    k = int(stats.binom.ppf(tail, n, 0.5))
-    lo = max(k if stats.binom.cdf(k, n, 0.5) <= tail else k - 1, 0)
-    return ordered[lo], ordered[n - 1 - lo]
-
-
-def relative_ci_width(samples: Sequence[float], confidence: float = 0.95) -> float:
-    """Width of the median's interval relative to the median: the achieved precision."""
-    lo, hi = median_ci(samples, confidence)
-    mid = median(samples)
-    return (hi - lo) / mid if mid > 0 else math.inf
 
 
 def robust_sd(samples: Sequence[float]) -> float:
@@ -147,34 +122,10 @@ def bootstrap_ratio_ci(
     return point, lo, hi
 
 
-def stats_of(samples_s: Sequence[float], warmup: int) -> TimingStats:
-    """TimingStats from raw seconds, with the specification's population std."""
-    mean = sum(samples_s) / len(samples_s)
-    return TimingStats(
-        mean_ms=mean * 1000,
-        min_ms=min(samples_s) * 1000,
-        max_ms=max(samples_s) * 1000,
-        std_ms=(sum((t - mean) ** 2 for t in samples_s) / len(samples_s)) ** 0.5 * 1000,
-        median_ms=median(samples_s) * 1000,
-        samples_ms=[t * 1000 for t in samples_s],
-        warmup=warmup,
-        median_ci_rel_width=_finite_or_none(relative_ci_width(samples_s)),
-    )
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def min_p_mann_whitney(n1: int, n2: int) -> float:
     """The smallest one-sided Mann-Whitney p-value two samples of these sizes can reach
     (complete separation, exact distribution): 1 / C(n1 + n2, n1)."""
     return 1.0 / math.comb(n1 + n2, n1) if n1 and n2 else 1.0
-
-
-def min_p_signed_rank(n: int) -> float:
-    """The smallest one-sided Wilcoxon signed-rank p-value of ``n`` pairs: 1 / 2**n."""
-    return 0.5**n if n else 1.0
 
 
 def repeats_needed(min_p: Callable[[int], float], level: float, cap: int = 100_000) -> int:

@@ -19,7 +19,6 @@ from typing import Any
 import jax
 
 from ci_bench.contract.spec import Case, KernelSpec, as_inputs
-from ci_bench.judge.stats import relative_ci_width, stats_of
 from ci_bench.measure.compiled import bytes_model_check, compile_workload, cost_model_check
 from ci_bench.measure.contestants import Contestant, check, expected, lineup
 from ci_bench.measure.correctness import check_outputs
@@ -29,6 +28,7 @@ from ci_bench.measure.roofline import PeakLookup, compute_metrics, tflops_of
 from ci_bench.measure.settings import Adaptive, HarnessSettings
 from ci_bench.measure.timers import Timed, timed_rounds
 from ci_bench.measure.yardstick import Yardstick, yardstick
+from ci_bench.samples import relative_ci_width, stats_of
 from ci_bench.schema import (
     CaseResult,
     CompileTimes,

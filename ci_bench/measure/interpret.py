@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 InterpretMode = Literal["kernel", "tpu"]
 INTERPRET_MODES: tuple[InterpretMode, ...] = ("kernel", "tpu")
@@ -27,6 +28,45 @@ def apply_interpret_mode(mode: InterpretMode) -> InterpretMode | None:
     else:
         reset_interpret_mode()  # an earlier in-process run's tpu mode must not linger
     return mode
+
+
+def kernel_modes(
+    kernels: Mapping[str, Any], default: str, forced: bool, tpu_kernels: Iterable[str]
+) -> tuple[tuple[str, str], ...]:
+    """Each kernel's CPU interpret mode where it is not ``default``: config
+    ``cpu-interpret-tpu`` names it, else its SPEC's ``cpu_interpret``. ``forced`` (the
+    ``--cpu-interpret`` flag) is one switch for every kernel: no exception."""
+    if forced:
+        return ()
+    listed = set(tpu_kernels)
+    modes = {}
+    for name, spec in kernels.items():
+        mode = "tpu" if name in listed else getattr(spec, "cpu_interpret", None) or default
+        if mode != default:
+            modes[name] = mode
+    return tuple(sorted(modes.items()))
+
+
+def needs_tpu_interpreter(spec: Any, seed: int = 42) -> bool:
+    """Whether the kernel runs on a CPU only under jax's TPU interpreter (a TPU-only Pallas
+    kernel with no ``interpret`` argument): its first case lowered for the CPU says so,
+    nothing is executed."""
+    import jax
+
+    from ci_bench.measure.failures import TPU_ONLY
+    from ci_bench.measure.modes import case_workload
+
+    profile = next(iter(spec.matrix), None)
+    cases = spec.cases(profile) if profile is not None else []
+    if not cases:
+        return False
+    reset_interpret_mode()
+    try:
+        work = case_workload(spec, cases[0], seed=seed)
+        jax.export.export(jax.jit(work.fn), platforms=["cpu"])(*work.args)
+    except Exception as exc:  # the lowering error is the answer, any other is not ours
+        return TPU_ONLY in str(exc)
+    return False
 
 
 def reset_interpret_mode() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TextIO
 
 from ci_bench.contract.spec import Case
-from ci_bench.report.render import fmt_ms
 from ci_bench.schema import CaseResult
+from ci_bench.text import fmt_ms
 
 
 def describe(result: CaseResult) -> str:

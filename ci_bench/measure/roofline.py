@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ci_bench.schema import Metrics
+from ci_bench.schema import Metrics, Results
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,14 @@ def peak_lookup(
         return tflops, gbps
 
     return lookup
+
+
+def table_peaks(results: Results) -> dict[str, tuple[float | None, float | None]]:
+    """The peak table's (TFLOPS, GB/s) for each dtype of a run, on its device: the values
+    the roofline chart (``report.plot``, which runs no jax) draws when none were recorded."""
+    device = results.meta.device
+    lookup = peak_lookup(device.device_kind, device.platform)
+    return {dtype: lookup(dtype) for dtype in sorted({c.dtype for c in results.cases})}
 
 
 def compute_metrics(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_bench.contract.spec import Case, KernelSpec
-from ci_bench.errors import ExitCode, InputError
+from ci_bench.errors import InputError
 from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_case
 from ci_bench.measure.progress import Progress
 from ci_bench.measure.settings import Adaptive
@@ -53,6 +53,7 @@ def measure_case(
     whose failure is the case's error; then the harness; then the cost model, read from
     the traced grid after the timing (it never fails the case: a model failure is
     recorded as "not modelled: why")."""
+    _kernel_interpret(settings, case.kernel)
     if settings.lower:
         from ci_bench.measure.lowering import as_case_error, check_platform, lower_case
 
@@ -77,6 +78,8 @@ def measure_pair(
     import random
 
     from ci_bench.measure.harness import NOT_MEASURED, run_contestants
+
+    _kernel_interpret(settings, case.kernel)
 
     pair = run_contestants([head, base], case, settings, peaks, rng=random.Random(order_seed))
     if (pair[0].error or "").startswith(NOT_MEASURED):
@@ -205,14 +208,16 @@ def configure_jax(cache_dir: Path | None, interpret_mode: str | None = "kernel")
 def harness_settings_from(raw: Mapping[str, Any]) -> HarnessSettings:
     """HarnessSettings back from ``dataclasses.asdict`` (how workers receive them)."""
     adaptive = raw.get("adaptive")
-    return HarnessSettings(**{**raw, "adaptive": Adaptive(**adaptive) if adaptive else None})
+    modes = tuple((str(k), str(m)) for k, m in raw.get("kernel_interpret") or ())
+    return HarnessSettings(
+        **{**raw, "adaptive": Adaptive(**adaptive) if adaptive else None, "kernel_interpret": modes}
+    )
 
 
-def run_exit_code(results: Results, fail_on_error: bool) -> ExitCode:
-    """3 when nothing was measured, 1 when a case errored (policy), else 0."""
-    ok = sum(c.status == "ok" for c in results.cases)
-    if ok == 0:
-        return ExitCode.NOTHING_MEASURED
-    if fail_on_error and ok < len(results.cases):
-        return ExitCode.FAILED
-    return ExitCode.OK
+def _kernel_interpret(settings: HarnessSettings, kernel: str) -> None:
+    """A kernel's own CPU interpret mode (config cpu-interpret-tpu, its SPEC), set before
+    its case; nothing to do when every kernel runs in the run's mode."""
+    if settings.kernel_interpret:
+        from ci_bench.measure.interpret import apply_interpret_mode
+
+        apply_interpret_mode("tpu" if settings.interpret_for(kernel) == "tpu" else "kernel")

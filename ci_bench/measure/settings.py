@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-TimerName = Literal["wallclock", "profiler"]
+from ci_bench.schema.timers import TimerName as TimerName
 
 
 @dataclass(frozen=True)
@@ -33,5 +32,12 @@ class HarnessSettings:
     # CPU only: "kernel" lets each kernel choose; "tpu" runs every pallas_call under jax's
     # TPU interpreter. Applied in every process that measures (workers included).
     interpret_mode: str = "kernel"
+    # (kernel, mode) where a kernel's mode is not ``interpret_mode`` (config
+    # cpu-interpret-tpu, the SPEC's cpu_interpret): set before each of its cases.
+    kernel_interpret: tuple[tuple[str, str], ...] = ()
     # run --lower: each case must lower for this platform before it is measured.
     lower: str | None = None
+
+    def interpret_for(self, kernel: str) -> str:
+        """The CPU interpret mode this kernel's cases run in."""
+        return dict(self.kernel_interpret).get(kernel, self.interpret_mode)

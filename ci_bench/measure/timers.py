@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ci_bench.measure.settings import TimerName
+from ci_bench.schema.timers import TIMER_NAMES, TimerName
 
-TIMER_NAMES: tuple[TimerName, ...] = ("wallclock", "profiler")
 # Per-platform default. The profiler timer is proven on CPU only (tests/test_timers.py);
 # until a run on TPU/GPU shows its figures agree with the device's own, wallclock stays.
 DEFAULT_TIMER: dict[str, TimerName] = {"cpu": "wallclock", "gpu": "wallclock", "tpu": "wallclock"}
@@ -54,6 +53,20 @@ class Timed:
     device: list[list[float]] | None = None
 
 
+Strategy = Callable[..., Timed]
+# name -> strategy: each function below registers under its own name, an entry of the timer
+# table (``ci_bench.schema.timers``); the module checks that every entry has one.
+TIMERS: dict[TimerName, Strategy] = {}
+
+
+def strategy(fn: Strategy) -> Strategy:
+    """Register ``fn`` as the strategy of the timer it is named after."""
+    if fn.__name__ not in TIMER_NAMES:
+        raise ValueError(f"{fn.__name__} is not in the timer table (ci_bench.schema.timers)")
+    TIMERS[fn.__name__] = fn
+    return fn
+
+
 class Interleave(Protocol):
     def __call__(
         self,
@@ -68,6 +81,7 @@ class Interleave(Protocol):
     ) -> list[list[float]]: ...
 
 
+@strategy
 def wallclock(
     interleave: Interleave,
     fns: Sequence[Callable[..., Any]],
@@ -79,6 +93,7 @@ def wallclock(
     return Timed(samples=wall, wall=wall)
 
 
+@strategy
 def profiler(
     interleave: Interleave,
     fns: Sequence[Callable[..., Any]],
@@ -190,8 +205,8 @@ def assign(executions: Sequence[Execution], calls: Sequence[int], n_fns: int) ->
     return out
 
 
-Strategy = Callable[..., Timed]
-TIMERS: dict[TimerName, Strategy] = {"wallclock": wallclock, "profiler": profiler}
+if missing := [name for name in TIMER_NAMES if name not in TIMERS]:
+    raise ImportError(f"timers without a strategy in ci_bench.measure.timers: {missing}")
 
 
 def timed_rounds(

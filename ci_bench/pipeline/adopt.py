@@ -20,12 +20,20 @@ Action = Literal["create", "unchanged", "replace", "conflict"]
 _BLOCK = re.compile(r"(?ms)^\[tool\.ci-bench(?:\.[\w-]+)?\]\n.*?(?=^\[(?!tool\.ci-bench)|\Z)")
 
 
-def _uses(workflow: str, version: str) -> str:
-    return f"{REPOSITORY}/.github/workflows/{workflow}@v{version}"
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
-def callers(version: str) -> dict[str, str]:
-    """The caller workflows, short enough to audit: the pipeline is in the called ones."""
+def _uses(workflow: str, version: str, pin: str | None = None) -> str:
+    """A reusable workflow by tag, or by commit (``pin``) with the tag as a comment: the
+    form zizmor's default persona accepts, since a tag can be moved."""
+    where = f"{REPOSITORY}/.github/workflows/{workflow}"
+    return f"{where}@{pin}  # v{version}" if pin else f"{where}@v{version}"
+
+
+def callers(version: str, pin: str | None = None) -> dict[str, str]:
+    """The caller workflows, short enough to audit: the pipeline is in the called ones.
+    ``pin``: the ci-bench commit every caller runs (the reusable workflows then run their
+    setup action at that same commit)."""
     docs = docs_url("docs/ADOPTING.md")
     return {
         ".github/workflows/benchmark.yml": (
@@ -36,7 +44,7 @@ def callers(version: str) -> dict[str, str]:
             "  workflow_dispatch:\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench.yml', version)}\n"
+            f"    uses: {_uses('ci-bench.yml', version, pin)}\n"
             "    permissions: {contents: read, pull-requests: write}\n"
             "    cache-mode: none  # no actions cache is written from a pull request's run\n"
         ),
@@ -45,7 +53,7 @@ def callers(version: str) -> dict[str, str]:
             'on: {push: {tags: ["v*", "*-v*"]}}\n'
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench-release.yml', version)}\n"
+            f"    uses: {_uses('ci-bench-release.yml', version, pin)}\n"
             "    permissions: {contents: write, pull-requests: write}\n"
         ),
         ".github/workflows/lower.yml": (
@@ -54,7 +62,7 @@ def callers(version: str) -> dict[str, str]:
             "on: {pull_request: {types: [opened, synchronize, reopened]}}\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench-lower.yml', version)}\n"
+            f"    uses: {_uses('ci-bench-lower.yml', version, pin)}\n"
             "    permissions: {contents: read}\n"
         ),
         ".github/workflows/lower-relay.yml": (
@@ -63,7 +71,7 @@ def callers(version: str) -> dict[str, str]:
             "  # zizmor: ignore[dangerous-triggers] default-branch code, the artifact as data\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench-relay.yml', version)}\n"
+            f"    uses: {_uses('ci-bench-relay.yml', version, pin)}\n"
             "    permissions: {actions: read, contents: read, pull-requests: write}\n"
             "    cache-mode: none\n"
         ),
@@ -77,9 +85,18 @@ def yaml_lines(text: str) -> int:
     )
 
 
-def config_block(kernels: Sequence[str]) -> str:
+def config_block(kernels: Sequence[str], tpu_only: Sequence[str] = ()) -> str:
+    """The ``[tool.ci-bench]`` block: the kernel modules, and the kernels (by SPEC name)
+    that run on a CPU only under jax's TPU interpreter."""
     listed = ", ".join(f'"{k}"' for k in kernels)
-    return f"[tool.ci-bench]\nkernels = [{listed}]\n"
+    block = f"[tool.ci-bench]\nkernels = [{listed}]\n"
+    if tpu_only:
+        names = ", ".join(f'"{k}"' for k in tpu_only)
+        block += (
+            "# TPU-only kernels (no `interpret` argument): jax's TPU interpreter on a CPU.\n"
+            f"cpu-interpret-tpu = [{names}]\n"
+        )
+    return block
 
 
 def with_config(pyproject: str | None, block: str, force: bool) -> tuple[Action, str]:

@@ -13,13 +13,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ci_bench.commands.validate import MAX_SECONDS, REPEATS_MAX, SEED_MAX
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
+from ci_bench.schema.timers import TimerName
 from ci_bench.store.files import read_text, too_deep
 
 Profile = Literal["smoke", "ci", "full"]
+
+# Bounds shared by a config key and its flag (commands.validate re-exports them):
+# numpy/jax PRNG seeds are unsigned 32-bit; a larger seed fails deep inside jax.
+SEED_MAX = 2**32 - 1
+# Far beyond any sensible run, small enough that a typo cannot run for days.
+REPEATS_MAX = 1_000_000
+MAX_SECONDS = 7 * 24 * 3600.0
 
 
 class Config(BaseModel):
@@ -55,12 +62,15 @@ class Config(BaseModel):
     adaptive_max_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS)
     compilation_cache_dir: Path | None = Path(".cache/jax")
     # How per-call times are taken; unset: the platform's default (wallclock everywhere).
-    timer: Literal["wallclock", "profiler"] | None = None
+    timer: TimerName | None = None
     # A case running longer than this is an error; its worker is killed and replaced.
     case_timeout: float = Field(600.0, gt=0)
     # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
     # pallas_call under jax's TPU interpreter (TPU-only kernels without `interpret`).
     cpu_interpret: Literal["kernel", "tpu"] = "kernel"
+    # Kernels (by SPEC name) that run under jax's TPU interpreter on a CPU whatever
+    # `cpu-interpret` says: TPU-only kernels beside kernels that interpret themselves.
+    cpu_interpret_tpu: list[str] = Field(default_factory=list)
     # TPU chips the cost model judges (jax's names: v4, v5e, v5p, v6e, 7x); empty: the
     # runner's TPU, else (on a CPU or GPU) every chip the model knows.
     target_chips: list[Literal["v4", "v5e", "v5p", "v6e", "7x"]] = Field(default_factory=list)

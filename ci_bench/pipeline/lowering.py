@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci_bench import __version__
@@ -157,6 +158,32 @@ def _progress(request: Request) -> Callable[[str], None]:
     return progress
 
 
+def lowering_section_of(folder: Path, head_sha: str | None, run_url: str | None) -> str:
+    """The comment's lowering section from a lowering job's files (``lowering.json``, and
+    ``smoke.json`` and ``analysis.json`` where the job wrote them), read as data."""
+    from ci_bench.report.sticky import lowering_section
+    from ci_bench.schema import RESULTS_READABLE, Results
+    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
+    from ci_bench.schema.lowering import LOWERING_READABLE
+    from ci_bench.store.files import read_model
+
+    lowering = read_model(
+        folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
+    )
+    smoke_path, analysis_path = folder / "smoke.json", folder / "analysis.json"
+    smoke = (
+        read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
+        if smoke_path.is_file()
+        else None
+    )
+    analysis = (
+        read_model(analysis_path, Analysis, what="analysis", schema_version=ANALYSIS_READABLE)
+        if analysis_path.is_file()
+        else None
+    )
+    return lowering_section(lowering, smoke, head_sha, run_url, analysis=analysis)
+
+
 def relay_role(
     plan: Plan,
     request: Request,
@@ -179,11 +206,7 @@ def relay_role(
     from ci_bench.pipeline.current import against_now
     from ci_bench.pipeline.plan import MEASURE_LABEL
     from ci_bench.pipeline.publish import api_client, comment_key, pull_number
-    from ci_bench.report.sticky import claimed, compose, lowering_section, sections_of, waiting
-    from ci_bench.schema import RESULTS_READABLE, Results
-    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
-    from ci_bench.schema.lowering import LOWERING_READABLE
-    from ci_bench.store.files import read_model
+    from ci_bench.report.sticky import claimed, compose, sections_of, waiting
 
     event = actions.event
     if not isinstance(event, WorkflowRun):
@@ -200,22 +223,7 @@ def relay_role(
             f"{folder}: no lowering.json in the artifact: the relay writes only the lowering "
             "section (a verdict comes from the benchmark workflow's own jobs); not commenting"
         )
-    lowering = read_model(
-        folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
-    )
-    smoke_path = folder / "smoke.json"
-    smoke = (
-        read_model(smoke_path, Results, what="results", schema_version=RESULTS_READABLE)
-        if smoke_path.is_file()
-        else None
-    )
-    analysis_path = folder / "analysis.json"
-    analysis = (
-        read_model(analysis_path, Analysis, what="analysis", schema_version=ANALYSIS_READABLE)
-        if analysis_path.is_file()
-        else None
-    )
-    section = claimed(lowering_section(lowering, smoke, event.head_sha, run_url, analysis=analysis))
+    section = claimed(lowering_section_of(folder, event.head_sha, run_url))
     now = against_now(
         event.head_sha,
         client.pull_head_sha(number),

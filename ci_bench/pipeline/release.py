@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from ci_bench.contract.spec import KernelSpec
@@ -50,8 +50,15 @@ def _repo_path(request: Request) -> str:
         raise InputError(f"{folder}: the baselines folder must be inside the repository") from None
 
 
-def promote(request: Request, context: ActionsContext, results: Results, out: TextIO) -> None:
-    """A release tag's results become the baselines, through the contents API."""
+def promote(
+    request: Request,
+    context: ActionsContext,
+    results: Results,
+    out: TextIO,
+    kept: Sequence[str] = (),
+) -> None:
+    """A release tag's results become the baselines, through the contents API (``kept``:
+    the tuned configs that stay beside them)."""
     release = request.release
     assert release is not None
     check_promotable(results, str(request.out_dir / "results.json"))
@@ -59,7 +66,7 @@ def promote(request: Request, context: ActionsContext, results: Results, out: Te
     lines = promote_through_api(
         client, results, release.tag, _repo_path(request), request.promote_via
     )
-    summary = "\n".join(f"- {line}" for line in lines) or "- nothing to promote"
+    summary = "\n".join(f"- {line}" for line in [*lines, *kept]) or "- nothing to promote"
     text = f"### ci-bench: baselines for {release.tag}\n\n{summary}\n"
     out.write(text)  # first: a bad GITHUB_STEP_SUMMARY must not hide what was promoted
     if context.step_summary:
@@ -125,14 +132,17 @@ def promote_role(
     """A release tag: the release profile measured on a trusted runner, then promoted."""
     from ci_bench.pipeline.run import measure_and_confirm
     from ci_bench.pipeline.session import load_specs
+    from ci_bench.pipeline.tuned import release_tuned
 
     assert request.release is not None
-    check_release(request.release, load_specs(request))
+    specs = load_specs(request)
+    check_release(request.release, specs)
+    kept = release_tuned(specs, request.baselines.folder, request.release.kernel)
     request.out_dir.mkdir(parents=True, exist_ok=True)
     results = measure_and_confirm(
         request, env, ports, request.out_dir / "results.json", confirm=False
     )
-    promote(request, actions, results, out)
+    promote(request, actions, results, out, kept)
     return Outcome()
 
 

@@ -11,17 +11,19 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ci_bench.contract.matrix import Shard
 from ci_bench.errors import InputError
 from ci_bench.github.context import Dispatch, Event, PullRequest, Release
 from ci_bench.measure.settings import Adaptive, HarnessSettings
-from ci_bench.pipeline.config import Config, resolve
 from ci_bench.schema import FailPolicy, Thresholds
+from ci_bench.schema.baseline import ANY_KERNEL
+from ci_bench.schema.shard import Shard
 from ci_bench.schema.verdicts import CONFIGURABLE, STATE
-from ci_bench.store.baselines import ANY_KERNEL
 from ci_bench.text import NAME, SEMVER, split_list
+
+if TYPE_CHECKING:  # the config's type only: reading it (files) stays in pipeline.config
+    from ci_bench.pipeline.config import Config
 
 Mode = Literal["baseline", "ab", "both"]
 MODES: tuple[Mode, ...] = ("baseline", "ab", "both")
@@ -105,6 +107,9 @@ class Request:
     case_timeout: float = 600.0
     resume: Path | None = None
     cpu_interpret: str = "kernel"  # CPU: "kernel" or "tpu" (jax's TPU interpreter)
+    # Per kernel (config cpu-interpret-tpu, SPECs' cpu_interpret) unless the flag was given.
+    cpu_interpret_forced: bool = False
+    cpu_interpret_tpu: tuple[str, ...] = ()
     lower: str | None = None  # run --lower: check each case lowers for this platform first
 
 
@@ -261,11 +266,13 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         mode = "baseline"
     fail_on = flags.get("fail_on") or (dispatch.fail_on if dispatch else None)
     pinned = flags.get("baseline_version") or (dispatch.baseline_version if dispatch else None)
-    folder = flags.get("baselines_dir") or resolve(config, config.baselines_dir)
+    # Config paths resolve against the config file's folder (``pipeline.config.resolve``:
+    # an absolute path stays as it is, which is what ``/`` does).
+    folder = flags.get("baselines_dir") or config.root / config.baselines_dir
     cache = None
     if not flags.get("no_compilation_cache"):
         chosen = flags.get("compilation_cache") or config.compilation_cache_dir
-        cache = resolve(config, chosen) if chosen else None
+        cache = config.root / chosen if chosen else None
     return Request(
         config=config,
         modules=tuple(dict.fromkeys([*config.kernels, *split_list(flags.get("kernel_module"))])),
@@ -301,6 +308,8 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         case_timeout=_positive("--case-timeout", flags.get("case_timeout")) or config.case_timeout,
         resume=flags.get("resume"),
         cpu_interpret=flags.get("cpu_interpret") or config.cpu_interpret,
+        cpu_interpret_forced=flags.get("cpu_interpret") is not None,
+        cpu_interpret_tpu=tuple(config.cpu_interpret_tpu),
         lower=flags.get("lower"),
     )
 

@@ -293,10 +293,11 @@ def _shard_files(path: Path | None) -> list[Path]:
 
 def _roofline(results: Results, path: Path) -> None:
     """The roofline chart beside the report, when the ``plot`` extra is installed."""
+    from ci_bench.measure.roofline import table_peaks
     from ci_bench.report.plot import roofline_png
 
     try:
-        roofline_png(results, path)
+        roofline_png(results, path, table=table_peaks(results))
     except CiBenchError as exc:  # a chart is a nicety: never fails the report
         sys.stderr.write(f"ci-bench: no roofline chart: {exc}\n")
 

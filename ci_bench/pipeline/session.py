@@ -89,6 +89,7 @@ def open_bench(
     accelerator its workers need. ``cases`` replaces the selection's (one case by id).
     """
     from ci_bench.measure.devices import fingerprint
+    from ci_bench.measure.interpret import kernel_modes
     from ci_bench.measure.roofline import peak_lookup
     from ci_bench.measure.runner import configure_jax
     from ci_bench.measure.timers import default_timer
@@ -108,6 +109,9 @@ def open_bench(
         settings,
         timer=settings.timer or default_timer(device.platform),
         interpret_mode=request.cpu_interpret,
+        kernel_interpret=kernel_modes(
+            specs, request.cpu_interpret, request.cpu_interpret_forced, request.cpu_interpret_tpu
+        ),
         lower=request.lower,
     )
     selection = request.selection

@@ -35,6 +35,7 @@ from ci_bench.report.render import (
     short_shas,
 )
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
+from ci_bench.text import case_count
 
 # States a reviewer should see above the fold, besides drift (which has its own section).
 CHANGED = ("regression", "accepted", "improved", "noisy", "toolchain")
@@ -57,7 +58,7 @@ def _summary_line(report: Report) -> str:
     counts = [f"{n} {state}" for state, n in report.counts.items() if state in STATE]
     if report.counts.get("memory-regression"):
         counts.insert(0, f"{report.counts['memory-regression']} memory regression")
-    return f"{' · '.join(counts) or 'no cases'} — {len(report.cases)} cases"
+    return f"{' · '.join(counts) or 'no cases'} — {case_count(len(report.cases))}"
 
 
 def _title(report: Report) -> str:
@@ -79,14 +80,24 @@ def _title(report: Report) -> str:
     return f"### {icon} ci-bench: {what}"
 
 
+# Outside a pull request (``compare``) a regression is against the stored baseline only.
+_BASELINE_REGRESSION = (
+    "These cases are slower than the stored baseline. Two runs on a shared machine can differ "
+    "by more than a real change: `ci-bench ab --base REF` measures the change itself."
+)
+
+
 def _actions(report: Report) -> list[str]:
     present = [s for s in STATE.values() if report.counts.get(s.name) and s.action]
     if report.counts.get("memory-regression"):
         present.insert(0, STATE["regression"])
     seen: list[str] = []
     for state in present:
-        if state.action not in seen:
-            seen.append(state.action)
+        action = state.action
+        if report.mode == "baseline" and state.name == "regression":
+            action = _BASELINE_REGRESSION
+        if action not in seen:
+            seen.append(action)
     return seen[:3] or ["Nothing to do."]
 
 
@@ -286,7 +297,7 @@ def markdown_report(
         parts += ["", "#### Errors", ""]
         parts += [f"- {case_cell(v)}: {md_inline(v.reason)}" for v in shown]
     if full_matrix:
-        parts += ["", f"<details><summary>All {len(report.cases)} cases</summary>", ""]
+        parts += ["", f"<details><summary>All {case_count(len(report.cases))}</summary>", ""]
         parts += full_tables(report)
         parts += [footnotes(report), "", "</details>"]
     parts += [
@@ -308,7 +319,13 @@ def _method(report: Report) -> str:
     return (
         f"Past a threshold (mean time +{t.mean_slowdown:.0%}, TFLOPS −{t.tflops_drop:.0%}) "
         f"AND significant (p < {t.significance:g}, false-discovery controlled across the "
-        "matrix) AND reproduced on re-measurement is a regression; "
+        "matrix) "
+        + (
+            "AND reproduced on re-measurement is a regression; "
+            if report.mode != "baseline" or any(v.confirmed is not None for v in report.cases)
+            else "is a regression (these cases were measured once: `ci-bench ci` and `ab` "
+            "re-measure a flagged case before it is one); "
+        )
         + (
             "in a PR report the A/B against the base decides, the stored baseline shows drift. "
             if report.mode == "pr"
@@ -320,7 +337,8 @@ def _method(report: Report) -> str:
 
 def _readme_link(report: Report) -> str:
     """ci-bench's own documentation of the method, at the version that wrote the report."""
-    return f"[How ci-bench decides]({docs_url('README.md', 'verdicts-you-can-trust-method')})."
+    url = docs_url("docs/VERDICTS.md", "verdicts-you-can-trust-method")
+    return f"[How ci-bench decides]({url})."
 
 
 def fit_markdown(report: Report, limit: int, where: str) -> str:

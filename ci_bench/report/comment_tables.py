@@ -24,6 +24,7 @@ from ci_bench.report.render import (
     p_text,
 )
 from ci_bench.schema import CaseVerdict, Report
+from ci_bench.text import case_count
 
 
 def pct(value: float | None) -> str:
@@ -188,7 +189,7 @@ def full_tables(report: Report) -> list[str]:
     for kernel in dict.fromkeys(v.kernel for v in grouped(report.cases)):
         mine = grouped([v for v in report.cases if v.kernel == kernel])
         version = f" v{md_inline(versions[kernel])}" if kernel in versions else ""
-        parts += [f"**{md_inline(kernel)}**{version} · {len(mine)} cases", ""]
+        parts += [f"**{md_inline(kernel)}**{version} · {case_count(len(mine))}", ""]
         parts += [_verdicts_table(mine, report.mode), "", _figures_table(mine, interpreted), ""]
     return parts
 

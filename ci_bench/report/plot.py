@@ -1,19 +1,20 @@
 """A roofline PNG of a run (specification 1.1); the mermaid chart is in ``chart``.
 
 matplotlib is an optional extra (``ci-bench[plot]``), imported only inside ``roofline_figure``
-so the rest of ci-bench never needs it.
+so the rest of ci-bench never needs it. The device's peak table is the measuring room's
+(``measure.roofline.table_peaks``): callers pass its figures in as values (``table``).
 """
 
 from __future__ import annotations
 
 import io
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ci_bench.errors import InputError
-from ci_bench.measure.roofline import peak_lookup
 from ci_bench.report.chart import short_labels
 from ci_bench.report.escape import plot_text
 from ci_bench.schema import CaseResult, Results
@@ -24,6 +25,8 @@ MAX_LABELS = 6
 # and TFLOPS sit between 1e-6 and 1e6; a point at 1e308 would push the axis to infinity.
 PLOTTABLE = (1e-30, 1e30)
 PEAK_RANGE = (1e-6, 1e9)  # a recorded peak outside it is ignored (the CLI's own bound)
+# dtype -> (peak TFLOPS, peak GB/s) from the device's peak table; (None, None) when unknown.
+TablePeaks = Mapping[str, tuple[float | None, float | None]]
 
 
 def _plottable(value: float | None, bounds: tuple[float, float] = PLOTTABLE) -> bool:
@@ -54,12 +57,18 @@ def _ok_points(results: Results) -> dict[str, CaseResult]:
 
 
 def resolve_ceilings(
-    results: Results, peak_tflops: float | None = None, peak_gbps: float | None = None
+    results: Results,
+    peak_tflops: float | None = None,
+    peak_gbps: float | None = None,
+    table: TablePeaks | None = None,
 ) -> Ceilings:
     """Peaks from the arguments, else the results' metrics, else the device's peak table."""
     dtypes = sorted({c.dtype for c in results.cases})
-    device = results.meta.device
-    table = peak_lookup(device.device_kind, device.platform)
+    known = table or {}
+
+    def from_table(dtype: str) -> tuple[float | None, float | None]:
+        return known.get(dtype, (None, None))
+
     recorded: dict[str, float] = {}
     recorded_gbps = None
     for c in results.cases:
@@ -74,8 +83,8 @@ def resolve_ceilings(
     elif recorded:
         tflops = recorded
     else:
-        tflops = {d: t for d in dtypes if (t := table(d)[0]) is not None}
-    gbps = peak_gbps or recorded_gbps or next((g for d in dtypes if (g := table(d)[1])), None)
+        tflops = {d: t for d in dtypes if (t := from_table(d)[0]) is not None}
+    gbps = peak_gbps or recorded_gbps or next((g for d in dtypes if (g := from_table(d)[1])), None)
     return Ceilings(tflops=tflops, gbps=gbps)
 
 
@@ -104,6 +113,7 @@ def roofline_figure(
     peak_tflops: float | None = None,
     peak_gbps: float | None = None,
     title: str | None = None,
+    table: TablePeaks | None = None,
 ) -> Any:
     """Log-log roofline: each ok case at (FLOP/byte, achieved TFLOPS), with the device's roofs.
 
@@ -123,7 +133,7 @@ def roofline_figure(
             f"{PLOTTABLE[0]:g}..{PLOTTABLE[1]:g}"
         )
     base = _ok_points(baseline) if baseline is not None else {}
-    ceilings = resolve_ceilings(results, peak_tflops, peak_gbps)
+    ceilings = resolve_ceilings(results, peak_tflops, peak_gbps, table)
     device = results.meta.device.device_kind
 
     fig = Figure(figsize=(9, 6), dpi=120, layout="constrained")
@@ -191,39 +201,20 @@ def roofline_figure(
     return fig
 
 
-def roofline_png(
-    results: Results,
-    out: Path,
-    *,
-    baseline: Results | None = None,
-    peak_tflops: float | None = None,
-    peak_gbps: float | None = None,
-    title: str | None = None,
-) -> Path:
-    """``roofline_figure`` written to ``out`` as a PNG (atomically, replacing ``out``)."""
+def roofline_png(results: Results, out: Path, **chart: Any) -> Path:
+    """``roofline_figure`` (the same keywords) written to ``out`` as a PNG (atomically,
+    replacing ``out``)."""
     from ci_bench.store.files import write_bytes
 
-    data = png_bytes(
-        results, baseline=baseline, peak_tflops=peak_tflops, peak_gbps=peak_gbps, title=title
-    )
-    write_bytes(out, data, what="roofline chart", replace=True)
+    write_bytes(out, png_bytes(results, **chart), what="roofline chart", replace=True)
     return out
 
 
-def png_bytes(
-    results: Results,
-    *,
-    baseline: Results | None = None,
-    peak_tflops: float | None = None,
-    peak_gbps: float | None = None,
-    title: str | None = None,
-) -> bytes:
-    """The roofline chart as PNG bytes, for the one writer to put in place."""
-    fig = roofline_figure(
-        results, baseline=baseline, peak_tflops=peak_tflops, peak_gbps=peak_gbps, title=title
-    )
+def png_bytes(results: Results, **chart: Any) -> bytes:
+    """The roofline chart (``roofline_figure``'s keywords) as PNG bytes, for the one writer
+    to put in place."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    roofline_figure(results, **chart).savefig(buffer, format="png")
     return buffer.getvalue()
 
 

@@ -24,16 +24,7 @@ from ci_bench.schema import (
     Results,
     TimingStats,
 )
-
-
-def fmt_ms(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if value >= 100:
-        return f"{value:.1f}"
-    if value >= 1:
-        return f"{value:.3f}"
-    return f"{value:.4f}"
+from ci_bench.text import case_count, fmt_ms
 
 
 def fmt_ratio(value: float | None, suffix: str = "×") -> str:
@@ -318,15 +309,34 @@ def cost_check_notes(cases: Sequence[CaseResult]) -> list[str]:
     return lines
 
 
-def run_summary(results: Results) -> str:
-    """One line: what ran where."""
+def run_summary(results: Results, output: str | None = None) -> str:
+    """What ran where, what ``±`` means, and the next command (a newcomer's first table)."""
     ok = sum(c.status == "ok" for c in results.cases)
     device = results.meta.device
-    return (
-        f"{ok}/{len(results.cases)} cases ok on {device.platform} ({device.device_kind}), "
-        f"{device.software}, profile {results.meta.profile or 'ad-hoc'}, "
-        f"warmup {results.meta.settings.warmup}, repeats {results.meta.settings.repeats}"
-    )
+    kind = device.device_kind
+    where = device.platform if kind.lower() == device.platform else f"{device.platform} ({kind})"
+    settings = results.meta.settings
+    lines = [
+        f"{ok}/{case_count(len(results.cases))} ok on "
+        f"{where}, {device.software}, profile {results.meta.profile or 'ad-hoc'}, "
+        f"warmup {settings.warmup}, repeats {settings.repeats}",
+        "ms: the mean of each case's timed calls, ± their standard deviation (the results "
+        "file also holds the median, min, max and every sample)",
+    ]
+    if ok == 0:
+        lines.append(
+            "nothing measured (exit 3): every case failed (the errors are above); "
+            "`ci-bench check-spec` checks a kernel's SPEC without running it"
+        )
+    elif output is None:
+        lines.append("next: `ci-bench run ... -o results.json` keeps the results to compare")
+    else:
+        lines.append(
+            f"next: `ci-bench compare {output}` (against the stored baseline), "
+            f"`ci-bench promote {output} --tag TAG` (make it the baseline), or "
+            "`ci-bench ab --base REF` (a change against a git ref, fairly on one machine)"
+        )
+    return "\n".join(wrap(line) for line in lines)
 
 
 VERDICT_ICONS = {s.name: s.icon for s in VERDICTS}

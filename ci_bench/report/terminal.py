@@ -47,16 +47,17 @@ REPORT_HEADERS = (
 )
 # Left out first: what the verdict does not rest on; the memory change (its regression is
 # in the verdict cell) before the speed figures.
+# The baseline's time stays: a Δ is unreadable without what it is relative to.
 DROP_ORDER = (
     "bound",
     "GB/s",
     "native ms",
-    "baseline ms",
     "MFU / HBM",
-    "mem Δ",
     "TFLOPS",
+    "mem Δ",
     "speedup",
     "MDC",
+    "baseline ms",
 )
 
 
@@ -193,6 +194,17 @@ def terminal_report(report: Report, *, wide: bool = False) -> str:
     if left_out:
         notes.append(f"(left out to fit {WIDTH} columns: {', '.join(left_out)}; --wide shows them)")
     notes.append(report.headline)
+    if report.cases and not any(v.current and v.current.status == "ok" for v in report.cases):
+        notes.append(
+            "nothing measured (exit 3): every case failed; `ci-bench check-spec` checks a "
+            "kernel's SPEC, `ci-bench run` measures again"
+        )
+    notes.append("ms: the mean of each case's timed calls; Δ: the change of that mean")
+    if report.mode == "baseline" and report.meta.device.platform == "cpu":
+        notes.append(
+            "On a shared CPU two runs drift apart by more than a real change: for an answer "
+            "to trust, `ci-bench ab --base REF` times both versions in one process."
+        )
     notes += [f"note: {k.kernel}: {short_shas(k.note)}" for k in report.kernels if k.note]
     notes += [f"warning: {short_shas(w)}" for k in report.kernels for w in k.warnings]
     notes += footer(report).splitlines()

@@ -1,7 +1,7 @@
 """Versioned pydantic models: results, baselines and reports are public contracts.
 
-Pure data with validation, and the verdict table. Imports nothing of ci_bench (``errors``
-aside). Format history: docs/FORMATS.md.
+Pure data with validation, the verdict and timer tables. Imports nothing of ci_bench but
+``errors`` and ``text`` (checked by ``lint-imports``). Format history: docs/FORMATS.md.
 """
 
 from ci_bench.schema.base import KEBAB, Model

@@ -85,6 +85,11 @@ def version_key(version: str) -> tuple[int, int, int, int, str]:
     return int(match[1]), int(match[2]), int(match[3]), 0 if pre else 1, pre
 
 
+# The key of a baseline pin that names no kernel (``--baseline-version 0.1.0``): it applies
+# to every kernel that has a baseline at that version.
+ANY_KERNEL = "*"
+
+
 @dataclass(frozen=True)
 class Lookup:
     """The baseline chosen for a kernel version, and why (shown in the report)."""

@@ -25,6 +25,7 @@ from ci_bench.schema.base import (
     Version,
 )
 from ci_bench.schema.model import CaseModel
+from ci_bench.schema.timers import TimerName
 
 RESULTS_SCHEMA_VERSION = 4
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
@@ -353,7 +354,7 @@ class RunSettings(Model):
     )
     lowered_for: str | None = Field(None, description="run --lower: the platform checked")
     compilation_cache: str | None = None
-    timer: Literal["wallclock", "profiler"] = Field(
+    timer: TimerName = Field(
         "wallclock", description="how per-call times were taken; different timers never compare"
     )
 

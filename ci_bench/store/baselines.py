@@ -23,6 +23,7 @@ from ci_bench.schema import (
     Results,
     version_key,
 )
+from ci_bench.schema.baseline import ANY_KERNEL
 from ci_bench.store.files import dump_model, non_finite, parse_json, read_model, write_text
 from ci_bench.text import NAME, NAME_MAX, SEMVER
 
@@ -307,9 +308,6 @@ def write_promotions(folder: Path, promotions: Sequence[Promotion]) -> list[Path
         write_text(path, text, what="baseline", replace=True)
         written.append(path)
     return written
-
-
-ANY_KERNEL = "*"
 
 
 def pinned_version(pins: Mapping[str, str], kernel: str) -> tuple[str | None, bool]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci_bench.contract.matrix import Shard
 from ci_bench.errors import InputError
 from ci_bench.schema import Results, RunSettings
+from ci_bench.schema.shard import Shard
 
 
 def _portable(settings: RunSettings) -> RunSettings:

@@ -10,15 +10,21 @@ reference first. The inputs are declared as shapes (``input_specs``), so ``check
 (``cpu-interpret = "tpu"`` in this folder's pyproject.toml):
 
     cd examples/flash_attention && ci-bench run          # or: ci-bench lower --platform tpu
+
+Its block sizes are declared as tunables from jax's documented ``BlockSizes`` alone (the
+forward's tiles searched, the backward's kept at jax's defaults), so ``ci-bench tune``
+ranks them per TPU chip on a CPU:
+
+    cd examples/flash_attention && ci-bench tune --chip v5e
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.experimental.pallas.ops.tpu.flash_attention import flash_attention
+from jax.experimental.pallas.ops.tpu.flash_attention import BlockSizes, flash_attention
 
-from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, grid
+from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, Tunables, divides, grid
 
 ITEMSIZE = {"float32": 4, "bfloat16": 2}
 
@@ -41,6 +47,56 @@ def make_inputs(case: Case, key: jax.Array) -> tuple[jax.Array, ...]:
 
 def pallas(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     return flash_attention(q, k, v, sm_scale=q.shape[-1] ** -0.5)
+
+
+# jax's BlockSizes.get_default: 128 everywhere, one batch row per block.
+DEFAULT_BLOCKS = {"block_b": 1, "block_q": 128, "block_k_major": 128, "block_k": 128}
+BACKWARD_BLOCKS = dict.fromkeys(
+    (
+        "block_q_major_dkv",
+        "block_k_major_dkv",
+        "block_k_dkv",
+        "block_q_dkv",
+        "block_k_major_dq",
+        "block_k_dq",
+        "block_q_dq",
+    ),
+    128,
+)
+
+
+def blocks(block_b: int, block_q: int, block_k_major: int, block_k: int) -> BlockSizes:
+    """jax's own frozen BlockSizes (it refuses a block_k that does not divide block_k_major)."""
+    return BlockSizes(
+        block_b=block_b,
+        block_q=block_q,
+        block_k_major=block_k_major,
+        block_k=block_k,
+        **BACKWARD_BLOCKS,
+    )
+
+
+def with_blocks(block_sizes: BlockSizes):
+    """The subject with these tiles: how the kernel takes a config."""
+
+    def attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        return flash_attention(q, k, v, sm_scale=q.shape[-1] ** -0.5, block_sizes=block_sizes)
+
+    return attention
+
+
+TILES = (128, 256, 512, 1024)
+TUNABLES = Tunables(
+    space={"block_b": (1, 2), "block_q": TILES, "block_k_major": TILES, "block_k": TILES},
+    default=DEFAULT_BLOCKS,
+    config=blocks,
+    build=with_blocks,
+    constraints=(
+        divides("block_b", "B"),
+        divides("block_q", "T"),
+        divides("block_k_major", "T"),
+    ),
+)
 
 
 def _attention(q: jax.Array, k: jax.Array, v: jax.Array, precision=None) -> jax.Array:
@@ -116,4 +172,5 @@ SPEC = KernelSpec(
     shape_keys=("B", "H", "T", "D"),
     compute_unit="matrix",
     description="jax.experimental.pallas.ops.tpu.flash_attention, forward and backward",
+    tunables=TUNABLES,
 )

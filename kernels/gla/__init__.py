@@ -9,10 +9,13 @@ a mode (see "Backward" below): ``chunk_gla`` is differentiable through its Palla
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
-from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, points
+from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, Tunables, points
+from kernels.gla.common import check_chunk_size
 from kernels.gla.cost import (
     ITEMSIZE,
     gla_backward_bytes,
@@ -29,6 +32,7 @@ from kernels.gla.reference import recurrent_gla
 __all__ = [
     "GRAD_TOLERANCES",
     "SPEC",
+    "TUNABLES",
     "backward_bytes",
     "backward_flops",
     "chunk_gla",
@@ -60,6 +64,31 @@ def make_inputs(case: Case, key: jax.Array) -> tuple[jax.Array, ...]:
 
 def _pallas(q: jax.Array, k: jax.Array, v: jax.Array, gk: jax.Array) -> jax.Array:
     return chunk_gla(q, k, v, gk)
+
+
+def chunk_config(chunk_size: int) -> int:
+    """The chunk size, validated as ``chunk_gla`` does (a positive multiple of 16)."""
+    check_chunk_size(chunk_size)
+    return chunk_size
+
+
+def with_chunk(chunk_size: int) -> Callable[..., jax.Array]:
+    """The subject at another chunk size: how the kernel takes a config."""
+
+    def pallas(q: jax.Array, k: jax.Array, v: jax.Array, gk: jax.Array) -> jax.Array:
+        return chunk_gla(q, k, v, gk, chunk_size=chunk_size)
+
+    return pallas
+
+
+# The chunk length C trades the intra-chunk work (C² per chunk, on the MXU) against the grid
+# steps and state updates (T / C of them); 64 is FLA's default. Sequences are padded to C.
+TUNABLES = Tunables(
+    space={"chunk_size": (16, 32, 64, 128, 256)},
+    default={"chunk_size": 64},
+    config=chunk_config,
+    build=with_chunk,
+)
 
 
 def _native(q: jax.Array, k: jax.Array, v: jax.Array, gk: jax.Array) -> jax.Array:
@@ -198,6 +227,7 @@ SPEC = KernelSpec(
     backward_bytes=backward_bytes,
     grad_tolerances=GRAD_TOLERANCES,
     input_names=("q", "k", "v", "gk"),
+    tunables=TUNABLES,
     description="Gated linear attention, chunked (secondary chunking), forward and backward in "
     "Pallas, Yang et al. 2023",
 )

@@ -6,13 +6,31 @@ whose backward is two Pallas matmuls (dA = g·Bᵀ, dB = Aᵀ·g).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 
-from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, grid, points
+from ci_bench.spec import (
+    Case,
+    Constraint,
+    KernelSpec,
+    MatrixProfile,
+    Tolerance,
+    Tunables,
+    grid,
+    points,
+    tuned_config,
+)
 from kernels.matmul.kernel import BlockSizes, matmul, matmul_tiled
 
-__all__ = ["SPEC", "BlockSizes", "matmul", "matmul_tiled"]
+__all__ = ["SPEC", "TUNABLES", "BlockSizes", "matmul", "matmul_tiled", "tiled"]
+
+VERSION = "0.1.0"
+# Where `ci-bench tune --write` keeps the tuned configs (this repository's baselines).
+BASELINES = Path(__file__).resolve().parents[2] / "baselines"
+DEFAULT_BLOCKS = {"block_m": 128, "block_k": 128, "block_n": 128}
 
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -30,6 +48,46 @@ def make_inputs(case: Case, key: jax.Array) -> tuple[jax.Array, jax.Array]:
     a = jax.random.normal(key_a, (*lead, M, K), jnp.float32)
     b = jax.random.normal(key_b, (*lead, K, N), jnp.float32) * K**-0.5
     return a.astype(dtype), b.astype(dtype)
+
+
+def tiled(blocks: BlockSizes) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    """The subject with these tiles: how the kernel takes a config (``Tunables.build``)."""
+
+    def with_blocks(a: jax.Array, b: jax.Array) -> jax.Array:
+        return matmul(a, b, blocks)
+
+    return with_blocks
+
+
+def pallas(a: jax.Array, b: jax.Array) -> jax.Array:
+    """The subject: the tuned tiling of this shape on this process's TPU chip (the
+    ``.tuned.<chip>.json`` beside the baselines, written by ``ci-bench tune --write``), else
+    the default 128³ tiles."""
+    *lead, M, K = a.shape
+    params = {"B": lead[0] if lead else 1, "M": M, "K": K, "N": b.shape[-1]}
+    values = tuned_config(
+        "matmul", VERSION, params, a.dtype.name, directory=BASELINES, default=DEFAULT_BLOCKS
+    )
+    return matmul(a, b, BlockSizes(**values))
+
+
+def _padded(name: str, param: str) -> Constraint:
+    """A tile no larger than its dimension padded to the 128 lanes: bigger ones only pad."""
+    return Constraint(
+        f"{name} <= {param} rounded up to 128", lambda v, p: v[name] <= -(-p[param] // 128) * 128
+    )
+
+
+# jax's matmul guide tiles as (bm, bk, bn); every tile a multiple of 128 fits Mosaic's
+# (8, 128) layout for float32 and bfloat16 alike (docs/TUNE.md).
+SIZES = (128, 256, 512, 1024, 2048)
+TUNABLES = Tunables(
+    space={"block_m": SIZES, "block_k": SIZES, "block_n": SIZES},
+    default=DEFAULT_BLOCKS,
+    config=BlockSizes,
+    build=tiled,
+    constraints=(_padded("block_m", "M"), _padded("block_k", "K"), _padded("block_n", "N")),
+)
 
 
 def reference(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -78,8 +136,8 @@ SMOKE = points(
 # which a pull request need not pay for: it is close to forward + backward.
 SPEC = KernelSpec(
     name="matmul",
-    version="0.1.0",
-    pallas=matmul,
+    version=VERSION,
+    pallas=pallas,
     native=jnp.matmul,
     reference=reference,
     make_inputs=make_inputs,
@@ -104,4 +162,5 @@ SPEC = KernelSpec(
     shape_defaults={"B": 1},
     compute_unit="matrix",
     description="Pallas tiled matmul, float32 accumulation; Pallas backward (custom_vjp)",
+    tunables=TUNABLES,
 )

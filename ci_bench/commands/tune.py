@@ -1,0 +1,130 @@
+"""``ci-bench tune``: block sizes (any declared tunables) searched by the cost model on a CPU.
+
+Per case, every candidate of the SPEC's ``tunables`` is checked against its constraints,
+traced, modelled per TPU chip and lowered for TPU, then ranked by modelled time
+(``ci_bench.pipeline.tuning``); ``--measure K`` times the model's top K and the default on
+the accelerator; ``--write`` keeps each chip's winner as data beside the baselines
+(docs/TUNE.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TextIO
+
+from ci_bench.commands.run import request_from
+from ci_bench.commands.validate import REPEATS_MAX, SEED_MAX, Output, int_range, path_arg, shape
+from ci_bench.errors import ExitCode, InputError
+
+MEASURE_MAX = 32
+TOP_MAX = 10_000
+CPU_REFUSAL = (
+    "tune --measure times kernels on the accelerator: on a CPU the Pallas interpreter's "
+    "times are not kernel performance (without --measure, tune ranks by the cost model "
+    "on any machine)"
+)
+
+
+def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None:  # type: ignore[type-arg]
+    """Add ``tune`` (with the usual selection flags) to ``ci-bench``."""
+    tune = sub.add_parser(
+        "tune",
+        help="search the kernels' declared tunables (block sizes) with the cost model on this "
+        "CPU: every candidate traced, lowered for TPU and modelled per chip, then ranked",
+    )
+    add_selection(tune)
+    tune.add_argument(
+        "--chip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="target TPU chip (v4, v5e, v5p, v6e, 7x; repeatable; default: config "
+        "target-chips, else this machine's TPU, else all of them)",
+    )
+    tune.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="search these values of one tunable instead of the SPEC's (repeatable)",
+    )
+    tune.add_argument("--shape", type=shape, help="ad-hoc case, e.g. 4096,4096,4096 (with --dtype)")
+    tune.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
+    tune.add_argument(
+        "--top", type=int_range(1, TOP_MAX), default=10, help="rows per chip in the table"
+    )
+    tune.add_argument("--format", choices=("table", "json"), default="table")
+    Output("file").on(
+        tune.add_argument("--output", "-o", type=path_arg, help="write the search's JSON here")
+    )
+    tune.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --output file, or --write entries for the same cases",
+    )
+    tune.add_argument(
+        "--write",
+        action="store_true",
+        help="keep each chip's winner in <baselines>/<kernel>_v<version>.tuned.<chip>.json",
+    )
+    tune.add_argument(
+        "--measure",
+        type=int_range(1, MEASURE_MAX),
+        metavar="K",
+        help="on the accelerator: time the model's top K and the default, interleaved",
+    )
+    tune.add_argument(
+        "--warmup", type=int_range(0, REPEATS_MAX), help="--measure: warmup calls (default 5)"
+    )
+    tune.add_argument(
+        "--repeats", type=int_range(1, REPEATS_MAX), help="--measure: timed rounds (default 20)"
+    )
+    tune.add_argument(
+        "--measure-on-cpu",
+        action="store_true",
+        help=argparse.SUPPRESS,  # tests only: interpret-mode times are not kernel performance
+    )
+    tune.add_argument(
+        "--seed", type=int_range(0, SEED_MAX), help="PRNG seed for inputs (default 42)"
+    )
+    tune.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+
+def cmd_tune(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    from ci_bench.measure.model.chips import resolve_chips
+    from ci_bench.pipeline.session import load_specs
+    from ci_bench.pipeline.tuning import parse_values, tune_cases
+    from ci_bench.report.tune import tune_table
+    from ci_bench.store.files import dump_model, write_text
+
+    if args.measure and not args.measure_on_cpu:
+        import jax
+
+        if jax.default_backend() == "cpu":
+            raise InputError(CPU_REFUSAL)
+    request = request_from(args, cwd)
+    chips = resolve_chips(args.chip, request.config.target_chips)
+    specs = load_specs(request)
+    overrides = parse_values(args.values)
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            sys.stderr.write(line + "\n")
+
+    report = tune_cases(request, specs, chips, overrides, progress, measure=args.measure or 0)
+    if args.output is not None:
+        write_text(args.output, dump_model(report), what="tune results", replace=args.force)
+    if args.write:
+        from ci_bench.pipeline.tuned import write_tuned
+
+        for path in write_tuned(report, request.baselines.folder, replace=args.force):
+            progress(f"tuned configs written to {path}")
+    out.write(dump_model(report) if args.format == "json" else tune_table(report, args.top))
+    ranked = any(case.best for case in report.cases)
+    return int(ExitCode.OK if ranked else ExitCode.NOTHING_MEASURED)
+
+
+COMMANDS = {"tune": cmd_tune}

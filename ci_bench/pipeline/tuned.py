@@ -1,0 +1,148 @@
+"""Tuned configs as files: ``tune --write`` keeps each chip's winner per case beside the
+baselines, and ``check-spec`` validates what is there (format: docs/FORMATS.md, "Tuned
+configs"). A kernel reads them at run time with ``ci_bench.spec.tuned_config``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+import jax
+
+from ci_bench import __version__
+from ci_bench.contract.spec import Case, KernelSpec, SpecError
+from ci_bench.contract.tuned import TUNED_VERSION, tuned_path
+from ci_bench.errors import InputError
+from ci_bench.schema.tune import TunedCase, TunedEntry, TunedFile, TuneReport
+from ci_bench.store.files import dump_model, read_model
+from ci_bench.store.writer import atomic_write_text
+
+
+def _entry(case: TunedCase, chip: str) -> TunedEntry | None:
+    if chip not in case.best:
+        return None
+    best = case.candidates[case.best[chip]]
+    default = case.candidates[case.default_index] if case.default_index is not None else None
+    measured = next((m for m in case.measured if m.config == best.config), None)
+    default_measured = next((m for m in case.measured if m.default), None)
+    return TunedEntry(
+        params=case.params,
+        dtype=case.dtype,
+        mode=case.mode,
+        config=best.config,
+        default=default.config if default is not None else best.config,
+        modelled_us=best.chips[chip].modelled_us,
+        default_modelled_us=(
+            default.chips[chip].modelled_us
+            if default is not None and chip in default.chips
+            else None
+        ),
+        measured=measured,
+        default_measured=default_measured,
+        candidates=max(1, case.space),
+    )
+
+
+def read_tuned(path: Path) -> TunedFile:
+    """A tuned-configs file, validated; a bad one is a one-line InputError."""
+    return read_model(path, TunedFile, what="tuned configs", schema_version=TUNED_VERSION)
+
+
+def write_tuned(report: TuneReport, folder: Path, *, replace: bool = False) -> list[Path]:
+    """One file per kernel version and chip; entries of other cases are kept, an entry for
+    the same case is replaced only when ``replace`` (else a one-line InputError)."""
+    groups: dict[tuple[str, str, str], dict[str, TunedEntry]] = {}
+    for case in report.cases:
+        for chip in report.meta.chips:
+            entry = _entry(case, chip)
+            if entry is not None:
+                groups.setdefault((case.kernel, case.version, chip), {})[case.id] = entry
+    written = []
+    for (kernel, version, chip), entries in groups.items():
+        path = tuned_path(folder, kernel, version, chip)
+        kept: dict[str, TunedEntry] = {}
+        if path.exists():
+            kept = dict(read_tuned(path).cases)
+            clash = sorted(set(kept) & set(entries))
+            if clash and not replace:
+                raise InputError(
+                    f"{path} already holds {len(clash)} of these cases ({clash[0]}, ...): "
+                    "pass --force to replace their entries"
+                )
+        tuned = TunedFile(
+            kernel=kernel,
+            version=version,
+            chip=chip,
+            tool_version=__version__,
+            jax=jax.__version__,
+            updated=datetime.now(UTC),
+            cases={**kept, **entries},
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, dump_model(tuned), what="tuned configs")
+        written.append(path)
+    return written
+
+
+def tuned_files(folder: Path, kernel: str, version: str) -> Iterator[Path]:
+    """The kernel version's tuned-configs files in ``folder``, by chip."""
+    if folder.is_dir():
+        yield from sorted(folder.glob(f"{kernel}_v{version}.tuned.*.json"))
+
+
+def tuned_problems(spec: KernelSpec, folder: Path) -> list[str]:
+    """``check-spec``: each of the kernel's tuned files reads, names its kernel, version and
+    chip as its file name does, and holds configs the SPEC's tunables accept."""
+    from ci_bench.measure.model.chips import CHIP_NAMES
+
+    problems: list[str] = []
+    for path in tuned_files(folder, spec.name, spec.version):
+        chip = path.name.rsplit(".", 2)[-2]
+        try:
+            tuned = read_tuned(path)
+        except InputError as exc:
+            problems.append(str(exc))
+            continue
+        if (tuned.kernel, tuned.version, tuned.chip) != (spec.name, spec.version, chip):
+            problems.append(f"{path.name}: holds {tuned.kernel} v{tuned.version} on {tuned.chip}")
+        if chip not in CHIP_NAMES:
+            problems.append(f"{path.name}: unknown chip {chip!r} ({', '.join(CHIP_NAMES)})")
+        if spec.tunables is None:
+            problems.append(f"{path.name}: the SPEC declares no tunables")
+            continue
+        for case_id, entry in tuned.cases.items():
+            try:
+                case = Case(spec.name, entry.params, entry.dtype, entry.mode)
+            except SpecError as exc:
+                problems.append(f"{path.name}: {case_id}: {exc}")
+                continue
+            if case.id != case_id:
+                problems.append(f"{path.name}: {case_id}: its params and dtype make {case.id}")
+            names = set(spec.tunables.space)
+            if set(entry.config) != names:
+                problems.append(
+                    f"{path.name}: {case_id}: config names {sorted(entry.config)}, the "
+                    f"tunables {sorted(names)}"
+                )
+                continue
+            why = spec.tunables.rejects(entry.config, case.params)
+            if why is not None:
+                problems.append(f"{path.name}: {case_id}: config {why}")
+    return problems
+
+
+def release_tuned(specs: Mapping[str, KernelSpec], folder: Path, kernel: str | None) -> list[str]:
+    """A release keeps the released versions' tuned configs with their baselines: each is
+    validated (a broken one stops the release before anything is measured) and named in
+    the promotion's summary."""
+    lines, problems = [], []
+    for name, spec in specs.items():
+        if kernel is not None and name != kernel:
+            continue
+        problems += tuned_problems(spec, folder)
+        lines += [f"tuned configs kept: {p.name}" for p in tuned_files(folder, name, spec.version)]
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(f"tuned configs: {problems[0]}{more}")
+    return lines

@@ -1,0 +1,279 @@
+"""``ci-bench tune``'s search: every candidate config of a case traced, modelled per TPU chip
+and lowered for TPU on this CPU, then ranked by modelled time (docs/TUNE.md).
+
+The model is used only through its entry point (``ci_bench.measure.model.analyze_case``) and
+the lowering check through ``lower_case``, as ``analyze`` and ``lower`` use them. Two caches
+keep a search of a thousand candidates near a minute: a candidate whose traced program is
+identical to an earlier one's (block sizes a kernel clamps to the array, say) reuses its
+figures, and one TPU lowering serves every target chip (``jax.export`` lowers for the TPU
+platform, not a chip; the chips differ in VMEM, bandwidth and peaks, which the model holds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ci_bench import __version__
+from ci_bench.contract.spec import PALLAS, Case, KernelSpec, SpecError
+from ci_bench.contract.tunables import Tunables, Values
+from ci_bench.errors import InputError
+from ci_bench.pipeline.request import Request
+from ci_bench.schema.model import CaseModel
+from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase, TuneMeta, TuneReport
+from ci_bench.text import one_line
+
+Progress = Callable[[str], None]
+
+
+def with_subject(spec: KernelSpec, implementation: Callable[..., Any]) -> KernelSpec:
+    """The SPEC with ``implementation`` as its subject, everything else unchanged."""
+    if spec.subject == PALLAS:
+        return dataclasses.replace(spec, pallas=implementation)
+    if spec.subject in spec.variants:
+        return dataclasses.replace(spec, variants={**spec.variants, spec.subject: implementation})
+    return dataclasses.replace(spec, native=implementation)
+
+
+@dataclasses.dataclass
+class _Memo:
+    """Figures per traced program, for candidates whose programs are identical."""
+
+    by_program: dict[str, int] = dataclasses.field(default_factory=dict)
+    traced: int = 0
+    reused: int = 0
+
+
+def _program(spec: KernelSpec, case: Case, seed: int) -> str:
+    """The case's timed program for the subject, as jaxpr text: the cache key."""
+    import jax
+
+    from ci_bench.measure.modes import case_workload
+
+    work = case_workload(spec, case, seed=seed)
+    flat, tree = jax.tree.flatten(work.args)
+    return str(jax.make_jaxpr(lambda *xs: work.fn(*jax.tree.unflatten(tree, xs)))(*flat))
+
+
+def _from_model(
+    values: Values, model: CaseModel, chips: Sequence[str], is_default: bool
+) -> Candidate:
+    if model.status != "ok":
+        return Candidate(
+            config=dict(values), default=is_default, why_not=f"not modelled: {model.reason}"
+        )
+    per_chip = {
+        name: CandidateChip(
+            fits=c.fits,
+            why_not=c.why_not,
+            modelled_us=c.modelled_us,
+            bound=c.bound,
+            bytes=c.hbm_bytes or model.hbm_bytes or 0,
+        )
+        for name, c in model.chips.items()
+        if name in chips
+    }
+    return Candidate(
+        config=dict(values),
+        default=is_default,
+        steps=model.grid_steps,
+        bytes=model.hbm_bytes,
+        vmem_bytes=model.vmem_bytes,
+        flops=model.flops,
+        chips=per_chip,
+    )
+
+
+def _lowered(spec: KernelSpec, case: Case, seed: int) -> tuple[bool, str | None]:
+    from ci_bench.measure.lowering import lower_case
+
+    lowered = lower_case(spec, case, "tpu", seed)
+    return lowered.status == "ok", lowered.error
+
+
+def _evaluate(
+    spec: KernelSpec,
+    tunables: Tunables,
+    case: Case,
+    values: Values,
+    chips: Sequence[str],
+    seed: int,
+    factor: float,
+    found: list[Candidate],
+    memo: _Memo,
+) -> Candidate:
+    """One candidate: rejected (and why), or traced, modelled and lowered (or reused)."""
+    from ci_bench.measure.model import analyze_case
+
+    is_default = dict(values) == dict(tunables.default)
+    why = tunables.rejects(values, case.params)
+    if why is not None:
+        return Candidate(config=dict(values), default=is_default, why_not=why)
+    try:
+        candidate_spec = with_subject(spec, tunables.implementation(values))
+        program = _program(candidate_spec, case, seed)
+    except Exception as exc:  # a candidate that does not trace is a finding, not a crash
+        return Candidate(
+            config=dict(values), default=is_default, why_not=f"does not trace: {one_line(exc)}"
+        )
+    memo.traced += 1
+    earlier = memo.by_program.get(program)
+    if earlier is not None:
+        memo.reused += 1
+        same = found[earlier]
+        return same.model_copy(
+            update={"config": dict(values), "default": is_default, "same_as": earlier}
+        )
+    model = analyze_case(candidate_spec, case, chips, seed=seed, flops_factor=factor)
+    candidate = _from_model(values, model, chips, is_default)
+    if candidate.why_not is None and any(c.fits for c in candidate.chips.values()):
+        # Lowered once for every chip; not tried for a candidate that fits none of them.
+        lowers, error = _lowered(candidate_spec, case, seed)
+        candidate = candidate.model_copy(update={"lowers": lowers, "lowering_error": error})
+    memo.by_program[program] = len(found)
+    return candidate
+
+
+def rank(candidates: Sequence[Candidate], chips: Sequence[str]) -> tuple[list[Candidate], dict]:
+    """Ranks per chip among the candidates that lower and fit: modelled time, then HBM
+    bytes, then grid steps, then the search order. Returns the ranked candidates and each
+    chip's best index."""
+    out = list(candidates)
+    best: dict[str, int] = {}
+    for chip in chips:
+        eligible = [
+            i for i, c in enumerate(out) if c.lowers and chip in c.chips and c.chips[chip].fits
+        ]
+        eligible.sort(
+            key=lambda i: (
+                out[i].chips[chip].modelled_us,
+                out[i].chips[chip].bytes,
+                out[i].steps or 0,
+                i,
+            )
+        )
+        for position, i in enumerate(eligible, start=1):
+            chips_of = dict(out[i].chips)
+            chips_of[chip] = chips_of[chip].model_copy(update={"rank": position})
+            out[i] = out[i].model_copy(update={"chips": chips_of})
+        if eligible:
+            best[chip] = eligible[0]
+    return out, best
+
+
+def search_case(
+    spec: KernelSpec,
+    tunables: Tunables,
+    case: Case,
+    chips: Sequence[str],
+    *,
+    seed: int = 42,
+    factor: float = 2.0,
+    progress: Progress = lambda line: None,
+) -> tuple[TunedCase, _Memo]:
+    """Every candidate of ``tunables`` for ``case``, evaluated and ranked per chip."""
+    start = time.perf_counter()
+    memo = _Memo()
+    found: list[Candidate] = []
+    total = tunables.size
+    step = max(1, total // 10)
+    for index, values in enumerate(tunables.candidates(), start=1):
+        found.append(_evaluate(spec, tunables, case, values, chips, seed, factor, found, memo))
+        if index % step == 0 or index == total:
+            progress(f"  {case.id}: {index}/{total} candidates")
+    ranked, best = rank(found, chips)
+    default_index = next((i for i, c in enumerate(ranked) if c.default), None)
+    tuned = TunedCase(
+        id=case.id,
+        kernel=spec.name,
+        version=spec.version,
+        mode=case.mode,
+        params=dict(case.params),
+        dtype=case.dtype,
+        space=total,
+        candidates=ranked,
+        best=best,
+        default_index=default_index,
+        seconds=time.perf_counter() - start,
+    )
+    return tuned, memo
+
+
+def parse_values(items: Sequence[str]) -> dict[str, tuple[int | str, ...]]:
+    """``--values block_m=128,256`` -> {"block_m": (128, 256)}; ints where they parse."""
+    from ci_bench.text import split_list
+
+    out: dict[str, tuple[int | str, ...]] = {}
+    for item in items:
+        name, sep, rest = item.partition("=")
+        words = split_list(rest)
+        if not sep or not name.strip() or not words:
+            raise InputError(f"--values wants NAME=V1,V2,..., got {item!r}")
+        out[name.strip()] = tuple(int(w) if w.lstrip("-").isdigit() else w for w in words)
+    return out
+
+
+def tunables_of(spec: KernelSpec, overrides: Mapping[str, Sequence[Any]]) -> Tunables | None:
+    """The SPEC's tunables with ``--values`` applied (None: it declares none)."""
+    if spec.tunables is None:
+        return None
+    return spec.tunables.with_values(overrides) if overrides else spec.tunables
+
+
+def tune_cases(
+    request: Request,
+    specs: Mapping[str, KernelSpec],
+    chips: Sequence[str],
+    overrides: Mapping[str, Sequence[Any]],
+    progress: Progress,
+    *,
+    measure: int = 0,
+) -> TuneReport:
+    """Every selected case of a kernel with tunables, searched (and ``measure`` > 0: its
+    top K and default timed on this machine's accelerator)."""
+    import jax
+
+    from ci_bench.pipeline.session import cases_for
+
+    start = time.perf_counter()
+    cases = cases_for(request.selection, specs)
+    tunable = [c for c in cases if specs[c.kernel].tunables is not None]
+    if not tunable:
+        kernels = ", ".join(sorted({c.kernel for c in cases})) or "none"
+        raise InputError(
+            f"nothing to tune: no selected kernel declares tunables (selected: {kernels}; "
+            "docs/KERNEL_CONTRACT.md, 'Tunables')"
+        )
+    for kernel in sorted({c.kernel for c in cases} - {c.kernel for c in tunable}):
+        progress(f"{kernel}: declares no tunables, skipped")
+    seed, factor = request.harness.seed, request.harness.cost_model_factor
+    out, traced, reused = [], 0, 0
+    for index, case in enumerate(tunable, start=1):
+        spec = specs[case.kernel]
+        try:
+            tunables = tunables_of(spec, overrides)
+        except SpecError as exc:
+            raise InputError(f"--values: kernel {spec.name}: {exc}") from None
+        assert tunables is not None
+        progress(f"[{index}/{len(tunable)}] {case.id}: {tunables.size} candidates")
+        tuned, memo = search_case(
+            spec, tunables, case, chips, seed=seed, factor=factor, progress=progress
+        )
+        if measure:
+            from ci_bench.pipeline.tune_measure import measure_top
+
+            tuned = measure_top(request, spec, tunables, case, tuned, measure, progress)
+        out.append(tuned)
+        traced, reused = traced + memo.traced, reused + memo.reused
+    meta = TuneMeta(
+        tool_version=__version__,
+        jax=jax.__version__,
+        chips=list(chips),
+        seed=seed,
+        seconds=time.perf_counter() - start,
+        traced=traced,
+        reused=reused,
+    )
+    return TuneReport(meta=meta, cases=out)

@@ -1,0 +1,161 @@
+"""``ci-bench tune``'s table: per case and chip, the model's best candidates and the default,
+what was dropped and why (pure text)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from ci_bench.schema.tune import Candidate, TunedCase, TuneReport
+
+MIB = 1024 * 1024
+
+
+def label(config: Mapping[str, object]) -> str:
+    """A config as a short tuple in its own order: ``(512, 1024, 1024)``."""
+    return "(" + ", ".join(str(v) for v in config.values()) + ")"
+
+
+def _why_counts(candidates: Sequence[Candidate]) -> list[str]:
+    """Drop reasons, most common first, each with its count (the values left out)."""
+    reasons: Counter[str] = Counter()
+    for c in candidates:
+        if c.why_not is not None:
+            reasons[c.why_not.split(" (")[0]] += 1
+        elif c.lowers is False:
+            reasons[f"does not lower: {(c.lowering_error or '')[:120]}"] += 1
+    return [f"{n} x {reason}" for reason, n in reasons.most_common(5)]
+
+
+def _row(rank: str, c: Candidate, chip: str) -> list[str]:
+    on = c.chips[chip]
+    vmem = "–" if c.vmem_bytes is None else f"{c.vmem_bytes / MIB:.2f}"
+    return [
+        rank,
+        label(c.config),
+        f"{on.modelled_us:,.1f}",
+        on.bound,
+        f"{c.steps:,}" if c.steps is not None else "–",
+        f"{on.bytes / MIB:,.1f}",
+        vmem,
+        "yes" if on.fits else "no",
+    ]
+
+
+def _grid(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def speedup_line(case: TunedCase, chip: str) -> str | None:
+    """ "best (512, 1024, 1024): 6,099.4 µs vs the default's 91,836.0 µs (15.1x)"."""
+    if chip not in case.best:
+        return None
+    best = case.candidates[case.best[chip]]
+    text = f"best {label(best.config)}: {best.chips[chip].modelled_us:,.1f} µs"
+    default = case.candidates[case.default_index] if case.default_index is not None else None
+    if default is not None and chip in default.chips and best.chips[chip].modelled_us > 0:
+        us = default.chips[chip].modelled_us
+        text += f" vs the default {label(default.config)}'s {us:,.1f} µs"
+        text += f" ({us / best.chips[chip].modelled_us:.1f}x by the model)"
+    return text
+
+
+def case_table(case: TunedCase, chips: Sequence[str], top: int) -> str:
+    """One case: a header, then per chip the ``top`` candidates and the default."""
+    dropped = sum(c.why_not is not None for c in case.candidates)
+    unlowered = sum(c.lowers is False for c in case.candidates)
+    reused = sum(c.same_as is not None for c in case.candidates)
+    lines = [
+        f"{case.id}: {case.space} candidates, {dropped} dropped, {unlowered} do not lower, "
+        f"{reused} reused an identical program ({case.seconds:.1f} s)"
+    ]
+    lines += [f"  dropped: {why}" for why in _why_counts(case.candidates)]
+    names = list(case.candidates[0].config) if case.candidates else []
+    for chip in chips:
+        line = speedup_line(case, chip)
+        if line is None:
+            lines.append(f"  {chip}: no candidate lowers and fits")
+            continue
+        lines.append(f"  {chip}: {line}")
+        ranked = sorted(
+            (c for c in case.candidates if chip in c.chips and c.chips[chip].rank is not None),
+            key=lambda c: c.chips[chip].rank or 0,
+        )
+        head = ["rank", "(" + ", ".join(names) + ")", f"µs {chip}", "bound", "steps"]
+        rows = [[*head, "HBM MiB", "VMEM MiB", "fits"]]
+        rows += [
+            _row(f"{c.chips[chip].rank}{' (default)' if c.default else ''}", c, chip)
+            for c in ranked[:top]
+        ]
+        default = case.candidates[case.default_index] if case.default_index is not None else None
+        if default is not None and chip in default.chips and default not in ranked[:top]:
+            rank = default.chips[chip].rank
+            rows.append(_row(f"{rank or '–'} (default)", default, chip))
+        lines += ["    " + row for row in _grid(rows)]
+        unfit = sum(1 for c in case.candidates if chip in c.chips and not c.chips[chip].fits)
+        if unfit:
+            lines.append(f"    {unfit} candidates do not fit {chip}'s VMEM")
+    lines += _measured_lines(case)
+    return "\n".join(lines)
+
+
+def _measured_lines(case: TunedCase) -> list[str]:
+    """``--measure``: each timed config's median and its paired ratio to the default."""
+    if not case.measured:
+        return []
+    out = [f"  measured on {case.measured[0].device_kind} ({case.measured[0].samples} rounds):"]
+    for m in case.measured:
+        text = f"    {label(m.config)}: {m.median_ms:,.3f} ms"
+        if m.default:
+            text += " (default)"
+        elif m.ratio is not None:
+            text += f", {m.ratio:.3f}x the default [{m.ci_low:.3f}, {m.ci_high:.3f}]"
+            text += f", p = {m.p_value:.3g} that it is faster" if m.p_value is not None else ""
+        out.append(text)
+    return out
+
+
+def tune_table(report: TuneReport, top: int = 10) -> str:
+    """The whole search as text."""
+    parts = [case_table(case, report.meta.chips, top) for case in report.cases]
+    faster = [
+        f"- {case.id}: {line}"
+        for case in report.cases
+        for chip in report.meta.chips
+        if (line := faster_tiling(case, chip)) is not None
+    ]
+    if faster:
+        parts.append("\n".join(["Faster than the default by the model (> 5 %):", *faster]))
+    meta = report.meta
+    parts.append(
+        f"{sum(c.space for c in report.cases)} candidates in {meta.seconds:.1f} s on this CPU "
+        f"({meta.traced} traced, {meta.reused} reused); chips {', '.join(meta.chips)}; "
+        "ranked by the cost model (docs/MODEL.md)"
+        + ("" if any(c.measured for c in report.cases) else ", nothing measured")
+    )
+    return "\n\n".join(parts) + "\n"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:,.1f} ms" if us >= 1000 else f"{us:,.1f} µs"
+
+
+def faster_tiling(case: TunedCase, chip: str, threshold: float = 1.05) -> str | None:
+    """The PR comment's sentence when the model's best config on ``chip`` beats the default
+    by more than ``threshold`` (a ratio): "a tiling 15.0x faster by the model exists on
+    v5e: (512, 1024, 1024), 6.1 ms vs 91.8 ms"; None otherwise (never a verdict)."""
+    if chip not in case.best or case.default_index is None:
+        return None
+    best = case.candidates[case.best[chip]].chips[chip]
+    default = case.candidates[case.default_index].chips.get(chip)
+    if default is None or best.modelled_us <= 0:
+        return None
+    ratio = default.modelled_us / best.modelled_us
+    if ratio <= threshold:
+        return None
+    config = label(case.candidates[case.best[chip]].config)
+    return (
+        f"a tiling {ratio:.1f}x faster by the model exists on {chip}: {config}, "
+        f"{_ms(best.modelled_us)} vs {_ms(default.modelled_us)}"
+    )

@@ -1,0 +1,328 @@
+"""``ci-bench tune``: tunables in the contract, the cost-model search through the CLI, tuned
+configs written, validated by check-spec and read back from a kernel's own import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ci_bench.contract.spec import KernelSpec, SpecError
+from ci_bench.contract.tunables import Tunables, TunablesError, divides
+from ci_bench.errors import ExitCode
+from kernels.matmul import SPEC as MATMUL
+from kernels.matmul import TUNABLES as MATMUL_TUNABLES
+from tests.conftest import REPO, run_cli, write_project
+
+SMALL = ("--values", "block_m=128,256", "--values", "block_k=128,256", "--values", "block_n=128")
+CASE_512 = "matmul/B1-M512-K512-N512/bfloat16"
+
+
+def _tunables(**kw) -> Tunables:
+    base = {
+        "space": {"block": (128, 256)},
+        "default": {"block": 128},
+        "build": lambda c: lambda x: x,
+    }
+    return Tunables(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"space": {}}, "at least one knob"),
+        ({"space": {"block": ()}}, "no candidate values"),
+        ({"space": {"block": (128, 128)}}, "repeat one"),
+        ({"space": {"block": (1.5,)}}, "not an int, str or bool"),
+        ({"default": {"block": 512}}, "not one of its candidates"),
+        ({"default": {"other": 128}}, "default names"),
+        ({"build": 3}, "build is not callable"),
+        ({"constraints": ("block | K",)}, "is not a Constraint"),
+    ],
+)
+def test_tunables_refuse_what_cannot_be_searched(kw, message):
+    with pytest.raises(TunablesError, match=message):
+        _tunables(**kw)
+    assert issubclass(TunablesError, SpecError)  # a kernel module with bad tunables: exit 2
+
+
+def test_constraints_and_the_kernels_own_config_say_why_a_candidate_is_dropped():
+    blocks = _tunables(
+        space={"block": (128, 256, 384)},
+        constraints=(divides("block", "K"),),
+        config=lambda block: block if block != 256 else int("no"),
+    )
+    assert blocks.rejects({"block": 384}, {"K": 512}) == "breaks block | K (K=512)"
+    assert blocks.rejects({"block": 256}, {"K": 512}).startswith("config refused: ValueError")
+    assert blocks.rejects({"block": 128}, {"K": 512}) is None
+    assert [c["block"] for c in blocks.candidates()] == [128, 256, 384]
+    wider = blocks.with_values({"block": (512,)})
+    assert wider.space["block"] == (128, 512)  # the default stays a candidate
+    with pytest.raises(TunablesError, match="unknown tunable"):
+        blocks.with_values({"nope": (1,)})
+    with pytest.raises(SpecError, match="tunables must be a Tunables"):
+        KernelSpec(**{**_spec_fields(), "tunables": {"block": (128,)}})
+
+
+def _spec_fields() -> dict:
+    import dataclasses
+
+    return {f.name: getattr(MATMUL, f.name) for f in dataclasses.fields(MATMUL)}
+
+
+def test_the_projects_matmul_declares_the_guides_tiling_and_keeps_its_case_ids():
+    assert list(MATMUL_TUNABLES.space) == ["block_m", "block_k", "block_n"]
+    assert dict(MATMUL_TUNABLES.default) == {"block_m": 128, "block_k": 128, "block_n": 128}
+    assert MATMUL.cases("smoke")[0].id == "matmul/B1-M128-K128-N128/float32"
+    too_big = MATMUL_TUNABLES.rejects(
+        {"block_m": 1024, "block_k": 128, "block_n": 128}, {"B": 1, "M": 512, "K": 512, "N": 512}
+    )
+    assert too_big == "breaks block_m <= M rounded up to 128 (B=1, M=512, K=512, N=512)"
+
+
+def test_tune_ranks_every_candidate_per_chip_in_json_and_table(tmp_path):
+    write_project(tmp_path, ["kernels.matmul"])
+    args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)
+    done = run_cli(*args, "--values", "block_n=128,1024", "--format", "json", "-q", cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["kind"], doc["schema_version"], doc["meta"]["chips"]) == ("tune", 1, ["v5e"])
+    (case,) = doc["cases"]
+    assert case["id"] == CASE_512
+    assert case["space"] == 8
+    dropped = [c for c in case["candidates"] if c["why_not"]]
+    assert {c["config"]["block_n"] for c in dropped} == {1024}  # larger than N: said why
+    assert all("block_n <= N rounded up to 128" in c["why_not"] for c in dropped)
+    kept = [c for c in case["candidates"] if not c["why_not"]]
+    for c in kept:
+        assert c["lowers"] is True
+        assert c["steps"] > 0
+        assert c["bytes"] > 0
+        assert {"fits", "modelled_us", "bound", "rank", "bytes"} <= set(c["chips"]["v5e"])
+    ranks = sorted(c["chips"]["v5e"]["rank"] for c in kept)
+    assert ranks == list(range(1, len(kept) + 1))
+    best = case["candidates"][case["best"]["v5e"]]
+    assert best["chips"]["v5e"]["rank"] == 1
+    assert best["chips"]["v5e"]["modelled_us"] == min(
+        c["chips"]["v5e"]["modelled_us"] for c in kept
+    )
+    default = case["candidates"][case["default_index"]]
+    assert default["default"]
+    assert default["config"] == {
+        "block_m": 128,
+        "block_k": 128,
+        "block_n": 128,
+    }
+    # 512³ bf16 at 256 x 256 tiles moves half the bytes of 128 x 128 ones: a faster tiling.
+    assert best["config"]["block_m"] == 256
+    assert best["config"]["block_k"] == 256
+    table = run_cli(*args, "-q", cwd=tmp_path)
+    assert table.returncode == ExitCode.OK, table.stderr
+    assert "v5e: best (256, 256, 128)" in table.stdout
+    assert f"- {CASE_512}: a tiling " in table.stdout
+    assert "faster by the model exists on v5e: (256, 256, 128)" in table.stdout
+    assert "(default)" in table.stdout
+    assert "(128, 128, 128)" in table.stdout
+
+
+def test_tune_refuses_kernels_without_tunables_and_bad_values_in_one_line(tmp_path):
+    (tmp_path / "plain.py").write_text(
+        "import dataclasses\nfrom kernels.matmul import SPEC as M\n"
+        "SPEC = dataclasses.replace(M, name='plain', tunables=None)\n"
+    )
+    write_project(tmp_path, ["plain"])
+    none = run_cli("tune", "--chip", "v5e", cwd=tmp_path)
+    assert none.returncode == ExitCode.USAGE
+    assert none.stderr.startswith("ci-bench: error: nothing to tune: no selected kernel")
+    assert len(none.stderr.strip().splitlines()) == 1
+    write_project(tmp_path, ["kernels.matmul"])
+    bad = run_cli(
+        "tune", "--shape", "256,256,256", "--kernel", "matmul", "--values", "bm=1", cwd=tmp_path
+    )
+    assert bad.returncode == ExitCode.USAGE
+    assert "unknown tunable(s) bm; known: block_m, block_k, block_n" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_measure_refuses_on_a_cpu_and_times_the_top_k_with_the_default_when_forced(tmp_path):
+    write_project(tmp_path, ["kernels.matmul"])
+    args = ("tune", "--kernel", "matmul", "--shape", "256,256,256", "--chip", "v5e", *SMALL)
+    refused = run_cli(*args, "--measure", "2", cwd=tmp_path)
+    assert refused.returncode == ExitCode.USAGE
+    assert "interpret" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    forced = run_cli(
+        *args, "--measure", "2", "--measure-on-cpu", "--repeats", "3", "--warmup", "0",
+        "--format", "json", "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert forced.returncode == ExitCode.OK, forced.stderr
+    (case,) = json.loads(forced.stdout)["cases"]
+    measured = case["measured"]
+    assert len(measured) == 3  # the model's top 2 and the default (not among them)
+    assert [m["default"] for m in measured] == [False, False, True]
+    top = sorted(
+        (c for c in case["candidates"] if c["chips"].get("v5e", {}).get("rank")),
+        key=lambda c: c["chips"]["v5e"]["rank"],
+    )[:2]
+    assert [m["config"] for m in measured[:2]] == [c["config"] for c in top]
+    for m in measured:
+        assert m["samples"] == 3
+        assert m["median_ms"] > 0
+        assert m["device_kind"] == "cpu"
+        assert (m["ratio"] is None) == m["default"]
+        if not m["default"]:
+            assert m["ci_low"] <= m["ratio"] <= m["ci_high"]
+            assert 0 <= m["p_value"] <= 1
+
+
+def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tmp_path):
+    write_project(tmp_path, ["kernels.matmul"])
+    args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)
+    done = run_cli(*args, "--write", "-q", cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    path = tmp_path / "baselines" / "matmul_v0.1.0.tuned.v5e.json"
+    data = json.loads(path.read_text())
+    assert (data["format"], data["schema_version"], data["chip"]) == ("ci-bench-tuned", 1, "v5e")
+    entry = data["cases"][CASE_512]
+    assert entry["config"] == {"block_m": 256, "block_k": 256, "block_n": 128}
+    assert entry["default"] == {"block_m": 128, "block_k": 128, "block_n": 128}
+    assert entry["modelled_us"] < entry["default_modelled_us"]
+    again = run_cli(*args, "--write", "-q", cwd=tmp_path)
+    assert again.returncode == ExitCode.USAGE
+    assert "pass --force" in again.stderr
+    assert run_cli(*args, "--write", "--force", "-q", cwd=tmp_path).returncode == ExitCode.OK
+
+    ok = run_cli("check-spec", cwd=tmp_path)
+    assert ok.returncode == ExitCode.OK, ok.stdout + ok.stderr
+    entry["config"]["block_k"] = 4096  # larger than K: the SPEC's constraint refuses it
+    path.write_text(json.dumps(data))
+    bad = run_cli("check-spec", cwd=tmp_path)
+    assert bad.returncode == ExitCode.USAGE
+    assert f"matmul_v0.1.0.tuned.v5e.json: {CASE_512}: config breaks block_k <= K" in bad.stdout
+
+    # A kernel's own import reads the file with ci_bench.spec alone (no pydantic, no schema).
+    entry["config"]["block_k"] = 256
+    path.write_text(json.dumps(data))
+    (tmp_path / "my_kernel.py").write_text(
+        textwrap.dedent(
+            """\
+            from pathlib import Path
+            from ci_bench.spec import tuned_config
+
+            DEFAULT = {"block_m": 128, "block_k": 128, "block_n": 128}
+            HERE = Path(__file__).parent / "baselines"
+            PARAMS = {"B": 1, "M": 512, "K": 512, "N": 512}
+            ON_V5E = tuned_config(
+                "matmul", "0.1.0", PARAMS, "bfloat16", directory=HERE, default=DEFAULT,
+                chip="v5e")
+            ON_V6E = tuned_config(
+                "matmul", "0.1.0", PARAMS, "bfloat16", directory=HERE, default=DEFAULT,
+                chip="v6e")
+            OTHER = tuned_config(
+                "matmul", "0.1.0", {**PARAMS, "M": 1024}, "bfloat16", directory=HERE,
+                default=DEFAULT, chip="v5e")
+            """
+        )
+    )
+    probe = (
+        "import json, sys, my_kernel as k; "
+        "print(json.dumps([k.ON_V5E, k.ON_V6E, k.OTHER, "
+        "sorted(m for m in sys.modules if m.startswith(('ci_bench', 'pydantic', 'jax')))]))"
+    )
+    read = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, check=False,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    on_v5e, on_v6e, other, loaded = json.loads(read.stdout)
+    assert on_v5e == {"block_m": 256, "block_k": 256, "block_n": 128}
+    assert on_v6e == other == {"block_m": 128, "block_k": 128, "block_n": 128}
+    assert not [m for m in loaded if m.startswith(("pydantic", "jax", "ci_bench.schema"))]
+    assert "ci_bench.store" not in loaded
+    assert "ci_bench.measure" not in loaded
+
+
+def test_a_broken_tuned_file_is_a_one_line_error_at_run_time(tmp_path):
+    from ci_bench.spec import tuned_config
+
+    (tmp_path / "k_v0.1.0.tuned.v5e.json").write_text('{"format": "something else"}')
+    with pytest.raises(SpecError, match="not a tuned-configs file"):
+        tuned_config("k", "0.1.0", {"M": 1}, "float32", directory=tmp_path, default={}, chip="v5e")
+    assert tuned_config(
+        "k", "0.1.0", {"M": 1}, "float32", directory=tmp_path, default={"b": 1}, chip="v6e"
+    ) == {"b": 1}
+
+
+def test_jax_flash_attention_declares_tunables_from_its_documented_block_sizes():
+    example = REPO / "examples" / "flash_attention"
+    done = run_cli(
+        "tune", "--chip", "v5e", "--case", "flash_attention/B1-H2-T256-D64/float32",
+        "--format", "json", "-q", cwd=example,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.OK, done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    reasons = {c["why_not"].split(" (")[0] for c in case["candidates"] if c["why_not"]}
+    assert {"breaks block_b | B", "breaks block_q | T", "breaks block_k_major | T"} <= reasons
+    # jax's own BlockSizes refuses a block_k above block_k_major: its message is the reason.
+    assert any("should be smaller than block_k_major" in r for r in reasons)
+    best = case["candidates"][case["best"]["v5e"]]
+    default = case["candidates"][case["default_index"]]
+    assert default["config"] == {"block_b": 1, "block_q": 128, "block_k_major": 128, "block_k": 128}
+    assert best["chips"]["v5e"]["modelled_us"] < default["chips"]["v5e"]["modelled_us"]
+
+
+def test_the_faster_tiling_sentence_names_chip_config_and_both_times():
+    from ci_bench.report.tune import faster_tiling
+    from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase
+
+    def cand(config, us, default=False):
+        on = CandidateChip(fits=True, modelled_us=us, bound="compute", bytes=1, rank=1)
+        return Candidate(config=config, default=default, lowers=True, chips={"v5e": on})
+
+    case = TunedCase(
+        id="matmul/B1-M8192-K8192-N8192/bfloat16",
+        kernel="matmul",
+        version="0.1.0",
+        params={"B": 1, "M": 8192, "K": 8192, "N": 8192},
+        dtype="bfloat16",
+        space=2,
+        candidates=[
+            cand({"bm": 128, "bk": 128, "bn": 128}, 91_836.0, default=True),
+            cand({"bm": 512, "bk": 1024, "bn": 1024}, 6_099.0),
+        ],
+        best={"v5e": 1},
+        default_index=0,
+        seconds=0.0,
+    )
+    assert faster_tiling(case, "v5e") == (
+        "a tiling 15.1x faster by the model exists on v5e: (512, 1024, 1024), 6.1 ms vs 91.8 ms"
+    )
+    assert faster_tiling(case, "v5e", threshold=20.0) is None
+    assert faster_tiling(case, "v6e") is None
+
+
+def test_check_spec_refuses_a_default_config_its_own_constraints_forbid(tmp_path):
+    (tmp_path / "strict.py").write_text(
+        textwrap.dedent(
+            """\
+            import dataclasses
+            from ci_bench.spec import divides
+            from kernels.matmul import SPEC as M, TUNABLES as T
+
+            RULES = (divides("block_m", "M"),)
+            SPEC = dataclasses.replace(
+                M, name="strict", tunables=dataclasses.replace(T, constraints=RULES)
+            )
+            """
+        )
+    )
+    write_project(tmp_path, ["strict"])
+    done = run_cli("check-spec", cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE, done.stdout + done.stderr
+    assert (
+        "tunables: the default config breaks block_m | M (B=1, M=127, K=513, N=255) on "
+        "strict/B1-M127-K513-N255/float32" in done.stdout
+    )
