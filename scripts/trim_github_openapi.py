@@ -38,6 +38,7 @@ PATHS = (
     "/repos/{owner}/{repo}/pulls",
     "/repos/{owner}/{repo}/pulls/{pull_number}",
     "/repos/{owner}/{repo}/pulls/{pull_number}/files",
+    "/repos/{owner}/{repo}/collaborators/{username}/permission",
     "/repos/{owner}/{repo}/contents/{path}",
     "/repos/{owner}/{repo}/git/refs",
     "/repos/{owner}/{repo}/git/ref/{ref}",

@@ -56,6 +56,8 @@ class Repo:
     commits: dict[str, Commit] = field(default_factory=dict)
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # A collaborator's permission (admin, write, read); anyone else has none.
+    permissions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -161,6 +163,10 @@ class FakeGitHub:
             "head_sha": head_sha,
             "base_sha": base_sha,
         }
+
+    def set_permission(self, full_name: str, login: str, permission: str) -> None:
+        """Make ``login`` a collaborator with ``permission`` (admin, write or read)."""
+        self.repos[full_name.lower()].permissions[login.lower()] = permission
 
     def labels(self, full_name: str, number: int) -> list[str]:
         return list(self.repos[full_name.lower()].issues[number].get("labels", []))
@@ -455,6 +461,20 @@ class FakeGitHub:
         data = self._shapes.ref(c.name, ref, sha)
         return 201, data, {"Location": data["url"]}
 
+    def _permission(self, c: _Call) -> Answer:
+        """A collaborator's permission; GitHub answers 404 for an account that is none."""
+        login = c.args["username"]
+        permission = c.repo.permissions.get(login.lower())
+        if permission is None:
+            raise ApiError(404, f"{login} is not a user")
+        data = api.example(
+            "repository-collaborator-permission-response-if-user-has-admin-permissions"
+        )
+        data = json.loads(json.dumps(data).replace('"octocat"', json.dumps(login)))
+        data.update(permission=permission, role_name=permission)
+        data["user"]["role_name"] = permission  # required by the schema; the example lacks it
+        return 200, self._shapes.localize(data), {}
+
     def _get_user(self, c: _Call) -> Answer:
         return 200, self._shapes.private_user(self.login), {}
 
@@ -521,6 +541,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("PUT", _REPO + "/contents/(?P<path>.+)", "_put_contents"),
         ("GET", _REPO + "/git/ref/(?P<ref>.+)", "_get_ref"),
         ("POST", _REPO + "/git/refs", "_create_ref"),
+        ("GET", _REPO + "/collaborators/(?P<username>[^/]+)/permission", "_permission"),
         ("GET", "^/user", "_get_user"),
         ("GET", "^/rate_limit", "_rate_limit"),
     ]

@@ -90,9 +90,17 @@ class World:
     heads: dict[str, str] = field(default_factory=dict)
 
     # -- commits -------------------------------------------------------------------------
-    def commit(self, branch: str, start: str, message: str, **edits: str) -> str:
+    def commit(
+        self,
+        branch: str,
+        start: str,
+        message: str,
+        files: dict[str, str] | None = None,
+        **edits: str,
+    ) -> str:
         """A commit on ``branch`` (created at ``start``); ``edits``: UNITS, MISBEHAVE,
-        NOTES (a text file) or CONFIG (appended to the pyproject's [tool.ci-bench])."""
+        NOTES (a text file) or CONFIG (appended to the pyproject's [tool.ci-bench]);
+        ``files``: more files by path."""
         existing = git(self.repo, "branch", "--list", branch)
         git(self.repo, "checkout", "-q", *(["-B", branch, start] if not existing else [branch]))
         kernel = self.repo / "pipeline_kernel.py"
@@ -110,6 +118,9 @@ class World:
             pyproject = self.repo / "pyproject.toml"
             head, sep, tail = pyproject.read_text().partition("\n[tool.ci-bench.github]")
             pyproject.write_text(head.rstrip("\n") + "\n" + edits["CONFIG"] + "\n" + sep + tail)
+        for name, text in (files or {}).items():
+            (self.repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.repo / name).write_text(text)
         git(self.repo, "add", "-A")
         git(self.repo, "commit", "-q", "-m", message)
         sha = git(self.repo, "rev-parse", "HEAD")
@@ -136,9 +147,11 @@ class World:
             "opened": "pull_request_opened.json",
             "synchronize": "pull_request_synchronize.json",
             "labeled": "pull_request_labeled.json",
+            "unlabeled": "pull_request_labeled.json",  # derived: the same shape
         }[action]
         payload = event(
             name,
+            action=action,
             **{
                 "pull_request.head.sha": head,
                 "pull_request.base.sha": base or git(self.repo, "rev-parse", "master"),
@@ -213,6 +226,7 @@ def new_world(template: Path, tmp: Path, jax_cache: Path, pr_mode: str) -> tuple
     context = server.__enter__()
     context.add_issue(REPO, "An issue")
     context.add_issue(REPO, "Update the README with new information.")  # number 2
+    context.set_permission(REPO, MAINTAINER, "write")  # accepts like an approving reviewer
     runner = Runner(
         origin=repo,
         root=tmp / "runs",

@@ -101,8 +101,8 @@ def test_a_bad_line_names_file_line_and_field():
     good = render_jsonl([record_at(1)])
     with pytest.raises(InputError, match=r"h\.jsonl:2: invalid JSON"):
         parse_jsonl(good + "{nope\n", "h.jsonl")
-    with pytest.raises(InputError, match=r"h\.jsonl:1: schema_version: 2 is not supported"):
-        parse_jsonl(good.replace('"schema_version":1', '"schema_version":2'), "h.jsonl")
+    with pytest.raises(InputError, match=r"h\.jsonl:1: schema_version: 3 is not supported"):
+        parse_jsonl(good.replace('"schema_version":2', '"schema_version":3'), "h.jsonl")
     with pytest.raises(InputError, match=r"h\.jsonl:1: commit"):
         parse_jsonl(good.replace('"commit":"', '"commit":"" , "x":"'), "h.jsonl")
 

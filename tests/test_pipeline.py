@@ -295,18 +295,15 @@ def test_the_concurrency_group_agrees_with_the_plan_for_every_event():
     workflow = load("ci-bench.yml")
     group = workflow["concurrency"]["group"]
     cases = []
-    for action in ("opened", "synchronize", "reopened", "labeled"):
+    for action in ("opened", "synchronize", "reopened", "labeled", "unlabeled"):
         for fork in (False, True):
             for label in ("bug", "benchmark", "benchmark-accept"):
-                name = (
-                    "pull_request_labeled.json"
-                    if action == "labeled"
-                    else "pull_request_opened.json"
-                )
+                labelling = action in ("labeled", "unlabeled")
+                name = "pull_request_labeled.json" if labelling else "pull_request_opened.json"
                 payload = event(name, action=action)
                 if fork:
                     payload["pull_request"]["head"]["repo"]["full_name"] = "someone/fork"
-                if action == "labeled":
+                if labelling:
                     payload["label"]["name"] = label
                 cases.append(payload)
     for payload in cases:

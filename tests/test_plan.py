@@ -11,7 +11,7 @@ import pytest
 
 from ci_bench.errors import InputError
 from ci_bench.github.context import parse_event
-from ci_bench.pipeline.plan import Gate, Step, gate, plan_for
+from ci_bench.pipeline.plan import Gate, Step, acceptance_refusal, gate, plan_for
 from ci_bench.schema import Acceptance
 
 EVENTS = Path(__file__).parent / "fixtures" / "events"
@@ -19,13 +19,25 @@ BASE = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"  # the examples' base commit
 HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 
 
-def pr(file: str, *, fork: bool = False, label: str | None = None, sender: str = "octo"):
+def pr(
+    file: str,
+    *,
+    fork: bool = False,
+    label: str | None = None,
+    sender: str | None = "octo",
+    action: str | None = None,
+):
     data: dict[str, Any] = copy.deepcopy(json.loads((EVENTS / file).read_text()))
     if fork:
         data["pull_request"]["head"]["repo"]["full_name"] = "someone/fork"
     if label is not None:
         data["label"]["name"] = label
-    data["sender"]["login"] = sender
+    if sender is None:
+        del data["sender"]
+    else:
+        data["sender"]["login"] = sender
+    if action is not None:
+        data["action"] = action
     return parse_event("pull_request_target", data, None)
 
 
@@ -72,6 +84,34 @@ def dispatch(**inputs: str):
                 "measure": True,
                 "acceptance": Acceptance(label="benchmark-accept", by="lead", head_sha=HEAD),
             },
+        ),
+        # Taking the accept label off judges this repository's head again, without it...
+        (
+            lambda: pr("pull_request_labeled.json", label="benchmark-accept", action="unlabeled"),
+            "both",
+            {"measure": True, "acceptance": None},
+        ),
+        # ... and a fork's head waits for a go label.
+        (
+            lambda: pr(
+                "pull_request_labeled.json",
+                fork=True,
+                label="benchmark-accept",
+                action="unlabeled",
+            ),
+            "both",
+            {"measure": False, "notice": "needs-label"},
+        ),
+        (
+            lambda: pr("pull_request_labeled.json", label="bug", action="unlabeled"),
+            "both",
+            {"measure": False, "comment": False},
+        ),
+        # An accept label whose event names no sender is no acceptance ("@unknown").
+        (
+            lambda: pr("pull_request_labeled.json", label="benchmark-accept", sender=None),
+            "both",
+            {"measure": True, "acceptance": None, "refused": "the label event names no sender"},
         ),
         # A manual run in mode both without a base: the default branch's head.
         (
@@ -140,3 +180,21 @@ def test_each_role_runs_its_steps_and_a_report_expects_the_planned_ab():
     )
     with pytest.raises(InputError, match="--role"):
         plan_for("nope", None, decided, mode="both", comment=True, publish=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("by", "permission", "refused"),
+    [
+        ("lead", "write", None),
+        ("lead", "maintain", None),
+        ("lead", "admin", None),
+        ("Codertocat", "admin", "opened this pull request"),  # the author, whatever their rights
+        ("codertocat", "admin", "opened this pull request"),  # logins are case-insensitive
+        ("helper", "triage", "has triage permission"),
+        ("helper", "read", "has read permission"),
+        ("stranger", "none", "has none permission"),
+    ],
+)
+def test_an_acceptance_counts_like_an_approval(by, permission, refused):
+    why = acceptance_refusal(by, "Codertocat", permission)
+    assert (why is None) if refused is None else (refused in (why or ""))

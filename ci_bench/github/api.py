@@ -10,6 +10,7 @@ sticky comment again after such a failure first looks for the marker. Errors sur
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,6 +48,17 @@ def legacy_marker(key: str) -> str:
     """What the markers of older ci-bench versions (one per workflow, device and mode)
     start with: such a comment is edited into the new one, never left beside it."""
     return f"<!-- ci-bench sticky: {_clean(key)}|"
+
+
+_ANY_MARKER = "<!-- ci-bench sticky: "
+_CURRENT = re.compile(r"^<!-- ci-bench sticky: [^\n]*\|pr \d+ -->")
+SUPERSEDED = "<!-- ci-bench superseded -->"
+
+
+def is_legacy(body: str) -> bool:
+    """A sticky comment of an older ci-bench, whatever workflow name its marker carries
+    (today's markers end in ``|pr N``: those belong to their own workflow family)."""
+    return body.startswith(_ANY_MARKER) and not _CURRENT.match(body)
 
 
 Compose = Callable[[str | None], str]
@@ -182,7 +194,7 @@ class GitHubClient:
         with api_step(f"updating the comment on #{number}"):
             issue = self._repo.get_issue(number)
             for attempt in range(self._create_attempts):
-                found = self._find(issue, tag, legacy)
+                found, older = self._find_all(issue, tag, legacy)
                 old = (
                     found.body.split("\n", 1)[1]
                     if found is not None and found.body.startswith(tag) and "\n" in found.body
@@ -195,12 +207,16 @@ class GitHubClient:
                     )
                 if found is not None and found.body == text:
                     # After a failed create, our own comment is there: that create worked.
+                    self._supersede(older, found.html_url)
                     return ("created" if attempt else "unchanged"), found.html_url
                 if found is not None:
                     found.edit(text)
+                    self._supersede(older, found.html_url)
                     return "updated", found.html_url
                 try:
-                    return "created", issue.create_comment(text).html_url
+                    url = issue.create_comment(text).html_url
+                    self._supersede(older, url)
+                    return "created", url
                 except GithubException as exc:
                     if exc.status < 500 or attempt + 1 == self._create_attempts:
                         raise
@@ -219,17 +235,32 @@ class GitHubClient:
         return found.body.split("\n", 1)[1] if "\n" in found.body else ""
 
     def _find(self, issue: Any, tag: str, legacy: str | None) -> Any:
-        """Our comment with ``tag``; else the newest of ours with a ``legacy`` marker."""
+        return self._find_all(issue, tag, legacy)[0]
+
+    def _find_all(self, issue: Any, tag: str, legacy: str | None) -> tuple[Any, list[Any]]:
+        """Our comment with ``tag`` (else the newest of ours with an older ci-bench marker,
+        whatever workflow name it carries), and every other older one: those are stale
+        verdicts that must not stay up beside the current one."""
         ours = [
             c
             for c in issue.get_comments()
             if (self.comment_author is None or c.user.login == self.comment_author) and c.body
         ]
         exact = next((c for c in ours if c.body.startswith(tag)), None)
-        if exact is not None or legacy is None:
-            return exact
-        older = [c for c in ours if c.body.startswith(legacy)]
-        return older[-1] if older else None
+        if legacy is None:
+            return exact, []
+        older = [c for c in ours if is_legacy(c.body)]
+        if exact is None and older:
+            exact = older.pop()
+        return exact, older
+
+    def _supersede(self, older: list[Any], url: str) -> None:
+        """Each older ci-bench comment becomes one line pointing at the current one."""
+        for comment in older:
+            comment.edit(
+                f"{SUPERSEDED}\n<sub>An older ci-bench comment, superseded by "
+                f"[the current one]({url}).</sub>"
+            )
 
     def remove_label(self, number: int, label: str) -> bool:
         """Take ``label`` off the pull request; False when it was not there."""
@@ -241,6 +272,15 @@ class GitHubClient:
                     return False
                 raise
         return True
+
+    def permission(self, login: str) -> str:
+        """``login``'s permission on the repository (admin, write, read or none); an
+        account that is no collaborator has none."""
+        with api_step(f"reading the permission of @{login}"):
+            try:
+                return self._repo.get_collaborator_permission(login)
+            except UnknownObjectException:
+                return "none"
 
     def pull_head_sha(self, number: int) -> str:
         with api_step(f"reading pull request #{number}"):
@@ -322,25 +362,33 @@ Merge = Callable[[str | None], str | None]
 
 
 def commit_with_retry(
-    client: GitHubClient, path: str, branch: str, message: str, merge: Merge
+    client: GitHubClient, path: str, branch: str, message: str, merge: Merge, attempts: int = 2
 ) -> Literal["written", "unchanged"]:
-    """Read-merge-write one file; on a concurrent change, re-read and merge once more.
+    """Read-merge-write one file; on a concurrent change, re-read and merge again
+    (``attempts`` in all: history appends of a burst of merges may meet several).
 
     ``merge`` gets the current text (None if absent) and returns the new text, or None
     when nothing needs to change, which makes re-runs idempotent.
     """
-    for attempt in (1, 2):
+    tried: str | None = None
+    for attempt in range(1, attempts + 1):
         current = client.read_file(path, branch)
         text, sha = current if current else (None, None)
+        if tried is not None and text == tried:
+            # Our write landed though GitHub answered an error (a 502 after the commit):
+            # the retry then met its own change. It was written, not "unchanged".
+            return "written"
         new_text = merge(text)
         if new_text is None:
             return "unchanged"
+        tried = new_text
         outcome, why = client.write_file(path, new_text, message, branch, sha)
         if outcome == "written":
             return "written"
-        if attempt == 2:
+        if attempt == attempts:
             raise GitHubError(
-                f"GitHub API: writing {path} on {branch} refused twice, re-read in between "
+                f"GitHub API: writing {path} on {branch} refused {attempts} times, re-read "
+                "in between "
                 f"(GitHub: {why}); not written. A protected branch refuses direct writes: "
                 'set promote-via = "pull-request"'
             )

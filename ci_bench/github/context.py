@@ -17,7 +17,7 @@ from ci_bench.schema.base import GITHUB_LOGIN
 PUBLIC_API = "https://api.github.com"
 # Pull-request actions that mean new code to measure; "labeled" is the maintainer's go-ahead
 # for a fork. Other actions (edited, closed, assigned, ...) have nothing to measure.
-PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled")
+PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled", "unlabeled")
 LIBRARY_TAG = re.compile(r"^v(?P<version>\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$")
 KERNEL_TAG = re.compile(
     r"^(?P<kernel>[a-z][a-z0-9_]*)-v(?P<version>\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$"
@@ -37,6 +37,8 @@ class PullRequest:
     label: str | None = None
     sender: str | None = None
     labels: tuple[str, ...] = ()
+    # Who opened the pull request: they may not accept their own regression.
+    author: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,11 @@ def _pull_request(payload: Mapping[str, Any], where: str) -> PullRequest:
         if sender is not None
         else None,
         labels=_labels(pr.get("labels"), f"{where}.pull_request.labels"),
+        author=_login(
+            _obj(pr.get("user"), f"{where}.pull_request.user"), f"{where}.pull_request.user"
+        )
+        if pr.get("user") is not None
+        else None,
     )
 
 

@@ -2,7 +2,8 @@
 
 The file for the record's device is read, merged (``store.history.merge_text``: idempotent
 per commit, device and source; retention) and written back with the blob sha it was read
-at; a concurrent writer makes the write conflict and the read-merge-write is retried once.
+at; a concurrent writer makes the write conflict and the read-merge-write is retried (the
+runs of a burst of merges each record their commit and may finish together).
 """
 
 from __future__ import annotations
@@ -34,4 +35,4 @@ def append_through_api(
     message = (
         f"ci-bench: history of {record.commit[:12]} on {record.device.identity} ({record.source})"
     )
-    return commit_with_retry(client, path, branch, message, merge), path
+    return commit_with_retry(client, path, branch, message, merge, attempts=6), path

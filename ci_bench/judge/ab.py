@@ -102,7 +102,12 @@ def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -
             verdicts.append(CaseVerdict(**common, verdict="error", reason=reason))
             continue
         if base.status != "ok":
-            reason = f"the base could not be measured: {base.error}"
+            why = base.error or "error"
+            reason = (
+                why
+                if why.startswith("the merge base")
+                else f"the base could not be measured: {why}"
+            )
             verdicts.append(CaseVerdict(**common, verdict="new", reason=reason))
             continue
         numbers, direction, p = assessed[head.id]

@@ -121,6 +121,9 @@ def _combine(b: CaseVerdict, a: CaseVerdict | None, t: Thresholds, spread: float
         return b
     if a.verdict == "error":
         return b.model_copy(update={"verdict": "error", "reason": a.reason} | ab_fields)
+    if a.verdict == "new" and a.baseline is not None and a.baseline.status != "ok":
+        # The base failed, the head did not: judged against the baseline alone, saying so.
+        return b.model_copy(update={"reason": f"{a.reason}; against the baseline: {b.reason}"})
     from_ab = {"p_value": a.p_value, "confirmed": a.confirmed}
     if a.verdict in _AB_DECIDES:
         update = {"verdict": a.verdict, "reason": f"A/B against the base: {a.reason}"}
@@ -160,6 +163,7 @@ def pr_report(baseline: Report, ab: Report, policy: FailPolicy) -> Report:
         policy,
         mode="pr",
         base_ref=ab.base_ref,
+        run_states=list(ab.run_states),  # the A/B's facts about the run (a removed kernel)
     )
 
 

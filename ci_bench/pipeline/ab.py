@@ -17,11 +17,13 @@ from ci_bench.contract.registry import load_isolated
 from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.judge.ab import ab_report
+from ci_bench.judge.pr import with_run_states
 from ci_bench.pipeline.config import load_config
 from ci_bench.pipeline.git import merge_base, resolve_commit, worktree
 from ci_bench.pipeline.measuring import (
     BaseCheckout,
     Runs,
+    base_side_failures,
     confirmed,
     measure_pairs,
     remeasure,
@@ -29,7 +31,7 @@ from ci_bench.pipeline.measuring import (
 )
 from ci_bench.pipeline.request import AbBase, Request
 from ci_bench.pipeline.session import Bench, open_bench
-from ci_bench.schema import Report
+from ci_bench.schema import Report, RunState
 
 OpenRuns = Callable[[Bench, BaseCheckout | None], AbstractContextManager[Runs]]
 
@@ -90,6 +92,7 @@ def run_ab(
             raise InputError(f"{checkout.label} has none of the kernels {', '.join(head)}")
         with open_runs(bench, checkout) as runs:
             results, bases = measure_pairs(bench, runs, checkout)
+            results, bases = base_side_failures(bench, runs, results, bases)
 
             def judge() -> Report:
                 return ab_report(
@@ -110,4 +113,19 @@ def run_ab(
                 results = results.model_copy(update={"cases": cases})
                 return judge()
 
-            return confirmed(judge(), rejudge, request.confirm)
+            report = confirmed(judge(), rejudge, request.confirm)
+    return with_run_states(report, removed_kernels(checkout.specs, head))
+
+
+def removed_kernels(
+    base: Mapping[str, KernelSpec], head: Mapping[str, KernelSpec]
+) -> list[RunState]:
+    """Kernels the merge base measures that this head's config no longer lists: a run-level
+    note that fails by default (``fail-on.kernel-removed``), never a silent loss."""
+    return [
+        RunState(
+            state="kernel-removed",
+            reason=f"{name}: measured at the merge base, not in this PR's config",
+        )
+        for name in sorted(set(base) - set(head))
+    ]

@@ -44,7 +44,7 @@ def callers(version: str, pin: str | None = None) -> dict[str, str]:
         ".github/workflows/benchmark.yml": (
             f"# ci-bench on every pull request and manual run: {docs}\n"
             "on:\n"
-            "  pull_request_target: {types: [opened, synchronize, reopened, labeled]}"
+            "  pull_request_target: {types: [opened, synchronize, reopened, labeled, unlabeled]}"
             "  # zizmor: ignore[dangerous-triggers] label-gated in ci-bench's plan job\n"
             "  workflow_dispatch:\n"
             "jobs:\n"

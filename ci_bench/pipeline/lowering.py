@@ -205,15 +205,21 @@ def relay_role(
     out: TextIO,
     ports: Ports,
 ) -> Outcome:
-    """A ``workflow_run`` job (default-branch code, no pull-request code): another
-    workflow's artifact becomes its section of the one sticky comment: ``lowering.json``
-    the lowering section, ``report.json`` (a benchmark run whose own job could not comment)
-    the verdict section."""
+    """A ``workflow_run`` job (default-branch code, no pull-request code): the lowering
+    run's artifact becomes the comment's lowering section, and nothing else.
+
+    That artifact is whatever the pull request's code (and, in a fork, its own copy of the
+    workflow file) left in ``lowering/``: only ``lowering.json`` (with ``analysis.json`` and
+    ``smoke.json``), schema-validated and escaped, is read, and written as that code's
+    claim. A ``report.json`` or anything else there is ignored: the verdict section comes
+    only from the benchmark workflow's own jobs. Like every writer of the comment, it
+    writes only while the run's head is the pull request's head now.
+    """
     from ci_bench.github.api import legacy_marker, marker
-    from ci_bench.pipeline.judging import load_report
+    from ci_bench.pipeline.current import against_now
     from ci_bench.pipeline.plan import MEASURE_LABEL
-    from ci_bench.pipeline.publish import api_client, comment_key, pull_number, verdict_section
-    from ci_bench.report.sticky import compose, sections_of, waiting
+    from ci_bench.pipeline.publish import api_client, comment_key, pull_number
+    from ci_bench.report.sticky import claimed, compose, sections_of, waiting
 
     event = actions.event
     if not isinstance(event, WorkflowRun):
@@ -223,23 +229,29 @@ def relay_role(
         return Outcome()
     folder = request.report_dir or request.out_dir
     run_url = f"{actions.server_url}/{actions.repository}/actions/runs/{event.run_id}"
-    updates: dict[str, str] = {}
-    if (folder / "report.json").is_file():
-        report = load_report(folder / "report.json").model_copy(
-            update={"head_sha": event.head_sha, "run_url": run_url}
-        )
-        updates["verdict"] = verdict_section(report, run_url)
-    if (folder / "lowering.json").is_file():
-        updates["lowering"] = lowering_section_of(folder, event.head_sha, run_url)
-    if not updates:
-        raise InputError(f"{folder}: no report.json or lowering.json in the artifact")
     client = api_client(actions, request.config)
-    number = pull_number(folder, event, client)
+    number = pull_number(folder, event, client)  # an untrusted number is checked first
+    if not (folder / "lowering.json").is_file():
+        raise InputError(
+            f"{folder}: no lowering.json in the artifact: the relay writes only the lowering "
+            "section (a verdict comes from the benchmark workflow's own jobs); not commenting"
+        )
+    section = claimed(lowering_section_of(folder, event.head_sha, run_url))
+    now = against_now(
+        event.head_sha,
+        client.pull_head_sha(number),
+        fork=event.from_fork,
+        measured=False,
+        label=MEASURE_LABEL,
+    )
+    if not now.current:
+        out.write(f"ci-bench: {now.line}; the lowering section is left as it is\n")
+        return Outcome()
     key = comment_key(request.config)
 
     def body(old: str | None) -> str:
-        wanted = dict(updates)
-        if "verdict" not in wanted and "verdict" not in sections_of(old):
+        wanted = {"lowering": section}
+        if "verdict" not in sections_of(old):
             wanted["verdict"] = waiting(event.head_sha, event.from_fork, MEASURE_LABEL)
         return compose(old, wanted)
 

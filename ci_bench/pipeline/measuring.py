@@ -253,3 +253,39 @@ def confirmed(report: Report, rejudge: Callable[[set[str]], Report], enabled: bo
         return report
     sys.stderr.write(f"ci-bench: re-measuring {len(flagged)} flagged case(s)\n")
     return rejudge(flagged)
+
+
+def base_side_failures(
+    bench: Bench, runs: Runs, results: Results, bases: list[CaseResult]
+) -> tuple[Results, list[CaseResult]]:
+    """A pair that hung or crashed its worker fails on both sides; whose fault it was is
+    found by measuring the head alone. A head that is fine is measured alone (judged
+    against the baseline) and the base's failure is named as the base's, never the PR's."""
+    base_of = {b.id: b for b in bases}
+    both = [
+        c
+        for c in results.cases
+        if c.status != "ok" and c.id in base_of and base_of[c.id].status != "ok"
+    ]
+    if not both:
+        return results, bases
+    wanted = {c.id for c in both}
+    cases = [c for c in bench.cases if c.id in wanted]
+    alone: dict[str, CaseResult] = {}
+
+    def done(i: int, found: list[CaseResult]) -> None:
+        alone[cases[i].id] = found[0]
+
+    runs.run([Job(c) for c in cases], _failed(bench, None), lambda i: None, done)
+    heads, fixed = [], dict(base_of)
+    for case in results.cases:
+        head = alone.get(case.id)
+        if head is None or head.status != "ok":
+            heads.append(case)
+            continue
+        why = base_of[case.id].error or "error"
+        kind = "hung" if "timed out" in why else "crashed"
+        note = f"the merge base's kernel {kind} ({why}); head measured alone"
+        heads.append(head)
+        fixed[case.id] = base_of[case.id].model_copy(update={"error": note})
+    return results.model_copy(update={"cases": heads}), [fixed[b.id] for b in bases]

@@ -12,7 +12,7 @@ steps. Nothing in this module reads files, the environment, git or the network.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -80,6 +80,8 @@ class Gate:
     ab_base: str | None = None
     ab_base_kind: Literal["merge-base", "ref", "default-branch"] | None = None
     number: int | None = None
+    # Why the accept label was not taken as an acceptance (said in the comment).
+    refused: str | None = None
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -168,11 +170,20 @@ def gate(event: Event | None, pr_mode: str, shards: int = 2) -> Gate:
         "number": event.number,
         "shards": shards,
     }
-    if event.action == "labeled":
+    if event.action == "unlabeled":
+        # Taking the accept label off withdraws the acceptance: judge the head again. A
+        # fork's head is measured only on a go label, so it waits for one.
+        if event.label != ACCEPT_LABEL:
+            return Gate(**common, reason=f"removing the label {event.label!r} starts nothing")
+        go = not event.from_fork
+        reason = f"the {ACCEPT_LABEL!r} label was removed: judged again without it"
+        if not go:
+            return Gate(**common, reason=reason, notice="needs-label")
+    elif event.action == "labeled":
         if event.label not in GO_LABELS:
             return Gate(**common, reason=f"the label {event.label!r} starts nothing")
         go = True
-        reason = f"labelled {event.label!r} by {event.sender or 'a maintainer'}"
+        reason = f"labelled {event.label!r} by {event.sender or 'an unnamed sender'}"
     elif event.from_fork:
         go = False
         reason = f"a fork's push: {event.head_sha[:12]} needs the {MEASURE_LABEL!r} label"
@@ -181,19 +192,47 @@ def gate(event: Event | None, pr_mode: str, shards: int = 2) -> Gate:
     if not go:
         return Gate(**common, reason=reason, notice="needs-label")
     ab = pr_mode in ("ab", "both")
-    acceptance = None
+    acceptance, refused = None, None
     if event.action == "labeled" and event.label == ACCEPT_LABEL:
-        by = event.sender or "unknown"
-        acceptance = Acceptance(label=ACCEPT_LABEL, by=by, head_sha=event.head_sha)
+        if event.sender is None:  # nobody to hold to it: never "accepted by @unknown"
+            refused = "the label event names no sender"
+        else:
+            acceptance = Acceptance(label=ACCEPT_LABEL, by=event.sender, head_sha=event.head_sha)
     return Gate(
         **common,
         measure=pr_mode != "ab",
         ab=ab,
         reason=reason,
         acceptance=acceptance,
+        refused=refused,
         ab_base=event.base_sha if ab else None,
         ab_base_kind="merge-base" if ab else None,
     )
+
+
+# Who may accept: like an approval, someone with write access who did not write the change.
+ACCEPTING_PERMISSIONS = ("admin", "maintain", "write")
+
+
+def acceptance_refusal(by: str, author: str | None, permission: str) -> str | None:
+    """Why ``by``'s accept label is no acceptance (None: it is one): the pull request's
+    author cannot approve their own change, nor can an account without write access."""
+    if author is not None and by.lower() == author.lower():
+        return f"@{by} opened this pull request: an author cannot accept their own change"
+    if permission not in ACCEPTING_PERMISSIONS:
+        return f"@{by} has {permission} permission here; accepting needs write, maintain or admin"
+    return None
+
+
+def with_acceptance_vetted(gate_: Gate, author: str | None, permission: str) -> Gate:
+    """The gate with its acceptance kept or refused (``permission``: the labeller's, read
+    from GitHub by the plan job)."""
+    if gate_.acceptance is None:
+        return gate_
+    why = acceptance_refusal(gate_.acceptance.by, author, permission)
+    if why is None:
+        return gate_
+    return replace(gate_, acceptance=None, refused=why)
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,25 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.errors import CiBenchError, InputError
-from ci_bench.github.api import COMMENT_LIMIT, GitHubClient, legacy_marker, marker
+from ci_bench.github.api import COMMENT_LIMIT, GitHubClient, GitHubError, legacy_marker, marker
 from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.pipeline.config import Config
+from ci_bench.pipeline.current import against_now
 from ci_bench.pipeline.plan import ACCEPT_LABEL, MEASURE_LABEL, Gate
 from ci_bench.report.comment import fit_markdown, markdown_report
-from ci_bench.report.sticky import compose, failure, footer, needs_label, stale_accept
+from ci_bench.report.sticky import (
+    acceptance_note,
+    base_failures,
+    compose,
+    failure,
+    footer,
+    label_not_removed,
+    needs_label,
+    refused_accept,
+    sections_of,
+    stale_accept,
+)
 from ci_bench.schema import Report
 from ci_bench.schema.status import RoleStatus
 from ci_bench.store.files import atomic_write_text, dump_model, read_json, read_model
@@ -99,7 +111,12 @@ def verdict_section(report: Report, run_url: str | None) -> str:
     url = report.run_url or run_url
     if url:
         where += f" of {url}"
-    return fit_markdown(report, COMMENT_LIMIT - _SECTION_ROOM, where)
+    text = fit_markdown(report, COMMENT_LIMIT - _SECTION_ROOM, where)
+    note = base_failures(report)
+    if not note:
+        return text
+    heading, _, rest = text.partition("\n\n")
+    return f"{heading}\n\n{note}\n\n{rest}"
 
 
 def _jobs(env: Mapping[str, str]) -> dict[str, str]:
@@ -137,27 +154,93 @@ def comment_role(
     event = context.event
     if not isinstance(event, PullRequest):
         raise InputError(f"comment needs a pull request event, got {context.event_name or 'none'}")
+    # The artifact is checked before any API call: a crafted one is refused as such.
+    report = _checked_report(report_dir, gate, event) if gate.notice != "needs-label" else None
     client = api_client(context, config)
     tag, legacy = marker(comment_key(config), event.number), legacy_marker(comment_key(config))
+    head_now = client.pull_head_sha(event.number)
+    now = against_now(
+        event.head_sha,
+        head_now,
+        fork=event.from_fork,
+        measured=gate.report,
+        label=MEASURE_LABEL,
+    )
+    if not now.current:
+        if now.section is None:
+            return now.line
+        text = now.section + "\n\n" + footer(context.run_url, None)
+        done = write_verdict(client, event.number, tag, legacy, text, unless=head_now)
+        return f"{now.line}; {done}"
     notes = []
+    if gate.refused:
+        notes.append(refused_accept(ACCEPT_LABEL, gate.refused))
     # An acceptance holds for the commit it was given for.
     stale = event.action == "synchronize" and ACCEPT_LABEL in event.labels
-    if stale and client.remove_label(event.number, ACCEPT_LABEL):
-        notes.append(stale_accept(ACCEPT_LABEL, None))
-    section = _comment_body(gate, context, report_dir, env, client, tag, legacy, event)
+    if stale:
+        try:
+            if client.remove_label(event.number, ACCEPT_LABEL):
+                notes.append(stale_accept(ACCEPT_LABEL, None))
+        except GitHubError as exc:  # the verdict still goes up, saying so
+            notes.append(label_not_removed(ACCEPT_LABEL, str(exc)))
+    section = _comment_body(gate, context, report_dir, report, env, client, tag, legacy, event)
     if section is None:
         return None
-    body = "\n\n".join([*notes, section])
-    action, url = client.upsert_comment(
-        event.number, tag, lambda old: compose(old, {"verdict": body}), legacy=legacy
-    )
+    return write_verdict(client, event.number, tag, legacy, "\n\n".join([*notes, section]))
+
+
+def write_verdict(
+    client: GitHubClient,
+    number: int,
+    tag: str,
+    legacy: str,
+    text: str,
+    *,
+    unless: str | None = None,
+) -> str:
+    """The verdict section replaced (the others kept); an unchanged text is no edit.
+    ``unless``: a head whose verdict, already up, must stay (a newer run's)."""
+
+    def body(old: str | None) -> str:
+        up = sections_of(old).get("verdict", "")
+        if unless and f"`{unless[:12]}`" in up:
+            return compose(old, {})
+        return compose(old, {"verdict": text})
+
+    action, url = client.upsert_comment(number, tag, body, legacy=legacy)
     return f"comment {action}: {url}"
+
+
+def _checked_report(report_dir: Path, gate: Gate, event: PullRequest) -> Report | None:
+    """This run's report artifact, if any: schema-valid, for the event's head, with the
+    acceptance this run's plan decided (else an InputError: not commenting)."""
+    path = next(
+        (
+            p
+            for p in (report_dir / "report.json", report_dir / ARTIFACT / "report.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if path is None:
+        return None
+    from ci_bench.pipeline.judging import load_report
+
+    report = load_report(path)
+    if report.head_sha and report.head_sha != event.head_sha:
+        raise InputError(
+            f"{path}: the report is for {report.head_sha[:12]}, this run is for "
+            f"{event.head_sha[:12]}; not commenting"
+        )
+    _check_acceptance(report, gate, path)
+    return report
 
 
 def _comment_body(
     gate: Gate,
     context: ActionsContext,
     report_dir: Path,
+    report: Report | None,
     env: Mapping[str, str],
     client: GitHubClient,
     tag: str,
@@ -170,26 +253,14 @@ def _comment_body(
         return needs_label(event.head_sha, MEASURE_LABEL, measured_before=True) + (
             "\n\n" + footer(context.run_url, None)
         )
-    path = next(
-        (
-            p
-            for p in (report_dir / "report.json", report_dir / ARTIFACT / "report.json")
-            if p.is_file()
-        ),
-        None,
-    )
-    if path is not None:
-        from ci_bench.pipeline.judging import load_report
-
-        report = load_report(path)
-        if report.head_sha and report.head_sha != event.head_sha:
-            raise InputError(
-                f"{path}: the report is for {report.head_sha[:12]}, this run is for "
-                f"{event.head_sha[:12]}; not commenting"
-            )
-        _check_acceptance(report, gate, path)
+    if report is not None:
         report = report.model_copy(update={"head_sha": event.head_sha, "run_url": context.run_url})
-        return verdict_section(report, context.run_url)
+        section = verdict_section(report, context.run_url)
+        if report.acceptance is not None:  # checked above against this run's own event
+            given = report.acceptance
+            cases = [c.id for c in report.cases if c.verdict == "accepted"]
+            section += "\n" + acceptance_note(given.label, given.by, given.head_sha, cases)
+        return section
     if not gate.report:
         return None
     jobs = {

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import InputError
+from ci_bench.github.api import GitHubClient
 from ci_bench.github.context import ActionsContext, Release, merged_pull_number
 from ci_bench.github.history import append_through_api
 from ci_bench.github.outputs import append_summary
@@ -15,6 +17,7 @@ from ci_bench.outcome import Outcome
 from ci_bench.pipeline.publish import api_client
 from ci_bench.pipeline.request import Request
 from ci_bench.schema import Report, Results
+from ci_bench.schema.history import AcceptanceRecord
 from ci_bench.store.baselines import check_promotable
 from ci_bench.store.files import atomic_write_text, dump_model
 from ci_bench.store.history import DATA_BRANCH, DEFAULT_KEEP, record_from_results
@@ -88,10 +91,34 @@ def record(
         origin=str(request.out_dir / "results.json"),
     )
     client = api_client(context, request.config)
+    if entry.pr is not None:
+        entry = entry.model_copy(update={"acceptance": _acceptance(client, request, entry.pr)})
     outcome, path = append_through_api(
         client, entry, branch=DATA_BRANCH, folder="history", keep=DEFAULT_KEEP
     )
     out.write(f"{outcome}: {entry.commit[:12]} ({entry.device.identity}) in {path}\n")
+
+
+def _acceptance(client: GitHubClient, request: Request, number: int) -> AcceptanceRecord | None:
+    """The merged pull request's acceptance, as the benchmark's own comment job recorded it
+    in the sticky comment (only the bot's comment counts; pull-request code never wrote it)."""
+    from pydantic import ValidationError
+
+    from ci_bench.github.api import GitHubError, legacy_marker, marker
+    from ci_bench.report.sticky import acceptance_in
+
+    key = request.config.github.comment_key
+    try:
+        body = client.find_comment(number, marker(key, number), legacy_marker(key))
+    except GitHubError as exc:  # the record still goes in, without it
+        sys.stderr.write(f"ci-bench: no acceptance read for #{number}: {exc}\n")
+        return None
+    found = acceptance_in(body)
+    try:
+        return AcceptanceRecord.model_validate(found) if found else None
+    except ValidationError:
+        sys.stderr.write(f"ci-bench: #{number}: the comment's acceptance line is unreadable\n")
+        return None
 
 
 def promote_role(

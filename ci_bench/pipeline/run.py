@@ -28,7 +28,15 @@ from ci_bench.pipeline.ab import OpenRuns, resolve_base, run_ab
 from ci_bench.pipeline.config import Config
 from ci_bench.pipeline.judging import baseline_report, final_report, load_report, load_results
 from ci_bench.pipeline.measuring import confirmed, measure, remeasure, saver, worker_runs
-from ci_bench.pipeline.plan import Gate, Plan, Role, Step, gate, plan_for
+from ci_bench.pipeline.plan import (
+    Gate,
+    Plan,
+    Role,
+    Step,
+    gate,
+    plan_for,
+    with_acceptance_vetted,
+)
 from ci_bench.pipeline.request import MODES, AbBase, Request, build_request
 from ci_bench.pipeline.session import load_specs, matrix_of, open_bench
 from ci_bench.schema import Report, Results
@@ -58,7 +66,26 @@ def the_gate(config: Config, actions: ActionsContext, env: Mapping[str, str]) ->
     mode = env.get("CI_BENCH_PR_MODE") or config.pr_mode
     if mode not in MODES:
         raise InputError(f"CI_BENCH_PR_MODE: {mode!r} is not baseline, ab or both")
-    return gate(actions.event, mode, config.shards)
+    return _vetted(gate(actions.event, mode, config.shards), config, actions)
+
+
+def _vetted(gate_: Gate, config: Config, actions: ActionsContext) -> Gate:
+    """An accept label counts like an approval: the labeller's permission is read from
+    GitHub here, where the plan is decided (default-branch code)."""
+    event = actions.event
+    if gate_.acceptance is None or not isinstance(event, PullRequest):
+        return gate_
+    if not actions.token:
+        why = f"no GITHUB_TOKEN to read @{gate_.acceptance.by}'s permission"
+        return replace(gate_, acceptance=None, refused=why)
+    from ci_bench.github.api import GitHubError
+
+    try:
+        permission = pub.api_client(actions, config).permission(gate_.acceptance.by)
+    except GitHubError as exc:  # measured all the same; the acceptance waits for a re-run
+        why = f"@{gate_.acceptance.by}'s permission could not be read ({one_line(str(exc))})"
+        return replace(gate_, acceptance=None, refused=why)
+    return with_acceptance_vetted(gate_, event.author, permission)
 
 
 def _shard_flag(flags: dict[str, Any], gate_: Gate, env: Mapping[str, str]) -> None:

@@ -50,6 +50,7 @@ _MODE_NOTES = (
 _RUN_TITLES = {
     "ab-missing": "the A/B against the base is missing",
     "unfinished": "the measurement did not finish",
+    "kernel-removed": "a kernel of the merge base is not in this PR's config",
 }
 
 

@@ -46,6 +46,9 @@ class Commit:
     source: str
     pr: int | None
     tag: str | None
+    # Who accepted the merged pull request's regressions, and which cases (format 2).
+    accepted_by: str | None = None
+    accepted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
                     record.source,
                     record.pr,
                     record.tag,
+                    record.acceptance.by if record.acceptance else None,
+                    tuple(record.acceptance.cases) if record.acceptance else (),
                 )
             )
             group.software = dev.software  # the newest one
@@ -230,6 +235,8 @@ def changes_text(groups: list[Group], repo_url: str | None) -> str:
             word = "slower" if c.point.slower else "faster"
             link = commit_url(repo_url, c.commit.sha) or c.commit.sha
             pr = f" (PR #{c.commit.pr})" if c.commit.pr else ""
+            if c.commit.accepted_by:
+                pr += f" (accepted by @{c.commit.accepted_by})"
             boundary = (
                 f"  [version {c.previous.version} -> {c.commit.version}]"
                 if c.at_version_boundary

@@ -41,6 +41,8 @@ def group_data(group: Group, repo_url: str | None) -> dict[str, Any]:
             "pr": c.pr,
             "url": commit_url(repo_url, c.sha),
             "pr_url": pr_url(repo_url, c.pr),
+            "accepted_by": c.accepted_by,
+            "accepted": list(c.accepted),
         }
         for c in group.commits
     ]

@@ -9,11 +9,12 @@ markers; a comment from an older ci-bench (no sections) is replaced whole.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 
 from ci_bench.report.escape import md_id, md_inline, safe_url
-from ci_bench.schema import Results
+from ci_bench.schema import Report, Results
 from ci_bench.schema.analysis import Analysis
 from ci_bench.schema.lowering import LoweringResults
 
@@ -107,6 +108,91 @@ def stale_accept(label: str, old: str | None) -> str:
         f"> The `{md_inline(label)}` label was removed{was}: an acceptance holds for the "
         "commit it was given for; apply it again after reading the new commit."
     )
+
+
+def older_run(run_head: str, now_head: str) -> str:
+    """A run for an older head finished: its verdict is not this pull request's."""
+    return (
+        f"an older run for {run_head[:12]} finished; the PR is at {now_head[:12]}: "
+        "its verdict is not posted"
+    )
+
+
+def moved_on(run_head: str, now_head: str, label: str) -> str:
+    """A fork's labelled run ended after the pull request moved on to an unlabelled head."""
+    return (
+        f"### ⏸️ ci-bench: the PR moved on to `{md_inline(now_head[:12])}`: it needs the "
+        f"label again\n\n"
+        f"The run for `{md_inline(run_head[:12])}` finished after a new push; its verdict is "
+        f"not this commit's. **What to do:** a maintainer reads "
+        f"`{md_inline(now_head[:12])}` and applies the `{md_inline(label)}` label (remove it "
+        "first if it is still on the pull request)."
+    )
+
+
+def base_failures(report: Report, max_rows: int = 10) -> str:
+    """Cases whose merge-base kernel hung or crashed while the head was fine: the base's
+    fault, said as such (the head was measured alone)."""
+    rows = [
+        f"- {md_id(c.id)}: {md_inline(c.reason or '')}"
+        for c in report.cases
+        if (c.reason or "").startswith("the merge base's kernel")
+    ]
+    if not rows:
+        return ""
+    more = [f"- … and {len(rows) - max_rows} more"] if len(rows) > max_rows else []
+    head = "> **Not this PR's failure:** the merge base's kernel failed where the head did not:"
+    return "\n".join([head, *rows[:max_rows], *more])
+
+
+def label_not_removed(label: str, why: str) -> str:
+    """Removing a stale accept label failed: the comment still tells the truth."""
+    return (
+        f"> The `{md_inline(label)}` label is for an earlier commit and could not be removed "
+        f"({md_inline(why)}): it does not accept this commit; remove it by hand."
+    )
+
+
+def refused_accept(label: str, why: str) -> str:
+    """An accept label that is no acceptance (like a refused approval)."""
+    return (
+        f"> The `{md_inline(label)}` label was not taken as an acceptance: {md_inline(why)}. "
+        "A maintainer other than the author accepts a regression."
+    )
+
+
+def claimed(section: str) -> str:
+    """The lowering section as the relay writes it: what the pull request's own code
+    reported (a fork's workflow file and code can write anything into that artifact)."""
+    head, _, rest = section.partition("\n")
+    note = (
+        "<sub>Reported by the pull request's own code (the `lower` workflow, no secrets): "
+        "a claim, never the verdict.</sub>"
+    )
+    return f"{head}\n{note}\n{rest}"
+
+
+_ACCEPTED = re.compile(r"^<!-- ci-bench acceptance: (\{[^\n]*\}) -->$", re.M)
+
+
+def acceptance_note(label: str, by: str, head_sha: str, cases: Sequence[str]) -> str:
+    """A hidden line of the verdict section: the acceptance the comment job checked against
+    its own event, for the history record of the merge (``acceptance_in``)."""
+    data = {"label": label, "by": by, "head_sha": head_sha, "cases": list(cases)}
+    text = json.dumps(data, separators=(",", ":")).replace("--", "\\u002d\\u002d")
+    return f"<!-- ci-bench acceptance: {text} -->"
+
+
+def acceptance_in(body: str | None) -> dict[str, object] | None:
+    """The acceptance a verdict section records (None: none, or unreadable)."""
+    found = _ACCEPTED.search(sections_of(body).get("verdict", ""))
+    if found is None:
+        return None
+    try:
+        data = json.loads(found[1])
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def lowering_section(

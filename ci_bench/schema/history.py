@@ -12,11 +12,21 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ci_bench.schema.base import CaseId, KernelName, Model, UtcDatetime, Version
+from ci_bench.schema.base import (
+    CaseId,
+    GitHubLogin,
+    GitSha,
+    KernelName,
+    Model,
+    UtcDatetime,
+    Version,
+)
 from ci_bench.schema.results import Bound
 from ci_bench.schema.verdicts import Verdict
 
-HISTORY_SCHEMA_VERSION = 1
+HISTORY_SCHEMA_VERSION = 2
+# Format 1 had no acceptance; it reads as a record without one.
+HISTORY_READABLE = (1, 2)
 
 Source = Literal["run", "promotion", "baseline"]
 
@@ -60,10 +70,20 @@ class DeviceRef(Model):
     software: str = Field(description="jax/jaxlib/libtpu versions")
 
 
+class AcceptanceRecord(Model):
+    """A maintainer's acceptance of the merged pull request's regressions: who, for which
+    head, which cases (from the benchmark's own comment, never from pull-request code)."""
+
+    label: str = Field(pattern=r"^[^\x00-\x1f\x7f]{1,50}$")
+    by: GitHubLogin
+    head_sha: GitSha
+    cases: list[CaseId] = Field(default_factory=list)
+
+
 class HistoryRecord(Model):
     """One run: a push to the default branch, a promotion, or a stored baseline entry."""
 
-    schema_version: Literal[1] = HISTORY_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = HISTORY_SCHEMA_VERSION
     # A commit sha, or a baseline's tag: printed and linked, so no spaces or control text.
     commit: str = Field(pattern=r"^[^\x00-\x20\x7f]{1,256}$")
     time: UtcDatetime = Field(description="when the run started (UTC)")
@@ -79,6 +99,9 @@ class HistoryRecord(Model):
     peak_gbps: float | None = None
     kernels: dict[KernelName, Version] = Field(description="kernel name -> version")
     cases: list[CasePoint]
+    acceptance: AcceptanceRecord | None = Field(
+        None, description="the merged pull request's accepted regressions (format 2)"
+    )
 
     @model_validator(mode="after")
     def _one_point_per_case(self) -> HistoryRecord:

@@ -36,11 +36,11 @@ class Thresholds(Model):
     )
 
 
-REPORT_SCHEMA_VERSION = 5
+REPORT_SCHEMA_VERSION = 6
 # 3 adds run-level states and the acceptance; 4 the cost model's verdict per case; 5 cases
 # (current and baseline CaseResults) that record their mode and implementations. Older
 # versions read as none of these.
-REPORT_READABLE = (2, 3, 4, 5)
+REPORT_READABLE = (2, 3, 4, 5, 6)
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
 MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
 # The cost model is exact too: modelled time past the threshold on a target chip is
@@ -139,7 +139,7 @@ class Acceptance(Model):
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2, 3, 4, 5] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[2, 3, 4, 5, 6] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "

@@ -105,6 +105,18 @@ VERDICTS: tuple[VerdictState, ...] = (
         scope="run",
     ),
     VerdictState(
+        "kernel-removed",
+        "🗑️",
+        "error",
+        True,
+        True,
+        "a kernel measured at the merge base is not in this pull request's config: a "
+        "merge-conflict slip would otherwise lose its coverage unseen",
+        action="A kernel of the merge base is gone from `[tool.ci-bench] kernels`: restore "
+        "its line, or (removed on purpose) set `fail-on.kernel-removed = false`.",
+        scope="run",
+    ),
+    VerdictState(
         "missing",
         "❔",
         "warning",

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from ci_bench.errors import InputError
 from ci_bench.schema.baseline import BaselineFile
 from ci_bench.schema.history import (
-    HISTORY_SCHEMA_VERSION,
+    HISTORY_READABLE,
+    AcceptanceRecord,
     CasePoint,
     DeviceRef,
     HistoryRecord,
@@ -127,6 +128,7 @@ def record_from_results(
     pr: int | None = None,
     tag: str | None = None,
     origin: str = "results",
+    acceptance: AcceptanceRecord | None = None,
 ) -> HistoryRecord:
     """The record of one run; a run without a git commit cannot be placed in a history."""
     meta = results.meta
@@ -150,6 +152,7 @@ def record_from_results(
         peak_gbps=peak_gbps,
         kernels=dict(meta.kernels),
         cases=[point_from_case(c, verdicts.get(c.id)) for c in results.cases],
+        acceptance=acceptance,
     )
 
 
@@ -210,7 +213,7 @@ def parse_jsonl(text: str, origin: str) -> list[HistoryRecord]:
             HistoryRecord,
             source=where,
             what="history record",
-            schema_version=HISTORY_SCHEMA_VERSION,
+            schema_version=HISTORY_READABLE,
         )
         for where, value in json_lines(text, origin, "history record")
     ]

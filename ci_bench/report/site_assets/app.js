@@ -247,6 +247,7 @@
         tr.appendChild(el("td", {}, commit.version));
         var prCell = el("td");
         if (commit.pr) prCell.appendChild(link(commit.pr_url, "#" + commit.pr));
+        if (commit.accepted_by) prCell.appendChild(el("span", { class: "accepted" }, " accepted by @" + commit.accepted_by));
         tr.appendChild(prCell);
         [p.median, p.q1, p.q3, p.min, p.tflops].forEach(function (v) { tr.appendChild(el("td", {}, fmt(v))); });
         tr.appendChild(el("td", {}, pct(p.mfu)));
@@ -356,6 +357,7 @@
             " ms (" + (pair[1].change > 0 ? "+" : "") + (pair[1].change * 100).toFixed(1) + " %) at "));
           li.appendChild(link(commit.url, short(commit.sha)));
           if (commit.pr) { li.appendChild(el("span", {}, " ")); li.appendChild(link(commit.pr_url, "#" + commit.pr)); }
+          if (commit.accepted_by) li.appendChild(el("span", { class: "accepted" }, " (accepted by @" + commit.accepted_by + ")"));
           ul.appendChild(li);
         });
         section.appendChild(ul);
