@@ -208,9 +208,10 @@ def _evaluate(
 
 
 def _host(exc: BaseException) -> bool:
+    """Whether jax's error (as a chip, unwrapped) blames this machine, not the kernel."""
     from ci_bench.measure.lowering import is_host_failure
 
-    return is_host_failure(one_line(exc))
+    return is_host_failure(one_line(exc.error if isinstance(exc, _ChipError) else exc))
 
 
 def _trace_failure(exc: BaseException) -> str:
@@ -218,7 +219,7 @@ def _trace_failure(exc: BaseException) -> str:
     machine's, said as such."""
     where = f" as {exc.chip}" if isinstance(exc, _ChipError) and exc.chip else ""
     error = exc.error if isinstance(exc, _ChipError) else exc
-    if _host(error):
+    if _host(exc):
         return f"host error: tracing{where} failed on this machine: {one_line(error)}"
     return f"does not trace{where}: {one_line(error)}"
 
