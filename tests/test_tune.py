@@ -326,3 +326,61 @@ def test_check_spec_refuses_a_default_config_its_own_constraints_forbid(tmp_path
         "tunables: the default config breaks block_m | M (B=1, M=127, K=513, N=255) on "
         "strict/B1-M127-K513-N255/float32" in done.stdout
     )
+
+
+def test_tune_ranks_a_kernel_that_asks_jax_for_the_chip_and_never_a_partial_model(tmp_path):
+    # emit_pipeline asks jax for the TPU generation while tracing: traced and lowered as
+    # each chip, the plain candidates are ranked (before issue 29's seam: "does not trace").
+    write_project(tmp_path, ["tunable_emit_pipeline"])
+    args = ("tune", "--chip", "v5e", "--chip", "v6e", "-q")
+    done = run_cli(*args, "--format", "json", cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    by = {(c["config"]["block_rows"], c["config"]["wrap"]): c for c in case["candidates"]}
+    for rows in (64, 128, 256):
+        plain = by[rows, "none"]
+        assert plain["why_not"] is None, plain
+        assert plain["lowers"] is True, plain
+        assert not plain["host_error"]
+        for chip in ("v5e", "v6e"):
+            assert plain["chips"][chip]["lowers"] is True
+            assert plain["chips"][chip]["rank"] is not None
+        # A partial model (a loop the model cannot count) is shown unranked, with why.
+        partial = by[rows, "while"]
+        assert partial["why_not"].startswith("unranked: partial model, no modelled time: ")
+        assert "dynamic trip count" in partial["why_not"]
+        assert partial["chips"] == {}
+        assert partial["lowers"] is None
+        # This machine's failures are said as such, never "does not trace/lower".
+        traced = by[rows, "host"]
+        assert traced["host_error"] is True
+        assert traced["why_not"].startswith("host error: tracing as v5e failed on this machine")
+        lowered = by[rows, "lower_host"]
+        assert lowered["host_error"] is True
+        assert lowered["why_not"] is None
+        assert lowered["lowers"] is None  # not "does not lower"
+        assert "Unable to initialize backend" in lowered["lowering_error"]
+        assert all(c["lowers"] is None and c["rank"] is None for c in lowered["chips"].values())
+    for chip in ("v5e", "v6e"):
+        assert case["candidates"][case["best"][chip]]["config"] == {
+            "block_rows": 256,
+            "wrap": "none",
+        }
+        ranked = [c for c in case["candidates"] if c["chips"].get(chip, {}).get("rank")]
+        assert {c["config"]["wrap"] for c in ranked} == {"none"}
+    table = run_cli(*args, cwd=tmp_path)
+    assert table.returncode == ExitCode.OK, table.stderr
+    assert "does not trace" not in table.stdout
+    assert "do not lower" in table.stdout
+    assert "0 do not lower, 6 host errors (this machine, not the kernel)" in table.stdout
+    assert "3 x unranked: partial model, no modelled time:" in table.stdout
+    assert "3 x lowering not checked (host error): lowering for tpu as v5e" in table.stdout
+    assert "v5e: best (256, none)" in table.stdout
+
+
+def test_tune_help_names_every_chip_the_model_knows():
+    from ci_bench.measure.model.chips import CHIP_NAMES
+
+    done = run_cli("tune", "--help", cwd=REPO)
+    assert done.returncode == 0
+    assert ", ".join(CHIP_NAMES) in " ".join(done.stdout.split())

@@ -1,7 +1,7 @@
 """``ci-bench tune``: block sizes (any declared tunables) searched by the cost model on a CPU.
 
 Per case, every candidate of the SPEC's ``tunables`` is checked against its constraints,
-traced, modelled per TPU chip and lowered for TPU, then ranked by modelled time
+traced, modelled and lowered as each target TPU chip, then ranked by modelled time
 (``ci_bench.pipeline.tuning``); ``--measure K`` times the model's top K and the default on
 the accelerator; ``--write`` keeps each chip's winner as data beside the baselines
 (docs/TUNE.md).
@@ -35,14 +35,17 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         help="search the kernels' declared tunables (block sizes) with the cost model on this "
         "CPU: every candidate traced, lowered for TPU and modelled per chip, then ranked",
     )
+    from ci_bench.measure.model.chips import CHIP_NAMES
+
     add_selection(tune)
     tune.add_argument(
         "--chip",
         action="append",
         default=[],
         metavar="NAME",
-        help="target TPU chip (v4, v5e, v5p, v6e, 7x; repeatable; default: config "
-        "target-chips, else this machine's TPU, else all of them)",
+        help=f"target TPU chip, traced and lowered as that chip; jax's names: "
+        f"{', '.join(CHIP_NAMES)} (repeatable; default: config target-chips, else this "
+        "machine's TPU, else all of them)",
     )
     tune.add_argument(
         "--values",

@@ -1,17 +1,20 @@
-"""``ci-bench tune``'s search: every candidate config of a case traced, modelled per TPU chip
-and lowered for TPU on this CPU, then ranked by modelled time (docs/TUNE.md).
+"""``ci-bench tune``'s search: every candidate config of a case traced, modelled and lowered
+*as each target TPU chip* on this CPU, then ranked by modelled time (docs/TUNE.md).
 
 The model is used only through its entry point (``ci_bench.measure.model.analyze_case``) and
-the lowering check through ``lower_case``, as ``analyze`` and ``lower`` use them. Two caches
-keep a search of a thousand candidates near a minute: a candidate whose traced program is
-identical to an earlier one's (block sizes a kernel clamps to the array, say) reuses its
-figures, and one TPU lowering serves every target chip (``jax.export`` lowers for the TPU
-platform, not a chip; the chips differ in VMEM, bandwidth and peaks, which the model holds).
+the lowering check through ``lower_case(..., chip=)``, as ``analyze`` and ``lower`` use them.
+Two caches keep a search of a thousand candidates near a minute: a candidate whose traced
+programs (one per chip, traced as analyze traces them: every chip only when jax asked for
+the chip) are identical to an earlier one's reuses its figures, and a lowering serves every
+chip when jax did not ask for the chip while lowering the first and the last alike.
+A failure that blames this machine (``is_host_failure``) is said as such, never as the
+kernel's; a partial model (parts not modelled) is shown unranked with its reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -47,7 +50,7 @@ class _Memo:
 
 
 def _program(spec: KernelSpec, case: Case, seed: int) -> str:
-    """The case's timed program for the subject, as jaxpr text: the cache key."""
+    """The case's timed program for the subject, as jaxpr text."""
     import jax
 
     from ci_bench.measure.modes import case_workload
@@ -57,9 +60,49 @@ def _program(spec: KernelSpec, case: Case, seed: int) -> str:
     return str(jax.make_jaxpr(lambda *xs: work.fn(*jax.tree.unflatten(tree, xs)))(*flat))
 
 
+class _ChipError(Exception):
+    """A trace or lowering as ``chip`` failed with ``error`` (kept whole for its message)."""
+
+    def __init__(self, chip: str | None, error: BaseException) -> None:
+        super().__init__(one_line(error))
+        self.chip, self.error = chip, error
+
+
+def _per_chip(chips: Sequence[str], once: Callable[[str | None], str]) -> dict[str | None, str]:
+    """``once(chip)`` as each chip, as few times as the model's own rule allows
+    (``measure.model._traces``: every chip when jax asked for the chip, else the first and
+    the last, and the rest only when those two differ)."""
+    from ci_bench.measure.model import _chip_queries, _traces
+    from ci_bench.measure.model.aschip import as_chip
+
+    def as_(name: str | None) -> tuple[str, bool]:
+        before = _chip_queries()
+        try:
+            with as_chip(name):
+                text = once(name)
+        except Exception as exc:
+            raise _ChipError(name, exc) from exc
+        return text, before is None or _chip_queries() != before
+
+    return _traces(list(chips) or [None], as_)
+
+
+def _programs_key(spec: KernelSpec, case: Case, seed: int, chips: Sequence[str]) -> str:
+    """The cache key: a digest of the case's programs traced as each chip."""
+    texts = _per_chip(chips, lambda _chip: _program(spec, case, seed))
+    digest = hashlib.sha256()
+    for name in list(chips) or [None]:
+        digest.update(texts[name].encode() + b"\0")
+    return digest.hexdigest()
+
+
 def _from_model(
     values: Values, model: CaseModel, chips: Sequence[str], is_default: bool
 ) -> Candidate:
+    if model.status == "partial":  # lower bounds only: never ranked as if whole (issue 29)
+        return Candidate(
+            config=dict(values), default=is_default, why_not=f"unranked: {model.reason}"
+        )
     if model.status != "ok":
         return Candidate(
             config=dict(values), default=is_default, why_not=f"not modelled: {model.reason}"
@@ -86,11 +129,37 @@ def _from_model(
     )
 
 
-def _lowered(spec: KernelSpec, case: Case, seed: int) -> tuple[bool, str | None]:
+def _lowered(spec: KernelSpec, case: Case, seed: int, candidate: Candidate) -> Candidate:
+    """The candidate lowered for TPU as each chip it fits (``lower_case(..., chip=)``): per
+    chip ``lowers`` (None: this machine's fault, ``host_error``), and the candidate's
+    ``lowers`` (False if any chip's lowering is the kernel's fault) and first error."""
     from ci_bench.measure.lowering import lower_case
 
-    lowered = lower_case(spec, case, "tpu", seed)
-    return lowered.status == "ok", lowered.error
+    fitting = [name for name, c in candidate.chips.items() if c.fits]
+    each: dict[str | None, Any] = {}
+
+    def lower(name: str | None) -> str:
+        each[name] = lower_case(spec, case, "tpu", seed, chip=name)
+        return f"{each[name].status}\0{each[name].kind}\0{each[name].custom_calls}"
+
+    statuses = _per_chip(fitting, lower)
+    chips = dict(candidate.chips)
+    for name in fitting:
+        done = each.get(name) or next(v for k, v in each.items() if statuses[k] == statuses[name])
+        lowers = None if done.status == "host_error" else done.status == "ok"
+        chips[name] = chips[name].model_copy(
+            update={"lowers": lowers, "lowering_error": done.error}
+        )
+    errors = [c for c in chips.values() if c.lowers is False]
+    hosts = [c for c in chips.values() if c.fits and c.lowers is None]
+    return candidate.model_copy(
+        update={
+            "chips": chips,
+            "lowers": False if errors else (None if hosts else True),
+            "lowering_error": (errors or hosts)[0].lowering_error if errors or hosts else None,
+            "host_error": bool(hosts) and not errors,
+        }
+    )
 
 
 def _evaluate(
@@ -113,10 +182,13 @@ def _evaluate(
         return Candidate(config=dict(values), default=is_default, why_not=why)
     try:
         candidate_spec = with_subject(spec, tunables.implementation(values))
-        program = _program(candidate_spec, case, seed)
+        program = _programs_key(candidate_spec, case, seed, chips)
     except Exception as exc:  # a candidate that does not trace is a finding, not a crash
         return Candidate(
-            config=dict(values), default=is_default, why_not=f"does not trace: {one_line(exc)}"
+            config=dict(values),
+            default=is_default,
+            why_not=_trace_failure(exc),
+            host_error=_host(exc),
         )
     memo.traced += 1
     earlier = memo.by_program.get(program)
@@ -129,22 +201,40 @@ def _evaluate(
     model = analyze_case(candidate_spec, case, chips, seed=seed, flops_factor=factor)
     candidate = _from_model(values, model, chips, is_default)
     if candidate.why_not is None and any(c.fits for c in candidate.chips.values()):
-        # Lowered once for every chip; not tried for a candidate that fits none of them.
-        lowers, error = _lowered(candidate_spec, case, seed)
-        candidate = candidate.model_copy(update={"lowers": lowers, "lowering_error": error})
+        # Lowered as each chip it fits; not tried for a candidate that fits none of them.
+        candidate = _lowered(candidate_spec, case, seed, candidate)
     memo.by_program[program] = len(found)
     return candidate
 
 
+def _host(exc: BaseException) -> bool:
+    """Whether jax's error (as a chip, unwrapped) blames this machine, not the kernel."""
+    from ci_bench.measure.lowering import is_host_failure
+
+    return is_host_failure(one_line(exc.error if isinstance(exc, _ChipError) else exc))
+
+
+def _trace_failure(exc: BaseException) -> str:
+    """Why a candidate did not trace: the kernel's fault, or (``is_host_failure``) this
+    machine's, said as such."""
+    where = f" as {exc.chip}" if isinstance(exc, _ChipError) and exc.chip else ""
+    error = exc.error if isinstance(exc, _ChipError) else exc
+    if _host(exc):
+        return f"host error: tracing{where} failed on this machine: {one_line(error)}"
+    return f"does not trace{where}: {one_line(error)}"
+
+
 def rank(candidates: Sequence[Candidate], chips: Sequence[str]) -> tuple[list[Candidate], dict]:
-    """Ranks per chip among the candidates that lower and fit: modelled time, then HBM
+    """Ranks per chip among the candidates that fit and lower as that chip: modelled time, then HBM
     bytes, then grid steps, then the search order. Returns the ranked candidates and each
     chip's best index."""
     out = list(candidates)
     best: dict[str, int] = {}
     for chip in chips:
         eligible = [
-            i for i, c in enumerate(out) if c.lowers and chip in c.chips and c.chips[chip].fits
+            i
+            for i, c in enumerate(out)
+            if chip in c.chips and c.chips[chip].fits and c.chips[chip].lowers is True
         ]
         eligible.sort(
             key=lambda i: (

@@ -24,6 +24,8 @@ def _why_counts(candidates: Sequence[Candidate]) -> list[str]:
             reasons[c.why_not.split(" (")[0]] += 1
         elif c.lowers is False:
             reasons[f"does not lower: {(c.lowering_error or '')[:120]}"] += 1
+        elif c.host_error:  # this machine's fault, never the kernel's: not "does not lower"
+            reasons[f"lowering not checked (host error): {(c.lowering_error or '')[:120]}"] += 1
     return [f"{n} x {reason}" for reason, n in reasons.most_common(5)]
 
 
@@ -63,19 +65,21 @@ def speedup_line(case: TunedCase, chip: str) -> str | None:
 
 def case_table(case: TunedCase, chips: Sequence[str], top: int) -> str:
     """One case: a header, then per chip the ``top`` candidates and the default."""
-    dropped = sum(c.why_not is not None for c in case.candidates)
+    dropped = sum(c.why_not is not None and not c.host_error for c in case.candidates)
     unlowered = sum(c.lowers is False for c in case.candidates)
+    hosts = sum(c.host_error for c in case.candidates)
     reused = sum(c.same_as is not None for c in case.candidates)
+    host = f", {hosts} host errors (this machine, not the kernel)" if hosts else ""
     lines = [
-        f"{case.id}: {case.space} candidates, {dropped} dropped, {unlowered} do not lower, "
-        f"{reused} reused an identical program ({case.seconds:.1f} s)"
+        f"{case.id}: {case.space} candidates, {dropped} dropped, {unlowered} do not lower"
+        f"{host}, {reused} reused an identical program ({case.seconds:.1f} s)"
     ]
     lines += [f"  dropped: {why}" for why in _why_counts(case.candidates)]
     names = list(case.candidates[0].config) if case.candidates else []
     for chip in chips:
         line = speedup_line(case, chip)
         if line is None:
-            lines.append(f"  {chip}: no candidate lowers and fits")
+            lines.append(f"  {chip}: no candidate lowers as {chip} and fits")
             continue
         lines.append(f"  {chip}: {line}")
         ranked = sorted(

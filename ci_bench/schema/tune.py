@@ -33,6 +33,10 @@ class CandidateChip(Model):
     bound: Bound
     bytes: int = Field(ge=0, description="modelled HBM bytes on this chip")
     rank: int | None = Field(None, ge=1, description="among candidates that lower and fit")
+    lowers: bool | None = Field(
+        None, description="jax.export for TPU as this chip; null: not tried, or a host error"
+    )
+    lowering_error: str | None = None
 
 
 class Candidate(Model):
@@ -43,8 +47,13 @@ class Candidate(Model):
     why_not: str | None = Field(
         None, description="why it was dropped: a constraint, the config, tracing or the model"
     )
-    lowers: bool | None = Field(None, description="jax.export for TPU; null: not tried")
+    lowers: bool | None = Field(
+        None, description="lowers as every chip it fits; null: not tried, or a host error"
+    )
     lowering_error: str | None = None
+    host_error: bool = Field(
+        False, description="tracing or lowering failed for this machine, not the kernel"
+    )
     steps: int | None = Field(None, ge=0, description="grid steps of every pallas_call")
     bytes: int | None = Field(None, ge=0, description="modelled HBM bytes")
     vmem_bytes: int | None = Field(None, ge=0)
