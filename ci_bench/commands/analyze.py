@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
+from ci_bench.commands.common_args import add_chip
 from ci_bench.commands.run import request_from
 from ci_bench.commands.validate import SEED_MAX, Output, int_range, path_arg, shape
 from ci_bench.pipeline.session import load_specs
@@ -26,14 +27,7 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         "modelled time per TPU chip (no accelerator; nothing is executed)",
     )
     add_selection(analyze)
-    analyze.add_argument(
-        "--chip",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="target TPU chip, traced as that chip; jax's names: v4i, v4, v5e, v5p, v6e, 7, "
-        "7x, 8i (repeatable; default: config target-chips, else this machine's TPU, else all)",
-    )
+    add_chip(analyze, "trace and model each case")
     analyze.add_argument("--format", choices=("table", "json"), default="table")
     Output("file").on(
         analyze.add_argument("--output", "-o", type=path_arg, help="write the analysis JSON here")

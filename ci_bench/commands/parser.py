@@ -9,6 +9,7 @@ from typing import Any
 
 from ci_bench import __version__
 from ci_bench.commands import analyze, history, init, preview, tune
+from ci_bench.commands.common_args import add_chip
 from ci_bench.commands.validate import (
     MAX_SECONDS,
     PEAK_MAX,
@@ -338,14 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_selection(lower)
     lower.add_argument("--platform", required=True, help="tpu, or cuda (needs jax's CUDA plugin)")
-    lower.add_argument(
-        "--chip",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="tpu: lower as this TPU chip, jax's names: v4i, v4, v5e, v5p, v6e, 7, 7x, 8i "
-        "(repeatable; default: config target-chips, else this machine's TPU, else all of them)",
-    )
+    add_chip(lower, "tpu: lower each case")
     lower.add_argument(
         "--shape", type=shape, help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)"
     )

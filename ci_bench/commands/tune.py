@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
+from ci_bench.commands.common_args import add_chip
 from ci_bench.commands.run import request_from
 from ci_bench.commands.validate import REPEATS_MAX, SEED_MAX, Output, int_range, path_arg, shape
 from ci_bench.errors import ExitCode, InputError
@@ -35,18 +36,8 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         help="search the kernels' declared tunables (block sizes) with the cost model on this "
         "CPU: every candidate traced, lowered for TPU and modelled per chip, then ranked",
     )
-    from ci_bench.measure.model.chips import CHIP_NAMES
-
     add_selection(tune)
-    tune.add_argument(
-        "--chip",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help=f"target TPU chip, traced and lowered as that chip; jax's names: "
-        f"{', '.join(CHIP_NAMES)} (repeatable; default: config target-chips, else this "
-        "machine's TPU, else all of them)",
-    )
+    add_chip(tune, "trace, lower and model each candidate")
     tune.add_argument(
         "--values",
         action="append",
