@@ -70,3 +70,22 @@ def test_target_chips_config_then_the_runners_tpu_then_every_chip():
     assert target_chips([], "TPU v5 lite", every) == ["v5e"]
     assert target_chips([], "cpu", every) == every
     assert target_chips([], None, every) == every
+
+
+def test_config_target_chips_take_every_chip_the_model_knows_and_refuse_others(tmp_path):
+    """An 8i (or 7, v4i) runner can name its chip in [tool.ci-bench]: the config's list is
+    the model's, not an older copy of it; an unknown chip is one line naming the key."""
+    from ci_bench.errors import InputError
+    from ci_bench.measure.model.chips import CHIP_NAMES as MODEL_CHIPS
+    from ci_bench.pipeline.config import load_config
+
+    pyproject = tmp_path / "pyproject.toml"
+    names = ", ".join(f'"{c}"' for c in MODEL_CHIPS)
+    pyproject.write_text(f"[tool.ci-bench]\ntarget-chips = [{names}]\n", encoding="utf-8")
+    assert tuple(load_config(pyproject, tmp_path).target_chips) == MODEL_CHIPS
+    assert {"8i", "7", "v4i"} <= set(MODEL_CHIPS)
+
+    pyproject.write_text('[tool.ci-bench]\ntarget-chips = ["v9"]\n', encoding="utf-8")
+    with pytest.raises(InputError, match="target-chips") as refused:
+        load_config(pyproject, tmp_path)
+    assert "\n" not in str(refused.value)

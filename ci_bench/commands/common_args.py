@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ci_bench.measure.model.chips import CHIP_NAMES
+from ci_bench.schema.chips import CHIP_NAMES
 
 
 def add_chip(parser: argparse.ArgumentParser, what: str) -> None:

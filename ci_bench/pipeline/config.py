@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
+from ci_bench.schema.chips import ChipName
 from ci_bench.schema.timers import TimerName
 from ci_bench.store.files import read_text, too_deep
 
@@ -71,9 +72,9 @@ class Config(BaseModel):
     # Kernels (by SPEC name) that run under jax's TPU interpreter on a CPU whatever
     # `cpu-interpret` says: TPU-only kernels beside kernels that interpret themselves.
     cpu_interpret_tpu: list[str] = Field(default_factory=list)
-    # TPU chips the cost model judges (jax's names: v4, v5e, v5p, v6e, 7x); empty: the
-    # runner's TPU, else (on a CPU or GPU) every chip the model knows.
-    target_chips: list[Literal["v4", "v5e", "v5p", "v6e", "7x"]] = Field(default_factory=list)
+    # TPU chips the cost model judges and the lowering check lowers for (jax's names,
+    # schema/chips.py); empty: the runner's TPU, else (on a CPU or GPU) every chip it knows.
+    target_chips: list[ChipName] = Field(default_factory=list)
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
     github: ApiSettings = ApiSettings()

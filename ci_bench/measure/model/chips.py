@@ -41,6 +41,7 @@ from functools import cache
 from ci_bench.errors import InputError
 from ci_bench.measure.model.aschip import MEGACORE as MEGACORE
 from ci_bench.measure.model.aschip import tensor_cores
+from ci_bench.schema.chips import CHIP_NAMES as TPU_CHIPS
 
 MIB = 1024 * 1024
 STEP_OVERHEAD_US = 0.35
@@ -50,8 +51,8 @@ DEFAULT_SCOPED_VMEM |= {"7x": 32 * MIB, "v4i": 16 * MIB, "7": 32 * MIB, "8i": 32
 # Chips whose default rests on libtpu's own error message (past it: an error, not a warning).
 SOLID_SCOPED_VMEM = ("v5e", "v6e")
 # Chips the model knows (jax's table but v2/v3, which Pallas TPU does not target), in
-# generation order: the default targets on a CPU or GPU.
-CHIP_NAMES: tuple[str, ...] = ("v4i", "v4", "v5e", "v5p", "v6e", "7", "7x", "8i")
+# generation order: the default targets on a CPU or GPU (the one list: schema/chips.py).
+CHIP_NAMES = TPU_CHIPS
 
 
 @dataclass(frozen=True)
