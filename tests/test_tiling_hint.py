@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from ci_bench.report.sticky import sections_of
+from ci_bench.report.sticky import sections_of, tiling_lines
+from ci_bench.schema.lowering import LoweringResults
 from tests.pipeline_repo import World, failures, make_template
 from tests.test_pipeline import _world, keep
 
@@ -70,7 +72,7 @@ def test_a_slow_default_tiling_gets_the_faster_tiling_line_and_the_check_stays_g
     body = _pr_with_default(world, 64)
     keep(world, body)
     lowering = sections_of(body)["lowering"]
-    assert "2 cases have a faster tiling by the cost model (> 1.5x; a hint):" in lowering
+    assert "a faster tiling by the cost model (> 1.5x; a hint) in 2 cases:" in lowering
     for n in (128, 192):
         (line,) = [x for x in lowering.splitlines() if x.startswith(f"- `work/N{n}/float32`:")]
         assert "x faster by the model exists on " in line, line
@@ -90,3 +92,38 @@ def test_a_good_default_tiling_gets_no_line(world):
     body = _pr_with_default(world, 1)
     assert "faster tiling" not in body
     assert "cases lower for tpu" in body
+
+
+def _lowering(hints: list[dict]) -> LoweringResults:
+    meta = {
+        "tool_version": "0",
+        "started_at": "2026-01-01T00:00:00Z",
+        "platform": "tpu",
+        "profile": "ci",
+        "jax": "0",
+        "jaxlib": "0",
+        "kernels": {},
+    }
+    return LoweringResults.model_validate({"meta": meta, "cases": [], "tiling": hints})
+
+
+def test_the_claimed_hint_is_escaped_and_many_are_collapsed():
+    hostile = {
+        "case": "x/<img src=x>",
+        "chip": "@team",
+        "config": {"b": "[link](https://evil)"},
+        "modelled_us": 1.0,
+        "default": {"b": "ok"},
+        "default_us": 3.0,
+    }
+    text = "\n".join(tiling_lines(_lowering([hostile]), 1.5, 10))
+    assert "<img" not in text
+    assert "[link](https" not in text
+    assert "@team" not in text  # no mention: a zero-width joiner breaks it
+    many = [{**hostile, "case": f"c{i}", "chip": "v5e"} for i in range(12)]
+    text = "\n".join(tiling_lines(_lowering(many), 1.5, 10))
+    assert "<details><summary>all of them</summary>" in text
+    assert text.count("\n- `c") == 12
+    assert tiling_lines(_lowering(many), 3.0, 10) == []  # 3.0x is not above 3.0x
+    with pytest.raises(ValidationError):  # a figure the model cannot give is refused
+        _lowering([{**hostile, "modelled_us": 0}])

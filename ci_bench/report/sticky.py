@@ -214,9 +214,8 @@ def tiling_lines(lowering: LoweringResults, threshold: float, max_rows: int) -> 
         rows.append(f"- {md_id(case)}: {md_inline(f'{text}{also}')}")
     if not rows:
         return []
-    head = (
-        f"💡 {len(rows)} cases have a faster tiling by the cost model (> {threshold:g}x; a hint):"
-    )
+    cases = f"{len(rows)} case{'' if len(rows) == 1 else 's'}"
+    head = f"💡 a faster tiling by the cost model (> {threshold:g}x; a hint) in {cases}:"
     if len(rows) <= max_rows:
         return [head, *rows]
     return [head, "", "<details><summary>all of them</summary>", "", *rows, "", "</details>", ""]
