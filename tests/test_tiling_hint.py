@@ -8,16 +8,18 @@ in the lowering section (the pull request's claim), never the verdict, never a r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from ci_bench.report.sticky import sections_of, tiling_lines
 from ci_bench.schema.lowering import LoweringResults
-from tests.pipeline_repo import World, failures, make_template
-from tests.test_pipeline import _world, keep
+from tests import test_pipeline
+from tests.pipeline_repo import World, failures
+from tests.test_pipeline import keep
+
+# The pipeline tests' world (pull requests against the stored baselines), its fixtures.
+template, jax_cache, world = test_pipeline.template, test_pipeline.jax_cache, test_pipeline.world
 
 # The pipeline kernel with its unit count as a tunable: the model times 64 units far above
 # one (the same result: the kernel normalises), so a default of 64 ships a slow "tiling".
@@ -40,17 +42,6 @@ SPEC = dataclasses.replace(
     ),
 )
 """
-
-
-@pytest.fixture(scope="module")
-def template_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_template(tmp_path_factory.mktemp("template"))
-
-
-@pytest.fixture
-def world(template_repo: Path, tmp_path: Path, tmp_path_factory) -> Iterator[World]:
-    cache = tmp_path_factory.getbasetemp() / "tool-cache" / "ci-bench" / "jax"
-    yield from _world(template_repo, tmp_path, cache, "baseline")
 
 
 def _pr_with_default(world: World, default: int) -> str:
