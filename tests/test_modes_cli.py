@@ -106,6 +106,15 @@ def test_two_pallas_variants_and_the_native_baseline_in_one_table(tmp_path):
         assert other[5].endswith("×")  # its speedup over the same baseline
     assert "Pallas ms is tile256 (the subject), native ms is native (the baseline)" in done.stdout
     assert max(len(line) for line in done.stdout.splitlines()) <= 120
+    # The comment's figures table: the other variant's time beside the subject's (issue 30).
+    shown = run_cli("compare", str(out), "--format", "markdown", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    (at,) = [i for i, x in enumerate(lines) if x.startswith("| case ") and "TFLOPS" in x]
+    names = [h.strip().rstrip("†") for h in lines[at].split("|")[2:5]]  # † CPU interpreter
+    assert names == ["Pallas ms", "native ms", "pallas ms"]
+    rows = lines[at + 2 : at + 2 + len(cases)]
+    assert all(float(row.split("|")[4]) > 0 for row in rows), rows  # the variant's mean, ms
 
 
 def test_check_spec_traces_every_case_from_declared_shapes_and_fails_one_that_cannot(tmp_path):

@@ -75,6 +75,11 @@ class Config(BaseModel):
     # TPU chips the cost model judges and the lowering check lowers for (jax's names,
     # schema/chips.py); empty: the runner's TPU, else (on a CPU or GPU) every chip it knows.
     target_chips: list[ChipName] = Field(default_factory=list)
+    # The lower role's tiling hint (docs/TUNE.md): the model's best tiling beats the
+    # shipped default by more than this ratio; 0 turns the search off.
+    tune_hint: float = Field(1.5, ge=0, allow_inf_nan=False)
+    tune_hint_max_candidates: int = Field(64, ge=1, le=4096)
+    tune_hint_max_seconds: float = Field(120.0, gt=0, le=MAX_SECONDS)
     thresholds: Thresholds = Thresholds()
     fail_on: FailPolicy = FailPolicy()
     github: ApiSettings = ApiSettings()

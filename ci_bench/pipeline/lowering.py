@@ -119,10 +119,13 @@ def lower_role(
     from ci_bench.pipeline.analysis import analyze_cases
     from ci_bench.pipeline.run import measure_and_confirm
     from ci_bench.pipeline.session import cases_for, load_specs
+    from ci_bench.pipeline.tune_hint import tiling_hints
 
     specs = load_specs(request)
     cases = cases_for(request.selection, specs)
     lowered = lower_all(request, specs, cases, "tpu")
+    hints = tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
+    lowered = lowered.model_copy(update={"tiling": hints})
     out_dir = request.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
@@ -171,9 +174,12 @@ def _progress(request: Request) -> Callable[[str], None]:
     return progress
 
 
-def lowering_section_of(folder: Path, head_sha: str | None, run_url: str | None) -> str:
+def lowering_section_of(
+    folder: Path, head_sha: str | None, run_url: str | None, tune_hint: float = 0.0
+) -> str:
     """The comment's lowering section from a lowering job's files (``lowering.json``, and
-    ``smoke.json`` and ``analysis.json`` where the job wrote them), read as data."""
+    ``smoke.json`` and ``analysis.json`` where the job wrote them), read as data; its
+    tiling hints above ``tune-hint`` (this side's config) as lines."""
     from ci_bench.report.sticky import lowering_section
     from ci_bench.schema import RESULTS_READABLE, Results
     from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
@@ -194,7 +200,9 @@ def lowering_section_of(folder: Path, head_sha: str | None, run_url: str | None)
         if analysis_path.is_file()
         else None
     )
-    return lowering_section(lowering, smoke, head_sha, run_url, analysis=analysis)
+    return lowering_section(
+        lowering, smoke, head_sha, run_url, analysis=analysis, tune_hint=tune_hint
+    )
 
 
 def relay_role(
@@ -236,7 +244,9 @@ def relay_role(
             f"{folder}: no lowering.json in the artifact: the relay writes only the lowering "
             "section (a verdict comes from the benchmark workflow's own jobs); not commenting"
         )
-    section = claimed(lowering_section_of(folder, event.head_sha, run_url))
+    section = claimed(
+        lowering_section_of(folder, event.head_sha, run_url, request.config.tune_hint)
+    )
     now = against_now(
         event.head_sha,
         client.pull_head_sha(number),

@@ -162,17 +162,29 @@ def _verdicts_table(cases: Sequence[CaseVerdict], mode: str) -> str:
 
 
 def _figures_table(cases: Sequence[CaseVerdict], interpreted: bool) -> str:
+    """The subject's figures, each variant timed beside it in the same rounds (results'
+    ``implementations.others``) in a column of its own after the baseline's."""
     mark = INTERPRETED_MARK if interpreted else ""
-    headers = ["case", f"Pallas ms{mark}", "native ms", f"speedup{mark}", f"TFLOPS{mark}"]
-    headers.append(f"MFU / HBM³{mark}")
+    others = list(
+        dict.fromkeys(n for v in cases if v.current for n in v.current.implementations.others)
+    )
+    headers = ["case", f"Pallas ms{mark}", "native ms"]
+    headers += [f"{md_inline(name)} ms{mark}" for name in others]
+    headers += [f"speedup{mark}", f"TFLOPS{mark}", f"MFU / HBM³{mark}"]
     rows = []
     for v in cases:
         cur = v.current
+        timed = cur.implementations.others if cur else {}
+        variants = [
+            fmt_ms(t.mean_ms if (t := timed[n].timing if n in timed else None) else None)
+            for n in others
+        ]
         rows.append(
             [
                 case_cell(v, kernel_shown=True),
                 fmt_ms(cur.pallas.mean_ms if cur and cur.pallas else None),
                 fmt_ms(cur.native.mean_ms if cur and cur.native else None),
+                *variants,
                 fmt_ratio(cur.speedup if cur else None),
                 "–" if not cur or cur.tflops is None else f"{cur.tflops:.4g}",
                 fmt_util(cur.metrics if cur else None),

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from ci_bench.report.escape import md_id, md_inline, safe_url
 from ci_bench.schema import Report, Results
 from ci_bench.schema.analysis import Analysis
-from ci_bench.schema.lowering import LoweringResults
+from ci_bench.schema.lowering import LoweringResults, TilingHint
 
 SECTIONS = ("verdict", "lowering")
 _SECTION = re.compile(
@@ -195,6 +195,32 @@ def acceptance_in(body: str | None) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def tiling_lines(lowering: LoweringResults, threshold: float, max_rows: int) -> list[str]:
+    """One line per case whose modelled best tiling beats the shipped default by more than
+    ``threshold`` (on the chip where it gains most, the other such chips named), escaped:
+    the file is the pull request's claim. Collapsed past ``max_rows``; never a verdict."""
+    from ci_bench.report.tune import faster_sentence
+
+    above: dict[str, list[TilingHint]] = {}
+    for h in lowering.tiling:
+        if faster_sentence(h.chip, h.config, h.modelled_us, h.default_us, threshold):
+            above.setdefault(h.case, []).append(h)
+    rows = []
+    for case, hints in above.items():
+        top = max(hints, key=lambda h: h.default_us / h.modelled_us)
+        text = faster_sentence(top.chip, top.config, top.modelled_us, top.default_us, threshold)
+        others = [h.chip for h in hints if h is not top]
+        also = f" (also faster on {', '.join(others)})" if others else ""
+        rows.append(f"- {md_id(case)}: {md_inline(f'{text}{also}')}")
+    if not rows:
+        return []
+    cases = f"{len(rows)} case{'' if len(rows) == 1 else 's'}"
+    head = f"💡 a faster tiling by the cost model (> {threshold:g}x; a hint) in {cases}:"
+    if len(rows) <= max_rows:
+        return [head, *rows]
+    return [head, "", "<details><summary>all of them</summary>", "", *rows, "", "</details>", ""]
+
+
 def lowering_section(
     lowering: LoweringResults | None,
     smoke: Results | None,
@@ -202,9 +228,11 @@ def lowering_section(
     run_url: str | None,
     max_rows: int = 10,
     analysis: Analysis | None = None,
+    tune_hint: float = 0.0,
 ) -> str:
     """The lowering job's section: every case lowered for TPU (and fitting VMEM), the cost
-    model against the merge base, the smoke profile correct."""
+    model against the merge base, the smoke profile correct, and (``tune_hint`` > 0) the
+    tilings the model finds faster than the shipped one by more than that ratio."""
     lines = ["#### Lowering, cost model and correctness (no accelerator)", ""]
     if lowering is not None:
         bad = [c for c in lowering.cases if c.status == "error"]
@@ -250,6 +278,8 @@ def lowering_section(
                 for c in moved[:max_rows]
                 if c.against
             ]
+    if lowering is not None and tune_hint:
+        lines += tiling_lines(lowering, tune_hint, max_rows)
     if smoke is not None:
         wrong = [c for c in smoke.cases if c.status != "ok"]
         n = len(smoke.cases)

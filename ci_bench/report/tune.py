@@ -153,13 +153,19 @@ def faster_tiling(case: TunedCase, chip: str, threshold: float = 1.05) -> str | 
         return None
     best = case.candidates[case.best[chip]].chips[chip]
     default = case.candidates[case.default_index].chips.get(chip)
-    if default is None or best.modelled_us <= 0:
+    if default is None:
         return None
-    ratio = default.modelled_us / best.modelled_us
-    if ratio <= threshold:
+    config = case.candidates[case.best[chip]].config
+    return faster_sentence(chip, config, best.modelled_us, default.modelled_us, threshold)
+
+
+def faster_sentence(
+    chip: str, config: Mapping[str, object], best_us: float, default_us: float, threshold: float
+) -> str | None:
+    """``faster_tiling``'s sentence from the figures alone (the lowering file's hint)."""
+    if best_us <= 0 or default_us / best_us <= threshold:
         return None
-    config = label(case.candidates[case.best[chip]].config)
     return (
-        f"a tiling {ratio:.1f}x faster by the model exists on {chip}: {config}, "
-        f"{_ms(best.modelled_us)} vs {_ms(default.modelled_us)}"
+        f"a tiling {default_us / best_us:.1f}x faster by the model exists on {chip}: "
+        f"{label(config)}, {_ms(best_us)} vs {_ms(default_us)}"
     )

@@ -14,12 +14,13 @@ from pydantic import Field, model_validator
 from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.model import CaseModel
 
-LOWERING_SCHEMA_VERSION = 3
+LOWERING_SCHEMA_VERSION = 4
 # 2: each case carries the cost model (``model``); a case whose VMEM does not fit a target
 # chip is an error. 3: a TPU case is lowered as each target chip (``chips``), and a failure
 # that comes from the machine, not the kernel, is ``host_error`` (never a red check).
-# Versions 1 and 2 are still read.
-LOWERING_READABLE = (1, 2, 3)
+# 4: ``tiling``, the cost model's faster tilings of kernels that declare tunables (a hint
+# for the comment, never a verdict). Versions 1 to 3 are still read.
+LOWERING_READABLE = (1, 2, 3, 4)
 LoweringPlatform = Literal["tpu", "cuda"]
 LoweringStatus = Literal["ok", "error", "host_error"]
 
@@ -81,10 +82,25 @@ class LoweringMeta(Model):
     )
 
 
+class TilingHint(Model):
+    """One case on one chip: the cost model's best config of the kernel's tunables and the
+    shipped default's, both modelled (version 4; the lower role's search, docs/TUNE.md)."""
+
+    case: str
+    chip: str
+    config: dict[str, int | str | bool] = Field(description="the model's best config")
+    modelled_us: float = Field(gt=0, allow_inf_nan=False)
+    default: dict[str, int | str | bool] = Field(description="the config the kernel ships")
+    default_us: float = Field(gt=0, allow_inf_nan=False)
+
+
 class LoweringResults(Model):
     """``ci-bench lower --output``: every selected case exported for one platform."""
 
-    schema_version: Literal[1, 2, 3] = LOWERING_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = LOWERING_SCHEMA_VERSION
     kind: Literal["lowering"] = "lowering"
     meta: LoweringMeta
     cases: list[LoweredCase]
+    tiling: list[TilingHint] = Field(
+        default_factory=list, description="the lower role's tiling search (version 4)"
+    )
