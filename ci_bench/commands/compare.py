@@ -14,14 +14,14 @@ from ci_bench.report.comment import markdown_report
 from ci_bench.report.terminal import terminal_report
 from ci_bench.schema import Report
 from ci_bench.store.baselines import baseline_path
-from ci_bench.store.files import dump_model, write_text
+from ci_bench.store.files import dump_chunks, write_text
 from ci_bench.store.merge import merge_results
 from ci_bench.store.transaction import promote_into
 
 
 def emit_report(report: Report, fmt: str, out: TextIO, *, wide: bool = False) -> None:
     if fmt == "json":
-        out.write(dump_model(report))
+        out.writelines(dump_chunks(report))
     elif fmt == "markdown":
         out.write(markdown_report(report))
     else:
@@ -34,7 +34,7 @@ def write_report_files(
     """The report's files; an existing one is replaced only with --force (checked on
     parsing too: this closes the gap between the check and the write)."""
     if json_path:
-        write_text(json_path, dump_model(report), what="report", replace=replace)
+        write_text(json_path, dump_chunks(report), what="report", replace=replace)
     if md_path:
         write_text(md_path, markdown_report(report), what="markdown", replace=replace)
 
@@ -70,6 +70,6 @@ def cmd_promote(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
 def cmd_merge(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     parts = [(str(path), load_results(path)) for path in args.parts]
     merged = merge_results(parts)
-    write_text(args.output, dump_model(merged), what="merged results", replace=args.force)
+    write_text(args.output, dump_chunks(merged), what="merged results", replace=args.force)
     out.write(f"merged {len(merged.cases)} cases from {len(parts)} files into {args.output}\n")
     return 0
