@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from ci_bench.errors import InputError
 from ci_bench.outcome import Outcome, exit_code
 from ci_bench.pipeline.config import load_config
 from ci_bench.pipeline.request import Request, build_request
@@ -27,6 +28,9 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
     from ci_bench.report.render import WIDTH, results_table, run_summary
 
     request = request_from(args, cwd)
+    if request.resume is not None and not request.resume.exists():
+        # A mistyped path must not silently measure everything again (exit 2).
+        raise InputError(f"{request.resume}: results file to resume not found (--resume)")
     bench = open_bench(request, load_specs(request), env)
     output = request.output if request.output is not None else request.resume
     with worker_runs(bench) as runs:
