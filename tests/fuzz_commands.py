@@ -191,7 +191,10 @@ def _generic(command: str, parser: argparse.ArgumentParser) -> Recipe:
         if action.required:
             value = action.choices and next(iter(action.choices))
             argv += [action.option_strings[0], str(value or "o-out")]
-    return Recipe(tuple(argv), ("results", "config"), cost=3)
+    # It reads the results file only when a positional names it (``tune`` reads none: a
+    # damaged results.json it never opens is not an input it passed silently).
+    reads = ("results", "config") if "results.json" in argv else ("config",)
+    return Recipe(tuple(argv), reads, cost=3)
 
 
 def recipe(command: str, parser: argparse.ArgumentParser) -> Recipe:

@@ -73,3 +73,16 @@ def test_run_resume_of_a_missing_file_is_one_line_exit_2(tmp_path):
         "ci-bench: error: nothere.json: results file to resume not found (--resume)"
     ]
     assert not (tmp_path / "nothere.json").exists()
+
+
+def test_ci_report_dir_outside_the_comment_and_relay_roles_is_exit_2(tmp_path):
+    """``ci --report-dir <missing folder>`` ran the whole pipeline and exited 0 (fuzzer):
+    only the comment and relay roles read an artifact folder; any other refuses the flag."""
+    (tmp_path / "pyproject.toml").write_text('[tool.ci-bench]\nkernels = ["kernels.matmul"]\n')
+    for role in ("all", "shard", "promote"):
+        done = cli(["ci", "--role", role, "--report-dir", "nothere"], tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"ci-bench: error: --report-dir: the {role} role reads no artifact folder "
+            "(only comment and relay do)"
+        ]

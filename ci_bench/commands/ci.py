@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from ci_bench.errors import InputError
 from ci_bench.github.context import WorkflowRun
 from ci_bench.github.context import load_context as load_actions_context
 from ci_bench.outcome import exit_code
@@ -21,6 +22,12 @@ from ci_bench.pipeline.run import run_ci
 
 def cmd_ci(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     flags = vars(args)
+    role = flags.get("role") or "all"
+    if flags.get("report_dir") is not None and role not in ("comment", "relay"):
+        # Only those roles read an artifact folder: any other would ignore it (exit 2).
+        raise InputError(
+            f"--report-dir: the {role} role reads no artifact folder (only comment and relay do)"
+        )
     actions = load_actions_context(env)
     config = load_config(flags.get("config"), cwd)
     return int(exit_code(run_ci(flags, config, actions, env, out)))
