@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,7 +186,11 @@ def read_bytes(path: Path, what: str, *, limit: int | None = None) -> bytes:
                 raise InputError(f"{path}: {what} file not found")
             raise InputError(f"{path}: {what} file is not a regular file")
         with path.open("rb") as handle:
-            data = handle.read(limit + 1)
+            # Sized by the file, not the limit: ``read(n)`` allocates n bytes up front.
+            want = min(os.fstat(handle.fileno()).st_size, limit) + 1
+            data = handle.read(want)
+            if len(data) == want and want <= limit:  # it grew since: read on to the limit
+                data += handle.read(limit + 1 - want)
     except OSError as exc:
         raise InputError(f"{path}: cannot read the {what} file: {os_reason(exc)}") from None
     if len(data) > limit:
@@ -241,30 +246,47 @@ def validate_model(
         raise InputError(f"{source}: {what} is nested too deeply") from None
 
 
-def _validate_cases(data: dict[str, Any], model: type[BaseModel]) -> None:
-    """A top-level ``cases`` list validated one case at a time, each parsed case replaced
-    by its model as it goes, so a large file's parsed JSON and its models are not both
-    held whole (docs/SCALE.md). The model's own validation then takes the instances as
-    they are. The first invalid case stops this: the whole model is validated as before,
-    so the error reported is the one a whole validation reports."""
-    field = model.model_fields.get("cases")
-    cases = data.get("cases")
+def _list_item(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The model of a ``list[Model]`` field ``name``, if ``model`` has one."""
+    field = model.model_fields.get(name)
     args = getattr(field.annotation, "__args__", ()) if field else ()
     item = args[0] if len(args) == 1 else None
-    if not isinstance(cases, list) or not isinstance(item, type):
-        return
-    if not issubclass(item, BaseModel):
-        return
+    return item if isinstance(item, type) and issubclass(item, BaseModel) else None
+
+
+def _validate_cases(data: dict[str, Any], model: type[BaseModel]) -> None:
+    """A ``cases`` list (top level, or in each of a baseline's ``entries``) validated one
+    case at a time, each parsed case replaced by its model as it goes, so a large file's
+    parsed JSON and its models are not both held whole (docs/SCALE.md). The model's own
+    validation then takes the instances as they are. The first invalid case stops this:
+    the whole model is validated as before, so the error reported is the one a whole
+    validation reports."""
+    entry = _list_item(model, "entries")
+    entries = data.get("entries")
+    if entry is not None and isinstance(entries, list):
+        for raw in entries:
+            if isinstance(raw, dict) and not _replace_cases(raw, entry):
+                return
+    _replace_cases(data, model)
+
+
+def _replace_cases(data: dict[str, Any], model: type[BaseModel]) -> bool:
+    """``data["cases"]`` items replaced by their models; False at the first invalid one."""
+    item = _list_item(model, "cases")
+    cases = data.get("cases")
+    if item is None or not isinstance(cases, list):
+        return True
     ids = [c.get("id") for c in cases if isinstance(c, dict)]
     named = [i for i in ids if isinstance(i, str)]
     if len(set(named)) != len(named):
-        return  # the model refuses repeated ids before it validates any case
+        return False  # the model refuses repeated ids before it validates any case
     for at, raw in enumerate(cases):
         if isinstance(raw, dict):
             try:
                 cases[at] = item.model_validate(raw)
             except ValidationError:
-                return
+                return False
+    return True
 
 
 def read_model(
