@@ -21,7 +21,8 @@ from ci_bench.store.transaction import promote_into
 
 def emit_report(report: Report, fmt: str, out: TextIO, *, wide: bool = False) -> None:
     if fmt == "json":
-        out.writelines(dump_chunks(report))
+        for piece in dump_chunks(report):  # each through the output edge
+            out.write(piece)
     elif fmt == "markdown":
         out.write(markdown_report(report))
     else:
