@@ -86,3 +86,13 @@ def test_ci_report_dir_outside_the_comment_and_relay_roles_is_exit_2(tmp_path):
             f"ci-bench: error: --report-dir: the {role} role reads no artifact folder "
             "(only comment and relay do)"
         ]
+
+
+def test_the_fuzzers_generic_recipe_reads_results_only_when_it_names_them():
+    """``tune`` reads no results file: a damaged results.json is no input of its (its three
+    'silent passes' were the fuzzer's false assumption)."""
+    from tests.fuzz_commands import recipe, subcommands
+
+    parsers = subcommands()
+    assert recipe("tune", parsers["tune"]).reads == ("config",)
+    assert "results.json" not in recipe("tune", parsers["tune"]).argv
