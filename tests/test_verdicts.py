@@ -7,7 +7,7 @@ import typing
 from pathlib import Path
 
 from ci_bench.github.outputs import annotations
-from ci_bench.report.render import VERDICT_ICONS
+from ci_bench.report.rows import VERDICT_ICONS
 from ci_bench.schema import VERDICTS, CaseVerdict, FailPolicy, Report, RunState
 from ci_bench.schema.verdicts import CONFIGURABLE, verdict_table_markdown
 from tests.factories import case, results

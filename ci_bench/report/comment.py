@@ -29,11 +29,8 @@ from ci_bench.report.escape import md_inline, safe_url
 from ci_bench.report.render import (
     INTERPRETED_MARK,
     INTERPRETER,
-    VERDICT_ICONS,
-    ordered,
-    short_ref,
-    short_shas,
 )
+from ci_bench.report.rows import VERDICT_ICONS, ordered, short_ref, short_shas
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
 from ci_bench.text import case_count
 
