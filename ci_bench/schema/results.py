@@ -31,7 +31,7 @@ from ci_bench.schema.base import (
     Version,
 )
 from ci_bench.schema.model import CaseModel
-from ci_bench.schema.timers import TimerName
+from ci_bench.schema.timers import SPECIFICATION_TIMER, TimerName
 from ci_bench.text import NAME
 
 RESULTS_SCHEMA_VERSION = 5
@@ -374,7 +374,8 @@ class RunSettings(Model):
     lowered_for: str | None = Field(None, description="run --lower: the platform checked")
     compilation_cache: str | None = None
     timer: TimerName = Field(
-        "wallclock", description="how per-call times were taken; different timers never compare"
+        SPECIFICATION_TIMER,
+        description="how per-call times were taken; different timers never compare",
     )
 
     def comparable(self, other: RunSettings) -> bool:
