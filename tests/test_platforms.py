@@ -168,3 +168,13 @@ def test_adding_a_platform_entry_is_what_supporting_it_takes(monkeypatch) -> Non
     assert text == "# NPU\njax==1\njaxlib==2\n# npu-runtime==<the version jax's npu extra names>\n"
     # Without an entry, a platform is a CPU-like host: one worker, no peaks, nothing pinned.
     assert dataclasses.replace(platforms.platform_of("xpu"), name="cpu") == PLATFORM["cpu"]
+
+
+def test_the_reusable_workflows_install_the_tpu_entrys_jax() -> None:
+    """The workflows' default install (a public input, spelled in YAML) is the tpu entry's."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+    for name in ("ci-bench.yml", "ci-bench-release.yml"):
+        text = (root / name).read_text()
+        assert f"default: -e . {PLATFORM['tpu'].install}\n" in text, name
