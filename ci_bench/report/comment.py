@@ -66,22 +66,13 @@ def _title(report: Report) -> str:
     return f"### {state.icon} ci-bench: {what}"
 
 
-# Outside a pull request (``compare``) a regression is against the stored baseline only.
-_BASELINE_REGRESSION = (
-    "These cases are slower than the stored baseline. Two runs on a shared machine can differ "
-    "by more than a real change: `ci-bench ab --base REF` measures the change itself."
-)
-
-
 def _actions(report: Report) -> list[str]:
     present = [s for s in STATE.values() if report.counts.get(s.name) and s.action]
     if report.counts.get("memory-regression"):
         present.insert(0, STATE["regression"])
     seen: list[str] = []
     for state in present:
-        action = state.action
-        if report.mode == "baseline" and state.name == "regression":
-            action = _BASELINE_REGRESSION
+        action = (state.baseline_action if report.mode == "baseline" else "") or state.action
         if action not in seen:
             seen.append(action)
     return seen[:3] or ["Nothing to do."]

@@ -27,6 +27,7 @@ class VerdictState:
     configurable: bool  # --fail-on / [tool.ci-bench.fail-on] may change ``fails``
     meaning: str  # one line for the README and the docs
     action: str = ""  # what a reviewer should do when the state is present (PR comment)
+    baseline_action: str = ""  # the action outside a pull request (``compare``), if other
     # "case": a verdict of one case; "run": a fact about the whole run (a lost A/B, an
     # unfinished file), judged with the same precedence and fail policy.
     scope: Literal["case", "run"] = "case"
@@ -59,6 +60,10 @@ VERDICTS: tuple[VerdictState, ...] = (
         "significantly slower beyond the threshold",
         action="This PR makes these cases slower: fix it, or explain the trade-off in the PR "
         "for a maintainer to accept.",
+        # Outside a pull request a regression is against the stored baseline only.
+        baseline_action="These cases are slower than the stored baseline. Two runs on a shared "
+        "machine can differ by more than a real change: `ci-bench ab --base REF` measures the "
+        "change itself.",
         headline="{n} regression{s}",
         pr_headline="this PR makes {n} case{s} slower",
         count="regression",
