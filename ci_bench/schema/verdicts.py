@@ -193,8 +193,9 @@ VERDICTS: tuple[VerdictState, ...] = (
         "warning",
         False,
         False,
-        "past a threshold, but the baseline was measured with another jax/jaxlib/libtpu: "
-        "never a regression; re-promote the baseline after a toolchain bump",
+        "past a threshold, but the baseline was measured with another jax/jaxlib/libtpu (on "
+        "a GPU: CUDA plugin, driver): never a regression; re-promote the baseline after a "
+        "toolchain bump",
         action="The baseline is from another jax/jaxlib/libtpu: re-promote it with a release tag.",
         listed="changed",
     ),
