@@ -24,7 +24,7 @@ from ci_bench.pipeline.adopt import (
     COMMIT,
     callers,
     checklist,
-    constraints_template,
+    constraints_files,
     plan_files,
     with_config,
     yaml_lines,
@@ -143,8 +143,8 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
         raise InputError(f"--pin {pin[:80]!r}: a commit is 40 lowercase hex digits")
     wanted = {
         **callers(__version__, pin),
-        "constraints/tpu.txt": constraints_template(
-            metadata.version("jax"), metadata.version("jaxlib"), _libtpu()
+        **constraints_files(
+            metadata.version("jax"), metadata.version("jaxlib"), {"libtpu": _libtpu()}
         ),
         "baselines/README.md": BASELINES_README.format(docs=docs_url("docs/FORMATS.md")),
     }

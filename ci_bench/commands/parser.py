@@ -29,6 +29,7 @@ from ci_bench.commands.validate import (
 from ci_bench.contract.spec import PROFILES
 from ci_bench.errors import InputError
 from ci_bench.pipeline.plan import ROLES
+from ci_bench.schema.timers import TIMER_NAMES
 from ci_bench.text import one_line
 
 FILE, FOLDER = Output("file"), Output("folder")
@@ -141,7 +142,7 @@ def _add_measurement(run: argparse.ArgumentParser) -> None:
     cache.add_argument("--no-compilation-cache", action="store_true")
     run.add_argument(
         "--timer",
-        choices=("wallclock", "profiler"),
+        choices=TIMER_NAMES,
         help="per-call time: host wall clock (the specification's) or device time from a "
         "jax.profiler trace (default: config, else per platform: wallclock)",
     )
