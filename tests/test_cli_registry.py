@@ -83,3 +83,16 @@ def test_an_output_refusal_comes_before_the_missing_baselines_folder(tmp_path: P
     assert done.stderr.count("\n") == 1
     assert "--output report.json: already exists" in done.stderr
     assert "typo" not in done.stderr
+
+
+def test_the_defaults_the_help_states_are_the_configs() -> None:
+    """The flags' help reads ci_bench.defaults; the config must default to the same."""
+    from ci_bench import defaults
+    from ci_bench.pipeline.config import Config
+
+    fields = Config.model_fields
+    assert fields["warmup"].default == defaults.WARMUP
+    assert fields["repeats"].default == defaults.REPEATS
+    assert fields["seed"].default == defaults.SEED
+    assert fields["adaptive_max_seconds"].default == defaults.ADAPTIVE_MAX_S
+    assert fields["case_timeout"].default == defaults.CASE_TIMEOUT_S

@@ -25,7 +25,7 @@ from ci_bench.commands.validate import (
     shard_arg,
 )
 from ci_bench.contract.spec import PROFILES
-from ci_bench.defaults import CASE_TIMEOUT_S, DTYPE
+from ci_bench.defaults import ADAPTIVE_MAX_S, CASE_TIMEOUT_S, DTYPE, REPEATS, SEED, WARMUP
 from ci_bench.schema.chips import CHIP_NAMES
 
 # Something the parser may add flags to: a subcommand's parser or one of its groups.
@@ -82,7 +82,7 @@ def add_quiet(parser: Flags) -> None:
 
 def add_seed(parser: Flags, of: str = "inputs") -> None:
     parser.add_argument(
-        "--seed", type=int_range(0, SEED_MAX), help=f"PRNG seed for {of} (default 42)"
+        "--seed", type=int_range(0, SEED_MAX), help=f"PRNG seed for {of} (default {SEED})"
     )
 
 
@@ -155,12 +155,12 @@ def add_measurement(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warmup",
         type=int_range(0, REPEATS_MAX),
-        help="warmup calls per implementation (default 5)",
+        help=f"warmup calls per implementation (default {WARMUP})",
     )
     parser.add_argument(
         "--repeats",
         type=int_range(1, REPEATS_MAX),
-        help="timed calls per implementation (default 20)",
+        help=f"timed calls per implementation (default {REPEATS})",
     )
     add_seed(parser)
     parser.add_argument(
@@ -174,7 +174,7 @@ def add_measurement(parser: argparse.ArgumentParser) -> None:
         "--max-time",
         type=positive_float(MAX_SECONDS),
         metavar="SECONDS",
-        help="per-case time cap for --adaptive (default: config, 30)",
+        help=f"per-case time cap for --adaptive (default: config, {ADAPTIVE_MAX_S:g})",
     )
     add_shard(parser, "run")
     parser.add_argument(

@@ -25,6 +25,7 @@ from ci_bench.commands.common_args import (
 )
 from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import REPEATS_MAX, int_range
+from ci_bench.defaults import REPEATS, WARMUP
 from ci_bench.errors import ExitCode, InputError
 
 NAME = "tune"
@@ -75,10 +76,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="on the accelerator: time the model's top K and the default, interleaved",
     )
     tune.add_argument(
-        "--warmup", type=int_range(0, REPEATS_MAX), help="--measure: warmup calls (default 5)"
+        "--warmup",
+        type=int_range(0, REPEATS_MAX),
+        help=f"--measure: warmup calls (default {WARMUP})",
     )
     tune.add_argument(
-        "--repeats", type=int_range(1, REPEATS_MAX), help="--measure: timed rounds (default 20)"
+        "--repeats",
+        type=int_range(1, REPEATS_MAX),
+        help=f"--measure: timed rounds (default {REPEATS})",
     )
     tune.add_argument(
         "--measure-on-cpu",
