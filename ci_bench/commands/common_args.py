@@ -27,6 +27,7 @@ from ci_bench.commands.validate import (
 from ci_bench.contract.spec import PROFILES
 from ci_bench.defaults import ADAPTIVE_MAX_S, CASE_TIMEOUT_S, DTYPE, REPEATS, SEED, WARMUP
 from ci_bench.schema.chips import CHIP_NAMES
+from ci_bench.schema.timers import TIMER_NAMES
 
 # Something the parser may add flags to: a subcommand's parser or one of its groups.
 Flags = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -195,7 +196,7 @@ def add_measurement(parser: argparse.ArgumentParser) -> None:
     cache.add_argument("--no-compilation-cache", action="store_true")
     parser.add_argument(
         "--timer",
-        choices=("wallclock", "profiler"),
+        choices=TIMER_NAMES,
         help="per-call time: host wall clock (the specification's) or device time from a "
         "jax.profiler trace (default: config, else per platform: wallclock)",
     )
