@@ -87,6 +87,20 @@ def add_seed(parser: Flags, of: str = "inputs") -> None:
     )
 
 
+def add_rounds(
+    parser: Flags,
+    warmup: str = "warmup calls per implementation",
+    repeats: str = "timed calls per implementation",
+) -> None:
+    """``--warmup`` and ``--repeats`` (their defaults are the config's)."""
+    parser.add_argument(
+        "--warmup", type=int_range(0, REPEATS_MAX), help=f"{warmup} (default {WARMUP})"
+    )
+    parser.add_argument(
+        "--repeats", type=int_range(1, REPEATS_MAX), help=f"{repeats} (default {REPEATS})"
+    )
+
+
 def add_shape(parser: Flags, example: str = "1024,1024,1024") -> None:
     """``--shape`` and ``--dtype``: the specification's ad-hoc case."""
     parser.add_argument("--shape", type=shape, help=f"ad-hoc case, e.g. {example} (with --dtype)")
@@ -153,16 +167,7 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
 
 def add_measurement(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``run``, ``ci`` and ``ab``: how cases are measured."""
-    parser.add_argument(
-        "--warmup",
-        type=int_range(0, REPEATS_MAX),
-        help=f"warmup calls per implementation (default {WARMUP})",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=int_range(1, REPEATS_MAX),
-        help=f"timed calls per implementation (default {REPEATS})",
-    )
+    add_rounds(parser)
     add_seed(parser)
     parser.add_argument(
         "--adaptive",

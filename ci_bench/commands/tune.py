@@ -19,13 +19,13 @@ from ci_bench.commands.common_args import (
     add_chip,
     add_output,
     add_quiet,
+    add_rounds,
     add_seed,
     add_selection,
     add_shape,
 )
 from ci_bench.commands.shared import request_from
-from ci_bench.commands.validate import REPEATS_MAX, int_range
-from ci_bench.defaults import REPEATS, WARMUP
+from ci_bench.commands.validate import int_range
 from ci_bench.errors import ExitCode, InputError
 
 NAME = "tune"
@@ -75,16 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="K",
         help="on the accelerator: time the model's top K and the default, interleaved",
     )
-    tune.add_argument(
-        "--warmup",
-        type=int_range(0, REPEATS_MAX),
-        help=f"--measure: warmup calls (default {WARMUP})",
-    )
-    tune.add_argument(
-        "--repeats",
-        type=int_range(1, REPEATS_MAX),
-        help=f"--measure: timed rounds (default {REPEATS})",
-    )
+    add_rounds(tune, "--measure: warmup calls", "--measure: timed rounds")
     tune.add_argument(
         "--measure-on-cpu",
         action="store_true",
