@@ -214,9 +214,8 @@ def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files
             sys.executable,
             "-c",
             "import time, sys\nfrom ci_bench.commands import cli\n"
-            "import ci_bench.commands.history as h\n"
             "def slow(*a, **k):\n    time.sleep(60)\n"
-            "h.COMMANDS['history'] = slow; cli.COMMANDS['history'] = slow\n"
+            "cli.COMMANDS['history'] = slow\n"
             "print('ready', flush=True)\nsys.exit(cli.main(['history', '--history', 'h']))",
         ],
         cwd=files,
