@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-WORKFLOWS = Path(__file__).resolve().parents[1] / ".github" / "workflows"
+WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
 CONTEXTS = ("github", "inputs", "matrix", "needs", "vars", "env", "steps", "runner", "strategy")
 
 
