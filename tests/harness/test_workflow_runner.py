@@ -5,11 +5,12 @@ steps stood in for (or run), a lost runner, reusable workflows and ``workflow_ru
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.harness.pipeline_repo import git
+from tests.harness.test_workflow_steps import repository_with
 from tests.harness.workflow_runner import Runner
 
 DEMO = """\
@@ -82,19 +83,10 @@ jobs:
 """
 
 
-def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def runner(tmp_path: Path) -> Runner:
     origin = tmp_path / "origin"
-    origin.mkdir()
-    _git(origin, "init", "-q", "-b", "main")
-    (origin / "kept.txt").write_text("world\n")
-    _git(origin, "add", "-A")
-    _git(origin, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one")
+    repository_with(origin, "kept.txt", "world\n")
     workflows = tmp_path / "workflows"
     workflows.mkdir()
     (workflows / "demo.yml").write_text(DEMO)
@@ -110,7 +102,7 @@ def runner(tmp_path: Path) -> Runner:
 
 
 def _push(runner: Runner):
-    sha = _git(runner.origin, "rev-parse", "HEAD")
+    sha = git(runner.origin, "rev-parse", "HEAD")
     [run] = runner.dispatch("push", {"ref": "refs/heads/main"}, "refs/heads/main", sha)
     return run
 
@@ -176,7 +168,7 @@ def test_a_lost_runner_fails_its_leg_with_no_steps(runner):
 
 
 def test_an_event_starts_only_the_workflows_it_triggers(runner):
-    sha = _git(runner.origin, "rev-parse", "HEAD")
+    sha = git(runner.origin, "rev-parse", "HEAD")
     assert runner.dispatch("push", {"ref": "refs/heads/other"}, "refs/heads/other", sha) == []
 
 
@@ -228,7 +220,7 @@ def test_a_reusable_workflow_runs_in_its_callers_place_and_a_finished_run_chains
     for name, text in {"caller.yml": CALLER, "called.yml": CALLED, "chained.yml": CHAINED}.items():
         (runner.workflows / name).write_text(text)
     (runner.workflows / "demo.yml").unlink()
-    sha = _git(runner.origin, "rev-parse", "HEAD")
+    sha = git(runner.origin, "rev-parse", "HEAD")
     caller, chained = runner.dispatch("push", {"ref": "refs/heads/main"}, "refs/heads/main", sha)
     assert caller.concurrency_group == "caller-refs/heads/main"
     [inner] = caller.job("inner")

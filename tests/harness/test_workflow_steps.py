@@ -5,7 +5,6 @@ the workflows rely on."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.harness.pipeline_repo import git
 from tests.harness.workflow_expressions import ExpressionError
 from tests.harness.workflow_files import GITHUB
 from tests.harness.workflow_steps import (
@@ -98,6 +98,16 @@ def test_a_step_is_reported_by_its_name_else_what_it_does():
     assert label_of({"run": "echo hi"}) == "echo hi"
 
 
+def repository_with(folder: Path, name: str, text: str) -> str:
+    """A git repository on ``main`` with one commit of one file; returns its hash."""
+    folder.mkdir()
+    git(folder, "init", "-q", "-b", "main")
+    (folder / name).write_text(text)
+    git(folder, "add", "-A")
+    git(folder, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one")
+    return git(folder, "rev-parse", "HEAD")
+
+
 @dataclass
 class _Host:
     origin: Path
@@ -112,19 +122,9 @@ class _Finished:
     artifacts: Path
 
 
-def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 def test_checkout_clones_the_ref_and_ci_bench_itself_is_this_checkout(tmp_path: Path):
     origin = tmp_path / "origin"
-    origin.mkdir()
-    _git(origin, "init", "-q", "-b", "main")
-    (origin / "a.txt").write_text("one")
-    _git(origin, "add", "-A")
-    _git(origin, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one")
-    sha = _git(origin, "rev-parse", "HEAD")
+    sha = repository_with(origin, "a.txt", "one")
     host = _Host(origin)
     work = tmp_path / "work"
     assert run_action(host, "actions/checkout@v4", Call({}, work, tmp_path, sha)) == "success"
