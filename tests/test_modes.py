@@ -312,7 +312,7 @@ def test_a_baseline_of_another_subject_is_incomparable_never_a_regression():
     from ci_bench.judge.compare import compare
     from ci_bench.schema import BaselineFile, FailPolicy, Implementations, Lookup, Thresholds
     from ci_bench.store.baselines import entry_from_results
-    from tests.factories import case, results
+    from tests.harness.factories import case, results
 
     cid = "matmul/B1-M128-K128-N128/float32"
     base = results([case(cid, 0.1)])

@@ -10,7 +10,7 @@ from ci_bench.github.outputs import annotations
 from ci_bench.report.rows import VERDICT_ICONS
 from ci_bench.schema import VERDICTS, CaseVerdict, FailPolicy, Report, RunState
 from ci_bench.schema.verdicts import CONFIGURABLE, verdict_table_markdown
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 # The table moved from the README to the docs site's verdicts page.
 README = Path(__file__).resolve().parents[1] / "docs" / "VERDICTS.md"

@@ -23,7 +23,7 @@ from ci_bench.measure.workers import (
 from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import read_model
 from tests.conftest import FIXTURES, REPO, run_cli, write_project
-from tests.factories import CPU, V5E
+from tests.harness.factories import CPU, V5E
 
 
 def load(path) -> Results:
