@@ -18,7 +18,7 @@ from ci_bench.schema import platforms
 from ci_bench.schema.platforms import PLATFORM, PLATFORM_NAMES, Driver, Platform
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
-from tests.factories import CPU, case, results
+from tests.harness.factories import CPU, case, results
 
 H100 = CPU.model_copy(update={"platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"})
 NVIDIA_VERSION = (
