@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ci_bench.errors import InputError
 from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import dump_model, read_model
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 
 def duplicated(n: int) -> str:

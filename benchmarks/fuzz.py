@@ -1,6 +1,6 @@
 """The long fuzz run: thousands of real processes over every subcommand, failures counted.
 
-Same inputs and oracles as tests/test_fuzz.py (tests/fuzzing.py and friends), but many
+Same inputs and oracles as tests/test_fuzz.py (tests/harness/fuzzing.py and friends), but many
 more, random, and it never stops at a failure. Each input runs in a real process: by
 default a fork of this process with ci-bench already imported (a real exit code, real
 signals, about 20x cheaper than a fresh interpreter), and ``--exec-share`` of them again
@@ -40,9 +40,9 @@ HERE = Path(__file__).resolve().parents[1]
 CODE = HERE  # the checkout whose ci_bench is fuzzed: this one
 sys.path.insert(0, str(HERE))
 
-from tests.fuzz_commands import make_input, recipe, subcommands, weights  # noqa: E402
-from tests.fuzz_seeds import Seeds, describe, make_seeds  # noqa: E402
-from tests.fuzzing import (  # noqa: E402
+from tests.harness.fuzz_commands import make_input, recipe, subcommands, weights  # noqa: E402
+from tests.harness.fuzz_seeds import Seeds, describe, make_seeds  # noqa: E402
+from tests.harness.fuzzing import (  # noqa: E402
     ESCAPED,
     Failure,
     Outcome,
@@ -148,7 +148,7 @@ def start(index, mode, inp, seeds, parent, timeout) -> Running:
     else:
         with out.open("wb") as o, err.open("wb") as e:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.fuzz_entry", *inp.argv],
+                [sys.executable, "-m", "tests.harness.fuzz_entry", *inp.argv],
                 cwd=ws.work,
                 env=env,
                 stdin=subprocess.DEVNULL,

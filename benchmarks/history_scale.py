@@ -1,6 +1,6 @@
 """`ci-bench history` and `site` over 1,000 to 100,000 history records: time and peak memory.
 
-A generated history (tests/history_data.py's four matmul cases on one device, seeded noise,
+A generated history (tests/harness/history_data.py's four matmul cases on one device, seeded noise,
 a 25 % step every 5,000 commits, a flagged regression every 500) is written as JSON Lines,
 10,000 records a file (each file under the reader's 64 MiB limit); each command then runs
 as a real process. Figures: wall seconds and the process's peak resident memory
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.history_data import sha, story  # noqa: E402
+from tests.harness.history_data import sha, story  # noqa: E402
 
 PER_FILE = 10_000
 # Wall seconds, CPU seconds (user + system: what the command costs on a machine shared with

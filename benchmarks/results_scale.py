@@ -1,7 +1,7 @@
 """Peak memory and time of `compare`, `merge` and `promote` over results files of 1,000 to
 20,000 cases (59 MB), against the file's size.
 
-Each file holds N matmul cases of tests/factories.py (20 samples each, as a run with 20
+Each file holds N matmul cases of tests/harness/factories.py (20 samples each, as a run with 20
 repeats writes them); `compare` reads it against a baseline promoted from the same file.
 Each command runs as a real process; figures: wall and CPU seconds, the process's peak
 resident memory (``resource.getrusage(RUSAGE_CHILDREN)``, a fresh interpreter per
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.history_scale import measure  # noqa: E402
 from ci_bench.store.files import dump_model  # noqa: E402
-from tests.factories import case, results  # noqa: E402
+from tests.harness.factories import case, results  # noqa: E402
 
 
 def write_results(path: Path, n: int) -> int:

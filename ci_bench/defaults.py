@@ -11,3 +11,8 @@ from pathlib import Path
 OUT_DIR = Path("ci-bench-out")  # where `ci` writes results, report, comment and summary
 DTYPE = "bfloat16"  # the dtype of an ad-hoc --shape case
 CASE_TIMEOUT_S = 600.0  # one case's wall-clock limit before its worker is killed
+# The measurement's defaults (the config's keys; the flags' help states them).
+WARMUP = 5  # untimed calls per implementation before timing
+REPEATS = 20  # timed calls per implementation (the specification's)
+SEED = 42  # the inputs' PRNG seed
+ADAPTIVE_MAX_S = 30.0  # per-case time cap for adaptive sampling

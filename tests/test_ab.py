@@ -12,7 +12,7 @@ from ci_bench.judge.ab import judge_pairs
 from ci_bench.judge.stats import stats_of
 from ci_bench.schema import Thresholds
 from tests.conftest import run_cli, write_project
-from tests.factories import case
+from tests.harness.factories import case
 
 A = "matmul/B1-M128-K128-N128/float32"
 T = Thresholds()

@@ -25,9 +25,9 @@ import yaml
 from ci_bench import HOMEPAGE, REPOSITORY, __version__
 from ci_bench.pipeline.adopt import yaml_lines
 from tests.conftest import run_cli
-from tests.github_server import FakeGitHub
-from tests.pipeline_repo import REPO, TOKEN, event, failures, git, report_of
-from tests.workflow_runner import Runner
+from tests.harness.github_server import FakeGitHub
+from tests.harness.pipeline_repo import REPO, TOKEN, event, failures, git, report_of
+from tests.harness.workflow_runner import Runner
 
 ROOT = Path(__file__).resolve().parents[1]
 ADOPTER = Path(__file__).parent / "fixtures" / "adopter"

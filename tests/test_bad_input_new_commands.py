@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli, write_project
-from tests.inproc import assert_one_line_error, call
+from tests.harness.inproc import assert_one_line_error, call
 
 
 def test_init_on_a_pyproject_that_is_not_utf8_is_one_line(tmp_path):

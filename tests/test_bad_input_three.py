@@ -1,7 +1,7 @@
 """Issue 31's reproductions: runner-command injection, six crashes, silent passes, init's TOML.
 
 Each test failed on the code before the fix. They drive the CLI (in this process through
-``tests.inproc.call``, or a real process where the stream matters) on files shaped like the
+``tests.harness.inproc.call``, or a real process where the stream matters) on files shaped like the
 independent fuzzer's findings.
 """
 
@@ -16,8 +16,8 @@ import pytest
 
 from ci_bench.store.files import dump_model
 from tests.conftest import FIXTURES, REPO, run_cli, write_project
-from tests.factories import case, results
-from tests.inproc import assert_one_line_error, call
+from tests.harness.factories import case, results
+from tests.harness.inproc import assert_one_line_error, call
 
 ID = "matmul/B1-M128-K128-N128/float32"
 ID4 = "matmul/B4-M128-K256-N128/float32"
@@ -214,9 +214,8 @@ def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files
             sys.executable,
             "-c",
             "import time, sys\nfrom ci_bench.commands import cli\n"
-            "import ci_bench.commands.history as h\n"
             "def slow(*a, **k):\n    time.sleep(60)\n"
-            "h.COMMANDS['history'] = slow; cli.COMMANDS['history'] = slow\n"
+            "cli.COMMANDS['history'] = slow\n"
             "print('ready', flush=True)\nsys.exit(cli.main(['history', '--history', 'h']))",
         ],
         cwd=files,

@@ -20,7 +20,7 @@ from ci_bench.store.baselines import (
     version_key,
     write_promotions,
 )
-from tests.factories import CPU, V5E, case, results
+from tests.harness.factories import CPU, V5E, case, results
 
 A = "matmul/B1-M128-K128-N128/float32"
 WHEN = datetime(2026, 11, 2, tzinfo=UTC)

@@ -8,7 +8,7 @@ import pytest
 
 from ci_bench.judge.changepoint import detect, noise_sigma, penalty
 from ci_bench.report.history import build_groups
-from tests.history_data import BOUNDARY, FASTER_CASE, STEP_AT, STEP_CASE, story
+from tests.harness.history_data import BOUNDARY, FASTER_CASE, STEP_AT, STEP_CASE, story
 
 
 def noisy(n: int, seed: int, sigma: float = 0.02) -> list[float]:

@@ -15,8 +15,8 @@ from github import Auth, Github
 from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli, write_project
-from tests.factories import case, results
-from tests.github_server import FakeGitHub
+from tests.harness.factories import case, results
+from tests.harness.github_server import FakeGitHub
 
 TOKEN = "ghs_S3CRET_token_never_printed"
 REPO = "octo-org/ci-bench"

@@ -9,7 +9,7 @@ import pytest
 from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
-from tests.factories import V5E, case, results
+from tests.harness.factories import V5E, case, results
 
 IDS = [
     "matmul/B1-M128-K128-N128/float32",

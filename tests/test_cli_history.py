@@ -12,9 +12,9 @@ from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
 from ci_bench.store.history import append_local, device_file, parse_jsonl
 from tests.conftest import run_cli, write_project
-from tests.factories import CPU, case, results
-from tests.github_server import FakeGitHub
-from tests.history_data import STEP_CASE, story
+from tests.harness.factories import CPU, case, results
+from tests.harness.github_server import FakeGitHub
+from tests.harness.history_data import STEP_CASE, story
 
 TOKEN = "ghs_history_token"
 REPO = "octo-org/ci-bench"

@@ -51,7 +51,7 @@ def test_profile_rejects_bad_selections_in_one_line(tmp_path, project, args, mes
 
 def test_plot_writes_a_png(tmp_path, project):
     pytest.importorskip("matplotlib")
-    from tests.factories import case, results
+    from tests.harness.factories import case, results
 
     path = tmp_path / "r.json"
     path.write_text(results([case("matmul/B1-M128-K128-N128/float32")]).model_dump_json())

@@ -15,9 +15,9 @@ from ci_bench.judge.compare import compare
 from ci_bench.judge.pr import pr_report
 from ci_bench.report.comment import fit_markdown, markdown_report
 from ci_bench.schema import FailPolicy, Thresholds
-from tests.comment_data import BASE, DRIFT, FAST, INFO, REG, UNSURE, rich_pr_report
-from tests.comment_data import HEAD as RICH_HEAD
-from tests.factories import V5E, case, results
+from tests.harness.comment_data import BASE, DRIFT, FAST, INFO, REG, UNSURE, rich_pr_report
+from tests.harness.comment_data import HEAD as RICH_HEAD
+from tests.harness.factories import V5E, case, results
 from tests.test_compare import baseline_of, lookup
 from tests.test_render import report  # noqa: F401  (the golden report fixture)
 

@@ -15,8 +15,8 @@ from markdown_it import MarkdownIt
 
 from ci_bench.report.comment import markdown_report
 from ci_bench.report.sticky import compose
-from tests.browser import chromium, needs_chromium, save_screenshot, severe_console_errors
-from tests.comment_data import rich_pr_report
+from tests.harness.browser import chromium, needs_chromium, save_screenshot, severe_console_errors
+from tests.harness.comment_data import rich_pr_report
 
 pytestmark = needs_chromium
 

@@ -8,7 +8,7 @@ from ci_bench.errors import ExitCode
 from ci_bench.judge.compare import compare, judge
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
-from tests.factories import CPU, V5E, case, results
+from tests.harness.factories import CPU, V5E, case, results
 
 A = "matmul/B1-M128-K128-N128/float32"
 B = "matmul/B1-M127-K513-N255/bfloat16"
@@ -208,7 +208,7 @@ def test_every_comparison_reports_its_minimum_detectable_change():
 
 def test_a_regression_must_hold_when_re_measured():
     from ci_bench.judge.stats import stats_of
-    from tests.factories import samples
+    from tests.harness.factories import samples
 
     base = baseline_of(results([case(A, 1.0)]))
     flagged = case(A, 1.25)

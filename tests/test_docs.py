@@ -160,7 +160,7 @@ def test_the_docs_site_builds_strictly(tmp_path):
 
 
 def test_the_limits_the_reference_states_are_the_codes():
-    from ci_bench.commands.history import KEEP_MAX
+    from ci_bench.commands.record import KEEP_MAX
     from ci_bench.commands.validate import REPEATS_MAX, SHARDS_MAX, WORKERS_MAX
     from ci_bench.store.files import MAX_DEPTH, MAX_FILE_BYTES
     from ci_bench.store.history import DEFAULT_KEEP

@@ -13,7 +13,7 @@ from ci_bench.judge.compare import compare
 from ci_bench.judge.pr import pr_report
 from ci_bench.judge.stats import stats_of
 from ci_bench.schema import FailPolicy, Thresholds
-from tests.factories import case, results
+from tests.harness.factories import case, results
 from tests.test_compare import A, B, baseline_of, lookup
 
 T = Thresholds()

@@ -18,7 +18,7 @@ from ci_bench.errors import ExitCode
 from ci_bench.report.export import to_bmf, to_gab
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 SCHEMAS = Path(__file__).parent / "schemas"
 ERROR = "matmul/B1-M256-K256-N256/float32"

@@ -23,8 +23,8 @@ from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import Lookup
 from ci_bench.store.files import dump_model
 from tests.conftest import FIXTURES, REPO, write_project
-from tests.factories import case, results
-from tests.inproc import call
+from tests.harness.factories import case, results
+from tests.harness.inproc import call
 
 ID = "matmul/B1-M128-K128-N128/float32"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 A = "matmul/B1-M128-K128-N128/float32"
 B = "matmul/B1-M256-K256-N256/float32"

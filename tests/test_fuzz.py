@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.fuzz_commands import RECIPES, make_input, recipe, subcommands
-from tests.fuzz_inputs import Input
-from tests.fuzz_seeds import make_seeds
-from tests.fuzzing import attempt, tmpfs_available
+from tests.harness.fuzz_commands import RECIPES, make_input, recipe, subcommands
+from tests.harness.fuzz_inputs import Input
+from tests.harness.fuzz_seeds import make_seeds
+from tests.harness.fuzzing import attempt, tmpfs_available
 
 SEED = 18
 PARSERS = subcommands()
@@ -101,7 +101,7 @@ def test_a_sample_through_real_processes(seeds, command, index):
 
 def test_the_oracles_catch_what_they_promise(seeds, tmp_path):
     """A fuzzer whose oracles never fire proves nothing: each one is shown failing here."""
-    from tests.fuzzing import Outcome, Workspace, judge
+    from tests.harness.fuzzing import Outcome, Workspace, judge
 
     parser = PARSERS["compare"]
     cases = {
@@ -137,7 +137,7 @@ def test_the_oracles_catch_what_they_promise(seeds, tmp_path):
     assert any("not strict JSON" in k for k in kinds), kinds
     # ci-bench's own annotations are commands on purpose; anything else in either stream,
     # or the runner's older ##[ form anywhere in a line, is an injection.
-    from tests.fuzz_outputs import injection_problem
+    from tests.harness.fuzz_outputs import injection_problem
 
     assert injection_problem("::error title=ci-bench regression%3A x::x: slower\n") is None
     assert injection_problem("ok\r::set-output name=v::pass") is not None

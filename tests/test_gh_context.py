@@ -19,7 +19,7 @@ from ci_bench.github.context import (
     parse_tag,
 )
 from ci_bench.github.outputs import annotations, append_summary, write_outputs
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 EVENTS = Path(__file__).parent / "fixtures" / "events"
 

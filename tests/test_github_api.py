@@ -15,8 +15,8 @@ import pytest
 from ci_bench.errors import ExitCode
 from ci_bench.github.api import ApiSettings, GitHubClient, GitHubError, marker
 from ci_bench.github.promote import promote_through_api
-from tests.factories import case, results
-from tests.github_server import FakeGitHub
+from tests.harness.factories import case, results
+from tests.harness.github_server import FakeGitHub
 
 REPO = "octo-org/ci-bench"
 TAG = marker("benchmark", "cpu:cpu")

@@ -17,9 +17,9 @@ import github
 import pytest
 from urllib3.util import Retry
 
-from tests import github_server
-from tests.github_openapi import blob_sha
-from tests.github_server import FakeGitHub
+from tests.harness import github_server
+from tests.harness.github_openapi import blob_sha
+from tests.harness.github_server import FakeGitHub
 
 fake_github = github_server.fake_github  # the shared fixture, used here by name
 

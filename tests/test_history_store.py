@@ -23,8 +23,8 @@ from ci_bench.store.history import (
     record_from_results,
     render_jsonl,
 )
-from tests.factories import V5E, case, results
-from tests.history_data import story
+from tests.harness.factories import V5E, case, results
+from tests.harness.history_data import story
 
 M128 = "matmul/B1-M128-K128-N128/float32"
 

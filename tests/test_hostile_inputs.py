@@ -14,8 +14,8 @@ import pytest
 from ci_bench.errors import InputError
 from ci_bench.github.context import load_context, parse_event
 from ci_bench.store.files import dump_model
-from tests.factories import case, results
-from tests.inproc import assert_one_line_error, call
+from tests.harness.factories import case, results
+from tests.harness.inproc import assert_one_line_error, call
 
 ID = "matmul/B1-M128-K128-N128/float32"
 

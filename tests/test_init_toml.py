@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.inproc import assert_one_line_error, call
+from tests.harness.inproc import assert_one_line_error, call
 
 
 def init_with(tmp_path: Path, text: str, *flags: str):

@@ -26,7 +26,7 @@ from ci_bench.schema import (
 )
 from kernels.matmul import SPEC as MATMUL
 from kernels.matmul import BlockSizes, matmul_tiled
-from tests.factories import V5E, case, results
+from tests.harness.factories import V5E, case, results
 
 CID = "matmul/B1-M512-K512-N512/bfloat16"
 CASE = Case("matmul", {"B": 1, "M": 512, "K": 512, "N": 512}, "bfloat16")

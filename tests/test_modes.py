@@ -312,7 +312,7 @@ def test_a_baseline_of_another_subject_is_incomparable_never_a_regression():
     from ci_bench.judge.compare import compare
     from ci_bench.schema import BaselineFile, FailPolicy, Implementations, Lookup, Thresholds
     from ci_bench.store.baselines import entry_from_results
-    from tests.factories import case, results
+    from tests.harness.factories import case, results
 
     cid = "matmul/B1-M128-K128-N128/float32"
     base = results([case(cid, 0.1)])
@@ -332,7 +332,7 @@ def test_a_baseline_of_another_subject_is_incomparable_never_a_regression():
 
 
 def test_report_rows_keep_a_cases_modes_together_worst_group_first():
-    from ci_bench.report.render import grouped
+    from ci_bench.report.rows import grouped
     from ci_bench.schema import CaseVerdict
 
     def verdict(cid: str, state: str, change: float) -> CaseVerdict:

@@ -1,10 +1,10 @@
 """The deployed pipeline end to end: the workflows' own steps, as GitHub would run them.
 
-``tests/workflow_runner.py`` reads ``.github/workflows/*.yml`` and runs the ``run:`` steps
+``tests/harness/workflow_runner.py`` reads ``.github/workflows/*.yml`` and runs the ``run:`` steps
 of the jobs an event starts, in ``needs`` order, in clones of a real git repository, with
 the Actions environment, job outputs, artifacts as folders, ``workflow_run`` chaining and
 the local fake GitHub (traffic checked against GitHub's OpenAPI description). Events are
-GitHub's webhook examples pointed at the test repository's commits (tests/pipeline_repo.py).
+GitHub's webhook examples pointed at the test repository's commits (tests/harness/pipeline_repo.py).
 
 The kernel measured is tiny (two cases, one per shard, three repeats, twelve A/B rounds), so
 each workflow run takes well under a minute on a small CPU. Every scenario of the
@@ -22,7 +22,7 @@ import pytest
 
 from ci_bench.github.context import parse_event
 from ci_bench.pipeline.plan import gate
-from tests.pipeline_repo import (
+from tests.harness.pipeline_repo import (
     MAINTAINER,
     NUMBER,
     REPO,
@@ -35,7 +35,7 @@ from tests.pipeline_repo import (
     new_world,
     report_of,
 )
-from tests.workflow_runner import evaluate, interpolate, load, load_called, triggers
+from tests.harness.workflow_runner import evaluate, interpolate, load, load_called, triggers
 
 TPU_JOBS = ("measure", "ab")
 

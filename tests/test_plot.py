@@ -13,7 +13,7 @@ from ci_bench.measure.roofline import compute_metrics, table_peaks
 from ci_bench.report.chart import short_labels
 from ci_bench.report.plot import resolve_ceilings, roofline_png
 from ci_bench.schema import CaseResult, Results
-from tests.factories import V5E, case, results
+from tests.harness.factories import V5E, case, results
 
 IDS = (
     "matmul/B1-M128-K128-N128/float32",

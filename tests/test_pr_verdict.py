@@ -12,7 +12,7 @@ from ci_bench.judge.compare import compare
 from ci_bench.judge.pr import pr_report
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.merge import merge_results
-from tests.factories import CPU, case, results
+from tests.harness.factories import CPU, case, results
 from tests.test_compare import A, B, baseline_of, lookup
 
 T = Thresholds()

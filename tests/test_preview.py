@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ci_bench.report.sticky import sections_of
-from tests.pipeline_repo import git
+from tests.harness.pipeline_repo import git
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent / "ci-bench")

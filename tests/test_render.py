@@ -17,7 +17,7 @@ from ci_bench.report.render import results_table
 from ci_bench.report.terminal import terminal_report
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -129,7 +129,7 @@ def test_the_verdict_table_fits_120_columns_unless_wide(report):
 
 
 def test_a_pr_report_in_a_terminal_keeps_the_two_comparisons_apart():
-    from tests.comment_data import BASE, REG, rich_pr_report
+    from tests.harness.comment_data import BASE, REG, rich_pr_report
 
     text = terminal_report(rich_pr_report(), wide=True)
     row = next(line for line in text.splitlines() if line.startswith(f"{REG} "))

@@ -10,7 +10,7 @@ from pathlib import Path
 from ci_bench.schema import BaselineFile
 from ci_bench.store.baselines import entry_from_results
 from ci_bench.store.files import dump_chunks, dump_model
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 IDS = [f"matmul/B{i}-M128-K128-N128/float32" for i in range(1, 6)]
 
@@ -91,7 +91,7 @@ def test_ci_report_dir_outside_the_comment_and_relay_roles_is_exit_2(tmp_path):
 def test_the_fuzzers_generic_recipe_reads_results_only_when_it_names_them():
     """``tune`` reads no results file: a damaged results.json is no input of its (its three
     'silent passes' were the fuzzer's false assumption)."""
-    from tests.fuzz_commands import recipe, subcommands
+    from tests.harness.fuzz_commands import recipe, subcommands
 
     parsers = subcommands()
     assert recipe("tune", parsers["tune"]).reads == ("config",)

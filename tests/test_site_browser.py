@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from ci_bench.store.history import append_local
-from tests.browser import chromium, needs_chromium, save_screenshot, severe_console_errors
 from tests.conftest import run_cli
-from tests.factories import CPU
-from tests.history_data import (
+from tests.harness.browser import chromium, needs_chromium, save_screenshot, severe_console_errors
+from tests.harness.factories import CPU
+from tests.harness.history_data import (
     CASES,
     FALSE_ALARM_AT,
     FALSE_ALARM_CASE,

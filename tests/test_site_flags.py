@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from ci_bench.report.history import build_groups, flags_of
 from ci_bench.report.site import site_data
-from tests.factories import CPU
-from tests.history_data import FALSE_ALARM_AT, FALSE_ALARM_CASE, STEP_AT, STEP_CASE, sha, story
+from tests.harness.factories import CPU
+from tests.harness.history_data import (
+    FALSE_ALARM_AT,
+    FALSE_ALARM_CASE,
+    STEP_AT,
+    STEP_CASE,
+    sha,
+    story,
+)
 
 
 def test_a_step_confirms_its_flag_and_a_false_alarm_stays_unconfirmed():

@@ -15,8 +15,8 @@ from ci_bench.errors import InputError
 from ci_bench.store.baselines import baseline_path, find_baseline, write_promotions
 from ci_bench.store.files import dump_model
 from tests.conftest import FIXTURES, REPO
-from tests.factories import CPU, case, results
-from tests.inproc import assert_one_line_error, call
+from tests.harness.factories import CPU, case, results
+from tests.harness.inproc import assert_one_line_error, call
 
 ID = "matmul/B1-M128-K128-N128/float32"
 

@@ -13,7 +13,7 @@ import scipy.stats  # noqa: F401
 from ci_bench.measure.devices import fingerprint
 from ci_bench.store.files import dump_model
 from tests.conftest import REPO, run_cli, write_project
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 CASE = "matmul/B1-M128-K128-N128/float32"
 

@@ -1,6 +1,6 @@
 """The pull request's "a faster tiling exists" line (issue 30), through the workflows' own
-steps (``tests/workflow_runner.py``) and the GitHub fake: the lower job searches the tunables
-of the pull request's kernel with the cost model, and the relay writes one line per case
+steps (``tests/harness/workflow_runner.py``) and the GitHub fake: the lower job searches the
+tunables of the pull request's kernel with the cost model, and the relay writes one line per case
 whose modelled best tiling beats the shipped default, into the one sticky comment; a hint
 in the lowering section (the pull request's claim), never the verdict, never a red check.
 """
@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from ci_bench.report.sticky import sections_of, tiling_lines
 from ci_bench.schema.lowering import LoweringResults
 from tests import test_pipeline
-from tests.pipeline_repo import World, failures
+from tests.harness.pipeline_repo import World, failures
 from tests.test_pipeline import keep
 
 # The pipeline tests' world (pull requests against the stored baselines), its fixtures.

@@ -18,7 +18,7 @@ from ci_bench.measure.timers import (
     timed_rounds,
 )
 from ci_bench.schema import FailPolicy, RunSettings, Thresholds
-from tests.factories import case, results
+from tests.harness.factories import case, results
 from tests.test_compare import A, baseline_of, lookup
 
 

@@ -1,7 +1,8 @@
 """Who writes the verdict, and about which commit (issue 27): each defect found as teams
-deploy ci-bench, as a scenario through the workflows' own steps (``tests/workflow_runner.py``)
-against the GitHub fake (``tests/github_server.py``, checked against GitHub's OpenAPI
-description) and a real git repository.
+deploy ci-bench, as a scenario through the workflows' own steps
+(``tests/harness/workflow_runner.py``) against the GitHub fake
+(``tests/harness/github_server.py``, checked against GitHub's OpenAPI description) and a real
+git repository.
 
 The rules: the verdict section comes only from the benchmark workflow's own jobs; every
 write of the comment is checked against the pull request as it is now (``GET /pulls/N``);
@@ -20,8 +21,8 @@ from typing import Any
 import pytest
 
 from ci_bench.report.sticky import sections_of
-from tests.github_openapi import now
-from tests.pipeline_repo import (
+from tests.harness.github_openapi import now
+from tests.harness.pipeline_repo import (
     MAINTAINER,
     NUMBER,
     REPO,
@@ -32,8 +33,8 @@ from tests.pipeline_repo import (
     make_template,
     report_of,
 )
+from tests.harness.workflow_runner import WorkflowRun, load
 from tests.test_pipeline import _world, keep
-from tests.workflow_runner import WorkflowRun, load
 
 AUTHOR = "Codertocat"  # who opened the webhook examples' pull request
 SUPERSEDED = "<!-- ci-bench superseded -->"  # an older comment, taken over
@@ -271,7 +272,7 @@ def _survivors(workflow: dict[str, Any], pushes: list[str]) -> list[str]:
     pending: dict[str, str] = {}
     cancelled: set[str] = set()
     for sha in pushes:  # all arrive while the first still runs
-        from tests.workflow_runner import interpolate
+        from tests.harness.workflow_runner import interpolate
 
         context = {"github": {"ref": "refs/heads/main", "sha": sha, "run_id": sha}}
         group = interpolate(spec["group"], context) if spec else sha

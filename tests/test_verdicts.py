@@ -7,10 +7,10 @@ import typing
 from pathlib import Path
 
 from ci_bench.github.outputs import annotations
-from ci_bench.report.render import VERDICT_ICONS
+from ci_bench.report.rows import VERDICT_ICONS
 from ci_bench.schema import VERDICTS, CaseVerdict, FailPolicy, Report, RunState
 from ci_bench.schema.verdicts import CONFIGURABLE, verdict_table_markdown
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 # The table moved from the README to the docs site's verdicts page.
 README = Path(__file__).resolve().parents[1] / "docs" / "VERDICTS.md"
@@ -64,3 +64,35 @@ def test_the_readme_table_is_generated_from_the_table():
         "docs/VERDICTS.md's verdict table is stale: paste "
         "ci_bench.schema.verdicts.verdict_table_markdown() between the markers"
     )
+
+
+def test_how_the_comment_shows_a_state_is_its_entry() -> None:
+    """Headline, settled and the comment section come from the table, not from names in
+    report/comment.py: adding a state is one entry (and its rule in judge/ladder.py)."""
+    from ci_bench.report.comment import CHANGED
+
+    shown = {s.name: (s.settled, s.listed) for s in VERDICTS}
+    assert [n for n, (settled, _) in shown.items() if settled] == [
+        "drift",
+        "new",
+        "improved",
+        "pass",
+    ]
+    assert CHANGED == ("regression", "accepted", "noisy", "toolchain", "improved")
+    assert [n for n, (_, listed) in shown.items() if listed == "errors"] == ["error", "unmeasured"]
+    assert all(s.headline for s in VERDICTS if s.scope == "run")
+
+
+def test_the_states_before_the_comparison_are_ladder_rules() -> None:
+    """error, new, incomparable, missing and unmeasured come from judge/ladder.py too."""
+    from ci_bench.judge.ladder import Rung, before_comparison, never_measured, not_run
+
+    run = results([case()])
+    ok = run.cases[0]
+    failed = ok.model_copy(update={"status": "error", "error": "boom"})
+    assert before_comparison(failed, None, None, None, run.meta) == Rung("error", "boom", None)
+    assert before_comparison(ok, None, None, None, run.meta) == Rung(
+        "new", "no baseline file", None
+    )
+    assert not_run("smoke").verdict == "missing"
+    assert never_measured("no shard measured it").verdict == "unmeasured"

@@ -23,7 +23,7 @@ from ci_bench.measure.workers import (
 from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import read_model
 from tests.conftest import FIXTURES, REPO, run_cli, write_project
-from tests.factories import CPU, V5E
+from tests.harness.factories import CPU, V5E
 
 
 def load(path) -> Results:
@@ -158,7 +158,7 @@ def test_the_fingerprint_is_read_in_a_child_only_where_an_accelerator_could_be_h
 def test_a_workers_stderr_reaches_the_ci_log_only_through_the_output_edge(tmp_path):
     """What a kernel writes to its worker's stderr (a workflow command, a U+0085 break) is
     kept in the case's error but never printed as a line the runner reads as a command."""
-    from tests.fuzz_outputs import injection_problem
+    from tests.harness.fuzz_outputs import injection_problem
 
     write_project(tmp_path, ["noisy_stderr_kernel"])
     out = tmp_path / "r.json"

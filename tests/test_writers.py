@@ -19,8 +19,8 @@ import pytest
 from ci_bench.store import writer
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
-from tests.factories import case, results
-from tests.inproc import assert_one_line_error, call
+from tests.harness.factories import case, results
+from tests.harness.inproc import assert_one_line_error, call
 
 ID = "matmul/B1-M128-K128-N128/float32"
 ID4 = "matmul/B4-M128-K256-N128/float32"

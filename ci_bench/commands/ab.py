@@ -12,14 +12,38 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.compare import emit_report, write_report_files
-from ci_bench.commands.run import request_from
+from ci_bench.commands.common_args import (
+    add_fail_on,
+    add_force,
+    add_markdown,
+    add_measurement,
+    add_output,
+    add_selection,
+)
+from ci_bench.commands.shared import emit_report, request_from, write_report_files
 from ci_bench.errors import InputError
 from ci_bench.pipeline.ab import run_ab
 from ci_bench.pipeline.session import load_specs
 
+NAME = "ab"
 
-def cmd_ab(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        NAME, help="A/B: the base ref's kernels against the head's, in one process"
+    )
+    add_selection(parser)
+    add_measurement(parser)
+    parser.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
+    parser.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    add_output(parser, "the report JSON", force=None)
+    add_markdown(parser)
+    add_force(parser, "--output or --markdown file")
+    add_fail_on(parser)
+    parser.add_argument("--no-confirm", action="store_true", help="do not re-measure flagged cases")
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     if getattr(args, "resume", None) is not None:
         raise InputError("--resume does not apply to ab: an A/B is measured whole, in pairs")
     request = request_from(args, cwd)

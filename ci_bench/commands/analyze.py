@@ -8,52 +8,48 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.common_args import add_chip
-from ci_bench.commands.run import request_from
-from ci_bench.commands.validate import SEED_MAX, Output, int_range, path_arg, shape
+from ci_bench.commands.common_args import (
+    add_chip,
+    add_fail_on,
+    add_output,
+    add_quiet,
+    add_seed,
+    add_selection,
+    add_shape,
+)
+from ci_bench.commands.shared import request_from
 from ci_bench.pipeline.session import load_specs
 from ci_bench.store.files import dump_model, write_text
 
+NAME = "analyze"
 
-def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None:  # type: ignore[type-arg]
-    """Add ``analyze`` (with the usual selection flags) to ``ci-bench``."""
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     analyze = sub.add_parser(
-        "analyze",
+        NAME,
         help="the cost model read from the Pallas grid: HBM bytes, grid steps, VMEM and "
         "modelled time per TPU chip (no accelerator; nothing is executed)",
     )
     add_selection(analyze)
     add_chip(analyze, "trace and model each case")
     analyze.add_argument("--format", choices=("table", "json"), default="table")
-    Output("file").on(
-        analyze.add_argument("--output", "-o", type=path_arg, help="write the analysis JSON here")
-    )
-    analyze.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing --output file (otherwise refused: nothing is replaced silently)",
-    )
+    add_output(analyze, "the analysis JSON")
     analyze.add_argument(
         "--base",
         metavar="REF",
         help="also model the kernels at this git ref and judge each case against them",
     )
-    analyze.add_argument("--fail-on", metavar="STATES", help="as for compare (default: config)")
-    analyze.add_argument(
-        "--shape", type=shape, help="ad-hoc case, e.g. 1024,1024,1024 (with --dtype)"
-    )
-    analyze.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
-    analyze.add_argument(
-        "--seed", type=int_range(0, SEED_MAX), help="PRNG seed for inputs (default 42)"
-    )
-    analyze.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    add_fail_on(analyze)
+    add_shape(analyze)
+    add_seed(analyze)
+    add_quiet(analyze)
 
 
-def cmd_analyze(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     # --output was checked when the command line was parsed (Output), before any tracing.
     from ci_bench.measure.model.chips import resolve_chips
     from ci_bench.pipeline.analysis import analyze_cases
@@ -72,6 +68,3 @@ def cmd_analyze(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
         write_text(args.output, dump_model(analysis), what="analysis", replace=args.force)
     out.write(dump_model(analysis) if args.format == "json" else analysis_table(analysis))
     return analysis.exit_code
-
-
-COMMANDS = {"analyze": cmd_analyze}

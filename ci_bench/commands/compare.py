@@ -1,76 +1,64 @@
-"""``ci-bench compare``, ``promote`` and ``merge``: from results to verdicts and baselines."""
+"""``ci-bench compare``: results judged against the stored baselines; the exit code is the
+verdict's."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.run import request_from
+from ci_bench.commands.common_args import (
+    add_baselines_dir,
+    add_config,
+    add_force,
+    add_markdown,
+    add_output,
+    add_wide,
+)
+from ci_bench.commands.shared import emit_report, request_from, write_report_files
+from ci_bench.commands.validate import path_arg
 from ci_bench.pipeline.judging import baseline_report, load_results
-from ci_bench.report.comment import markdown_report
-from ci_bench.report.terminal import terminal_report
-from ci_bench.schema import Report
-from ci_bench.store.baselines import baseline_path
-from ci_bench.store.files import dump_chunks, write_text
-from ci_bench.store.merge import merge_results
-from ci_bench.store.transaction import promote_into
+
+NAME = "compare"
 
 
-def emit_report(report: Report, fmt: str, out: TextIO, *, wide: bool = False) -> None:
-    if fmt == "json":
-        for piece in dump_chunks(report):  # each through the output edge
-            out.write(piece)
-    elif fmt == "markdown":
-        out.write(markdown_report(report))
-    else:
-        out.write(terminal_report(report, wide=wide))
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(NAME, help="compare results with baselines; exit on verdict")
+    parser.add_argument("results", type=path_arg, help="results JSON from ci-bench run")
+    add_baselines_dir(parser)
+    parser.add_argument(
+        "--baseline",
+        type=path_arg,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="compare with this baseline file (repeatable, one per kernel)",
+    )
+    parser.add_argument(
+        "--baseline-version",
+        metavar="VERSION",
+        help="compare with this version's baselines: VERSION (every kernel that has it) "
+        "or KERNEL=VERSION,...",
+    )
+    parser.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    add_output(parser, "the report JSON", force=None)
+    add_markdown(parser)
+    add_force(parser, "--output or --markdown file")
+    parser.add_argument(
+        "--fail-on",
+        metavar="STATES",
+        help="states that fail besides regression, e.g. error,missing,noisy "
+        "('none' for regressions only; default: config)",
+    )
+    add_config(parser)
+    add_wide(parser)
 
 
-def write_report_files(
-    report: Report, json_path: Path | None, md_path: Path | None, *, replace: bool
-) -> None:
-    """The report's files; an existing one is replaced only with --force (checked on
-    parsing too: this closes the gap between the check and the write)."""
-    if json_path:
-        write_text(json_path, dump_chunks(report), what="report", replace=replace)
-    if md_path:
-        write_text(md_path, markdown_report(report), what="markdown", replace=replace)
-
-
-def cmd_compare(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     request = request_from(args, cwd)
     assert request.results_path is not None
     report = baseline_report(request, load_results(request.results_path))
     write_report_files(report, request.output, args.markdown, replace=args.force)
     emit_report(report, request.fmt, out, wide=args.wide)
     return report.exit_code
-
-
-def cmd_promote(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    request = request_from(args, cwd)
-    assert request.results_path is not None
-    results = load_results(request.results_path)
-    folder = request.baselines.folder
-    promotions = promote_into(
-        folder,
-        results,
-        promoted_at=datetime.now(UTC),
-        tag=args.tag,
-        force=args.force,
-        source=str(request.results_path),
-    )
-    for p in promotions:
-        path = baseline_path(folder, p.kernel, p.version)
-        out.write(f"{p.action}: {path} ({p.device})\n")
-    return 0
-
-
-def cmd_merge(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    parts = [(str(path), load_results(path)) for path in args.parts]
-    merged = merge_results(parts)
-    write_text(args.output, dump_chunks(merged), what="merged results", replace=args.force)
-    out.write(f"merged {len(merged.cases)} cases from {len(parts)} files into {args.output}\n")
-    return 0

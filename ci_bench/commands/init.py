@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import TextIO
@@ -24,7 +24,7 @@ from ci_bench.pipeline.adopt import (
     COMMIT,
     callers,
     checklist,
-    constraints_template,
+    constraints_files,
     plan_files,
     with_config,
     yaml_lines,
@@ -39,9 +39,12 @@ _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _SKIP = {".git", ".venv", "venv", "node_modules", "tests", "build", "dist", "__pycache__"}
 
 
-def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None:  # type: ignore[type-arg]
+NAME = "init"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     init = sub.add_parser(
-        "init", help="adopt ci-bench here: config, caller workflows, constraints, baselines"
+        NAME, help="adopt ci-bench here: config, caller workflows, constraints, baselines"
     )
     init.add_argument(
         "--kernels",
@@ -126,7 +129,7 @@ def _libtpu() -> str | None:
     return None
 
 
-def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     try:
         root = (cwd / args.dir).resolve()
         folder = root.is_dir()
@@ -143,8 +146,8 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
         raise InputError(f"--pin {pin[:80]!r}: a commit is 40 lowercase hex digits")
     wanted = {
         **callers(__version__, pin),
-        "constraints/tpu.txt": constraints_template(
-            metadata.version("jax"), metadata.version("jaxlib"), _libtpu()
+        **constraints_files(
+            metadata.version("jax"), metadata.version("jaxlib"), {"libtpu": _libtpu()}
         ),
         "baselines/README.md": BASELINES_README.format(docs=docs_url("docs/FORMATS.md")),
     }
@@ -196,6 +199,3 @@ def cmd_init(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
         )
     out.write("\n" + checklist())
     return 0
-
-
-COMMANDS = {"init": cmd_init}

@@ -1,4 +1,4 @@
-"""``ci-bench lower`` (Pallas lowered for a platform this machine lacks) and ``check-spec``."""
+"""``ci-bench lower``: Pallas lowered for a platform this machine lacks (TPU or CUDA)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,39 @@ from typing import TextIO
 
 from tabulate import tabulate
 
-from ci_bench.commands.run import request_from
-from ci_bench.errors import ExitCode, InputError
+from ci_bench.commands.common_args import (
+    add_chip,
+    add_output,
+    add_quiet,
+    add_seed,
+    add_selection,
+    add_shape,
+    add_shard,
+)
+from ci_bench.commands.shared import request_from
 from ci_bench.outcome import ERRORS_FAIL, Outcome, exit_code
 from ci_bench.pipeline.session import cases_for, load_specs
 from ci_bench.schema.lowering import LoweredCase
 from ci_bench.store.files import dump_model, write_text
-from ci_bench.text import split_list
+
+NAME = "lower"
 
 
-def cmd_lower(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        NAME, help="lower every selected case's Pallas kernel for TPU or CUDA, on this machine"
+    )
+    add_selection(parser)
+    parser.add_argument("--platform", required=True, help="tpu, or cuda (needs jax's CUDA plugin)")
+    add_chip(parser, "tpu: lower each case")
+    add_shape(parser)
+    add_shard(parser, "lower")
+    add_seed(parser, "input shapes")
+    add_output(parser, "the lowering JSON")
+    add_quiet(parser)
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     """Export every selected case for ``--platform``; exit 1 when any case fails to lower, or
     (TPU) when its cost model does not fit a target chip's VMEM."""
     from ci_bench.pipeline.lowering import lower_all
@@ -74,38 +97,3 @@ def _vmem(lowered: LoweredCase) -> str:
     if model is None or model.vmem_bytes is None:
         return "–"
     return f"{model.vmem_bytes / 1024 / 1024:.2f}"
-
-
-def cmd_check_spec(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    """Validate kernel SPECs without running them (every case traced, no array built);
-    exit 2 with one line per broken rule."""
-    from ci_bench.contract.check import spec_problems
-    from ci_bench.contract.registry import load_kernels
-    from ci_bench.contract.tunables import default_problems
-    from ci_bench.measure.tracing import trace_problems
-    from ci_bench.pipeline.config import load_config, resolve
-    from ci_bench.pipeline.tuned import tuned_problems
-
-    config = load_config(args.config, cwd)
-    modules = split_list(args.modules) or config.kernels
-    if not modules:
-        raise InputError("check-spec wants a kernel module or file, or kernels in the config")
-    bad = 0
-    for module in dict.fromkeys(modules):
-        for name, spec in load_kernels([module], root=config.root).items():
-            problems = spec_problems(spec) or trace_problems(spec)
-            problems += default_problems(spec)
-            problems += tuned_problems(spec, resolve(config, config.baselines_dir))
-            cases = sum(len(spec.cases(p)) for p in spec.matrix)
-            if problems:
-                bad += 1
-                out.write(f"{module}: kernel {name} v{spec.version}: {len(problems)} problem(s)\n")
-                out.writelines(f"  - {p}\n" for p in problems)
-            else:
-                profiles = ", ".join(spec.matrix)
-                modes = "" if spec.modes == ("forward",) else f"; modes {', '.join(spec.modes)}"
-                out.write(
-                    f"{module}: kernel {name} v{spec.version} ok "
-                    f"({profiles}; {cases} cases; compute unit {spec.compute_unit}{modes})\n"
-                )
-    return int(ExitCode.USAGE if bad else ExitCode.OK)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import html
 import webbrowser
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from ci_bench.commands.validate import REPEATS_MAX, Output, int_range, path_arg
+from ci_bench.commands.common_args import FILE, FOLDER, add_selection
+from ci_bench.commands.validate import REPEATS_MAX, int_range, path_arg
 from ci_bench.contract.spec import PROFILES
 from ci_bench.errors import ExitCode
 from ci_bench.github.context import PUBLIC_API, ActionsContext, PullRequest
@@ -27,14 +28,15 @@ from ci_bench.pipeline.config import load_config
 from ci_bench.pipeline.git import git, resolve_commit
 from ci_bench.store.files import atomic_write_text
 
+NAME = "preview"
 # The pull request a preview stands for: none exists, so no real number is named.
 NUMBER = 1
 REPOSITORY = "local/preview"
 
 
-def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     preview = sub.add_parser(
-        "preview",
+        NAME,
         help="the pull-request pipeline against a local base ref, here: the sticky comment "
         "a pull request would get",
     )
@@ -46,7 +48,7 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         help="the branch the pull request would target, e.g. main: the A/B measures this "
         "checkout against its merge base with HEAD; baselines are read at REF",
     )
-    Output("file").on(
+    FILE.on(
         preview.add_argument(
             "--output",
             "-o",
@@ -55,7 +57,7 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
             "comment.md)",
         )
     )
-    Output("folder").on(
+    FOLDER.on(
         preview.add_argument(
             "--out-dir",
             type=path_arg,
@@ -140,7 +142,7 @@ def html_page(markdown: str) -> str:
     )
 
 
-def cmd_preview(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     from ci_bench.pipeline.publish import comment_key
     from ci_bench.pipeline.run import run_ci
 
@@ -207,6 +209,3 @@ def cmd_preview(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
         out.write(f"ci-bench preview: opened {page}\n")
     code = exit_code(benchmark)
     return int(code if code != ExitCode.OK else exit_code(lowering))
-
-
-COMMANDS = {"preview": cmd_preview}

@@ -1,4 +1,5 @@
-"""``ci-bench profile`` and ``ci-bench plot``: the specification's section 3, one command away."""
+"""``ci-bench profile``: the specification's section 3 (a trace, an HLO dump), one command
+away."""
 
 from __future__ import annotations
 
@@ -7,14 +8,38 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.run import request_from
+from ci_bench.commands.common_args import FOLDER, add_selection
+from ci_bench.commands.shared import request_from
+from ci_bench.commands.validate import RUNS_MAX, int_range, path_arg
 from ci_bench.errors import InputError
-from ci_bench.pipeline.judging import load_results
 from ci_bench.pipeline.session import load_specs
 from ci_bench.text import split_list
 
+NAME = "profile"
 
-def cmd_profile(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        NAME, help="jax.profiler trace of one case under a top-level jit; HLO dump"
+    )
+    add_selection(parser)
+    FOLDER.on(
+        parser.add_argument(
+            "--out", type=path_arg, required=True, help="folder for trace and dumps"
+        )
+    )
+    parser.add_argument(
+        "--runs", type=int_range(1, RUNS_MAX), default=3, help="traced runs (default 3)"
+    )
+    parser.add_argument(
+        "--dump-hlo", action="store_true", help="dump HLO and buffer assignment via XLA_FLAGS"
+    )
+    parser.add_argument(
+        "--top", type=int_range(0, RUNS_MAX), default=10, help="largest buffers to list"
+    )
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     """Trace cases under a top-level jit; with --dump-hlo also dump HLO and buffers.
 
     One ``--case ID`` writes to ``--out``; several (repeated or comma-separated, e.g. a
@@ -50,24 +75,4 @@ def cmd_profile(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
             module = kernel_module(request.modules, spec.name, config.root)
             dump = dump_case_hlo(module, case_id, out_dir / "hlo", root=config.root)
             out.write("\n" + dump.describe(args.top) + "\n")
-    return 0
-
-
-def cmd_plot(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    """Roofline PNG of a results file, with a baseline's points beside it when given."""
-    from ci_bench.measure.roofline import table_peaks
-    from ci_bench.report.plot import png_bytes
-    from ci_bench.store.files import write_bytes
-
-    results = load_results(args.results)
-    baseline = load_results(args.baseline) if args.baseline else None
-    data = png_bytes(
-        results,
-        baseline=baseline,
-        peak_tflops=args.peak_tflops,
-        peak_gbps=args.peak_gbps,
-        table=table_peaks(results),
-    )
-    write_bytes(args.out, data, what="roofline chart", replace=args.force)
-    out.write(f"roofline chart written to {args.out}\n")
     return 0

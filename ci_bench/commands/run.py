@@ -1,29 +1,52 @@
-"""``ci-bench run``, ``list`` and ``schema``: measure the matrix and describe it."""
+"""``ci-bench run``: measure the matrix (or an ad-hoc ``--shape``) and print a table."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from ci_bench.commands.common_args import add_measurement, add_selection, add_shape, add_wide
+from ci_bench.commands.shared import request_from
+from ci_bench.commands.validate import Output, path_arg
 from ci_bench.errors import InputError
 from ci_bench.outcome import Outcome, exit_code
-from ci_bench.pipeline.config import load_config
-from ci_bench.pipeline.request import Request, build_request
-from ci_bench.pipeline.session import cases_for, load_specs, open_bench
-from ci_bench.schema import Results
+from ci_bench.pipeline.session import load_specs, open_bench
 from ci_bench.store.files import dump_model
 
-
-def request_from(args: argparse.Namespace, cwd: Path) -> Request:
-    """Flags + config -> the request (commands without a GitHub event)."""
-    flags = vars(args)
-    return build_request(flags, load_config(flags.get("config"), cwd))
+NAME = "run"
 
 
-def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(NAME, help="run the benchmark matrix and print a table")
+    add_selection(parser)
+    add_measurement(parser)
+    add_shape(parser)
+    parser.add_argument(
+        "--lower",
+        choices=("tpu", "cuda"),
+        help="first lower each case for this platform; a case that cannot is an error",
+    )
+    # A resumed run rewrites the file it resumes: that is what it is for.
+    Output("file", "resume").on(
+        parser.add_argument("--output", "-o", type=path_arg, help="write the results JSON here")
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --output file (otherwise refused: results are never lost)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="what to print on stdout",
+    )
+    add_wide(parser)
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     from ci_bench.pipeline.measuring import measure, saver, worker_runs
     from ci_bench.report.render import WIDTH, results_table, run_summary
 
@@ -52,20 +75,3 @@ def cmd_run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: Te
     ok = sum(c.status == "ok" for c in results.cases)
     errors = len(results.cases) - ok
     return int(exit_code(Outcome(states={"error": errors}, policy=request.policy, measured=ok)))
-
-
-def cmd_list(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    request = request_from(args, cwd)
-    specs = load_specs(request)
-    for name in request.selection.kernels or tuple(specs):
-        if name in specs:
-            spec = specs[name]
-            out.write(f"# {spec.name} v{spec.version}: {spec.description}\n")
-    for case in cases_for(request.selection, specs):
-        out.write(case.id + "\n")
-    return 0
-
-
-def cmd_schema(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
-    out.write(json.dumps(Results.model_json_schema(), indent=2) + "\n")
-    return 0

@@ -11,15 +11,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ci_bench.commands.common_args import add_chip
-from ci_bench.commands.run import request_from
-from ci_bench.commands.validate import REPEATS_MAX, SEED_MAX, Output, int_range, path_arg, shape
+from ci_bench.commands.common_args import (
+    add_chip,
+    add_output,
+    add_quiet,
+    add_rounds,
+    add_seed,
+    add_selection,
+    add_shape,
+)
+from ci_bench.commands.shared import request_from
+from ci_bench.commands.validate import int_range
 from ci_bench.errors import ExitCode, InputError
 
+NAME = "tune"
 MEASURE_MAX = 32
 TOP_MAX = 10_000
 CPU_REFUSAL = (
@@ -29,10 +38,9 @@ CPU_REFUSAL = (
 )
 
 
-def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None:  # type: ignore[type-arg]
-    """Add ``tune`` (with the usual selection flags) to ``ci-bench``."""
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tune = sub.add_parser(
-        "tune",
+        NAME,
         help="search the kernels' declared tunables (block sizes) with the cost model on this "
         "CPU: every candidate traced, lowered for TPU and modelled per chip, then ranked",
     )
@@ -45,15 +53,12 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         metavar="NAME=V1,V2",
         help="search these values of one tunable instead of the SPEC's (repeatable)",
     )
-    tune.add_argument("--shape", type=shape, help="ad-hoc case, e.g. 4096,4096,4096 (with --dtype)")
-    tune.add_argument("--dtype", default="bfloat16", help="dtype of the --shape case")
+    add_shape(tune, "4096,4096,4096")
     tune.add_argument(
         "--top", type=int_range(1, TOP_MAX), default=10, help="rows per chip in the table"
     )
     tune.add_argument("--format", choices=("table", "json"), default="table")
-    Output("file").on(
-        tune.add_argument("--output", "-o", type=path_arg, help="write the search's JSON here")
-    )
+    add_output(tune, "the search's JSON", force=None)
     tune.add_argument(
         "--force",
         action="store_true",
@@ -70,24 +75,17 @@ def register(sub: argparse._SubParsersAction, add_selection: Callable) -> None: 
         metavar="K",
         help="on the accelerator: time the model's top K and the default, interleaved",
     )
-    tune.add_argument(
-        "--warmup", type=int_range(0, REPEATS_MAX), help="--measure: warmup calls (default 5)"
-    )
-    tune.add_argument(
-        "--repeats", type=int_range(1, REPEATS_MAX), help="--measure: timed rounds (default 20)"
-    )
+    add_rounds(tune, "--measure: warmup calls", "--measure: timed rounds")
     tune.add_argument(
         "--measure-on-cpu",
         action="store_true",
         help=argparse.SUPPRESS,  # tests only: interpret-mode times are not kernel performance
     )
-    tune.add_argument(
-        "--seed", type=int_range(0, SEED_MAX), help="PRNG seed for inputs (default 42)"
-    )
-    tune.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    add_seed(tune)
+    add_quiet(tune)
 
 
-def cmd_tune(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     from ci_bench.measure.model.chips import resolve_chips
     from ci_bench.pipeline.session import load_specs
     from ci_bench.pipeline.tuning import parse_values, tune_cases
@@ -119,6 +117,3 @@ def cmd_tune(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: T
     out.write(dump_model(report) if args.format == "json" else tune_table(report, args.top))
     ranked = any(case.best for case in report.cases)
     return int(ExitCode.OK if ranked else ExitCode.NOTHING_MEASURED)
-
-
-COMMANDS = {"tune": cmd_tune}

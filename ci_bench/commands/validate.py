@@ -154,7 +154,8 @@ def http_url(text: str) -> str:
 @dataclass(frozen=True)
 class Output:
     """A flag that names something the command writes; declared where the flag is defined
-    (``parser.py``), checked right after parsing, before anything is read or measured.
+    (``common_args`` or the command's module), checked right after parsing (``parser.Parser``),
+    before anything is read or measured.
 
     ``replace``: for a file, what may replace an existing one: ``force`` (only ``--force``),
     ``resume`` (``--force``, or the same path as ``--resume``), ``always`` (a regenerated
@@ -177,6 +178,23 @@ class Output:
         if self.replace == "resume" and getattr(args, "resume", None) is not None:
             allowed = allowed or Path(args.resume) == path
         check_output_file(path, flag, replace=allowed)
+
+
+@dataclass(frozen=True)
+class Existing:
+    """A folder flag that must name an existing, writable folder: an explicit folder that
+    is absent is a typo, not "nothing stored yet". Checked right after parsing, after every
+    ``Output``; skipped when the flag ``unless`` names is given (read at another commit)."""
+
+    unless: str | None = None
+
+    def on(self, action: argparse.Action) -> argparse.Action:
+        action.existing = self  # type: ignore[attr-defined]
+        return action
+
+    def check(self, path: Path, flag: str, args: argparse.Namespace) -> None:
+        if self.unless is None or not getattr(args, self.unless, None):
+            check_output_dir(path, flag, must_exist=True)
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -16,6 +16,11 @@ from ci_bench.judge.change import (  # noqa: F401 -- re-exported: one case's com
     judge_memory,
     measure_change,
 )
+from ci_bench.judge.ladder import (
+    before_comparison,
+    never_measured,
+    not_run,
+)
 from ci_bench.judge.model import judge_models, model_references, structural_count
 from ci_bench.judge.stats import (
     benjamini_hochberg,
@@ -101,31 +106,9 @@ def compare_kernel(
     for case in current:
         base = by_id.get(case.id)
         common = {"id": case.id, "kernel": case.kernel, "current": case, "baseline": base}
-        if case.status != "ok":
-            verdicts.append(CaseVerdict(**common, verdict="error", reason=case.error or "error"))
-        elif baseline is None:
-            verdicts.append(CaseVerdict(**common, verdict="new", reason="no baseline file"))
-        elif entry is None:
-            devices = ", ".join(e.device.identity for e in baseline.entries)
-            reason = f"baseline recorded on {devices}; this run on {results.meta.device.identity}"
-            verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
-        elif entry.settings.timer != results.meta.settings.timer:
-            # Issue 13: wall time and trace device time measure different things; a change
-            # of timer must never read as a regression (or an improvement).
-            reason = (
-                f"baseline timed by {entry.settings.timer}, this run by "
-                f"{results.meta.settings.timer}"
-            )
-            verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
-        elif base is None:
-            verdicts.append(CaseVerdict(**common, verdict="new", reason="not in the baseline"))
-        elif base.implementations.subject != case.implementations.subject:
-            # Issue 21: a SPEC that names another subject times another implementation.
-            reason = (
-                f"baseline timed implementation {base.implementations.subject}, this run "
-                f"{case.implementations.subject}"
-            )
-            verdicts.append(CaseVerdict(**common, verdict="incomparable", reason=reason))
+        rung = before_comparison(case, base, baseline, entry, results.meta)
+        if rung is not None:
+            verdicts.append(CaseVerdict(**common, verdict=rung.verdict, reason=rung.reason))
         else:
             change = measure_change(case, base, thresholds)
             verdicts.append(Pending(case, base, change, toolchain))
@@ -138,12 +121,13 @@ def compare_kernel(
         ran = {c.id for c in current}
         for base in by_id.values():
             if base.id not in ran:
+                rung = not_run(entry.provenance.profile)
                 verdicts.append(
                     CaseVerdict(
                         id=base.id,
                         kernel=base.kernel,
-                        verdict="missing",
-                        reason=f"in the {entry.provenance.profile} baseline, not run",
+                        verdict=rung.verdict,
+                        reason=rung.reason,
                         baseline=base,
                     )
                 )
@@ -273,12 +257,13 @@ def unmeasured(results: Results) -> list[CaseVerdict]:
         expected = [c for k, c in enumerate(meta.matrix) if k % part.count == part.index - 1]
     ran = {c.id for c in results.cases}
     why = "the run did not finish" if not results.meta.complete else "no shard measured it"
+    rung = never_measured(why)
     return [
         CaseVerdict(
             id=case_id,
             kernel=case_id.split("/", 1)[0],
-            verdict="unmeasured",
-            reason=f"in this run's matrix but never measured ({why})",
+            verdict=rung.verdict,
+            reason=rung.reason,
         )
         for case_id in expected
         if case_id not in ran

@@ -4,6 +4,10 @@ Every comparison, whatever its statistics, reduces a case to the same evidence: 
 estimate pass a threshold (which way), is the change significant (after false-discovery
 control across the matrix), and, when the case was re-measured, did the change hold. The
 ladder turns that evidence into a state; a rule change is made here once.
+
+The states a case takes before any comparison (``error``, ``new``, ``incomparable``,
+``missing``, ``unmeasured``) are rungs below it: ``before_comparison``, ``not_run`` and
+``never_measured``. Every state of ``ci_bench.schema.verdicts`` is assigned here.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ci_bench.schema import Thresholds, Verdict
+from ci_bench.schema import BaselineEntry, BaselineFile, CaseResult, RunMeta, Thresholds, Verdict
 
 Direction = Literal["slower", "faster"]
 
@@ -90,3 +94,47 @@ def climb(e: Evidence, t: Thresholds) -> Rung:
         return Rung("toolchain", reason, confirmed)
     verdict: Verdict = "regression" if e.direction == "slower" else "improved"
     return Rung(verdict, f"{e.estimate}, significantly {e.direction} ({p}){held}", confirmed)
+
+
+def before_comparison(
+    case: CaseResult,
+    base: CaseResult | None,
+    baseline: BaselineFile | None,
+    entry: BaselineEntry | None,
+    meta: RunMeta,
+) -> Rung | None:
+    """The rungs below the ladder: a case that failed, has no baseline, or whose baseline
+    measured something else; None when its times can be compared (then ``climb``)."""
+    if case.status != "ok":
+        return Rung("error", case.error or "error", None)
+    if baseline is None:
+        return Rung("new", "no baseline file", None)
+    if entry is None:
+        devices = ", ".join(e.device.identity for e in baseline.entries)
+        reason = f"baseline recorded on {devices}; this run on {meta.device.identity}"
+        return Rung("incomparable", reason, None)
+    if entry.settings.timer != meta.settings.timer:
+        # Issue 13: wall time and trace device time measure different things; a change
+        # of timer must never read as a regression (or an improvement).
+        reason = f"baseline timed by {entry.settings.timer}, this run by {meta.settings.timer}"
+        return Rung("incomparable", reason, None)
+    if base is None:
+        return Rung("new", "not in the baseline", None)
+    if base.implementations.subject != case.implementations.subject:
+        # Issue 21: a SPEC that names another subject times another implementation.
+        reason = (
+            f"baseline timed implementation {base.implementations.subject}, this run "
+            f"{case.implementations.subject}"
+        )
+        return Rung("incomparable", reason, None)
+    return None
+
+
+def not_run(profile: str | None) -> Rung:
+    """A case of the baseline (same profile, whole matrix) this run did not measure."""
+    return Rung("missing", f"in the {profile} baseline, not run", None)
+
+
+def never_measured(why: str) -> Rung:
+    """A case of the run's own matrix with no result: it fails, never passes unmeasured."""
+    return Rung("unmeasured", f"in this run's matrix but never measured ({why})", None)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import platform
+import re
 import socket
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 from ci_bench.schema import DeviceFingerprint
+from ci_bench.schema.platforms import Platform, platform_of
 
 
 def _version(dist: str) -> str | None:
@@ -16,6 +19,33 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def toolchain(
+    entry: Platform,
+    version: Callable[[str], str | None] = _version,
+    read: Callable[[str], str | None] = _read,
+) -> dict[str, str]:
+    """The platform's toolchain beside jax and jaxlib (the platform table's packages, the
+    driver): name -> version, what is found. A change of any of them reads as
+    ``toolchain``, never as a regression of the code."""
+    found: dict[str, str] = {}
+    for alternatives in entry.toolchain:
+        got = next((v for v in map(version, alternatives) if v), None)
+        if got:
+            found[alternatives[0]] = got
+    if entry.driver is not None:
+        match = re.search(entry.driver.pattern, read(entry.driver.path) or "")
+        if match:
+            found[entry.driver.name] = match[1]
+    return found
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -36,6 +66,7 @@ def fingerprint() -> DeviceFingerprint:
 
     devices = jax.devices()
     first = devices[0]
+    found = toolchain(platform_of(first.platform))
     return DeviceFingerprint(
         platform=first.platform,
         device_kind=str(first.device_kind),
@@ -45,5 +76,6 @@ def fingerprint() -> DeviceFingerprint:
         python=sys.version.split()[0],
         jax=jax.__version__,
         jaxlib=_version("jaxlib") or "unknown",
-        libtpu=_version("libtpu") or _version("libtpu-nightly"),
+        libtpu=found.pop("libtpu", None),  # its own field since format 1
+        toolchain=found or None,
     )

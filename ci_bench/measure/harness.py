@@ -36,6 +36,7 @@ from ci_bench.schema import (
     Implementations,
     OtherImplementation,
 )
+from ci_bench.schema.timers import SPECIFICATION_TIMER
 from ci_bench.text import one_line
 
 __all__ = [
@@ -231,7 +232,7 @@ def run_contestants(
         reference = yardstick(native.work.fn, native.work.args, native.exe)
         fns, args = _calls(people)
         timed = timed_rounds(
-            settings.timer or "wallclock",
+            settings.timer or SPECIFICATION_TIMER,
             time_interleaved,
             fns,
             args,

@@ -6,7 +6,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 InterpretMode = Literal["kernel", "tpu"]
-INTERPRET_MODES: tuple[InterpretMode, ...] = ("kernel", "tpu")
 
 
 def apply_interpret_mode(mode: InterpretMode) -> InterpretMode | None:

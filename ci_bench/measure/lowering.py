@@ -28,7 +28,7 @@ import jax
 from ci_bench.contract.spec import MODES, Case, KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.measure.failures import full_traceback, one_line
-from ci_bench.measure.modes import abstract_inputs, case_workload
+from ci_bench.measure.modes import case_workload
 from ci_bench.schema import CaseResult
 from ci_bench.schema.lowering import ChipLowering, LoweredCase, LoweringPlatform
 
@@ -83,11 +83,6 @@ def pallas_kind(targets: Sequence[str]) -> str | None:
     """The Pallas backend the targets show (mosaic, triton, mosaic_gpu), or None."""
     kinds = [PALLAS_TARGETS[t] for t in targets if t in PALLAS_TARGETS]
     return kinds[0] if kinds else None
-
-
-def input_shapes(spec: KernelSpec, case: Case, seed: int) -> tuple[Any, ...]:
-    """ShapeDtypeStructs of the case's inputs: declared, traced, or built as a last resort."""
-    return abstract_inputs(spec, case, seed)
 
 
 def is_host_failure(message: str) -> bool:

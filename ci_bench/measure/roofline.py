@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci_bench.schema import Metrics, Results
+from ci_bench.schema.platforms import PLATFORMS, PeakSource, platform_of
 
 
 @dataclass(frozen=True)
@@ -62,16 +63,37 @@ def tpu_peak(chip_name: str) -> Peak:
     return Peak({"bfloat16": found.chip_tflops}, found.chip_gbps)
 
 
-def peak_for(device_kind: str) -> Peak | None:
-    """The peak of a jax ``device_kind``; None for CPUs and unknown devices."""
-    if device_kind.strip().upper().startswith("TPU"):
-        from ci_bench.measure.model.chips import chip_for_device_kind
+def _jax_chips(device_kind: str) -> Peak | None:
+    if not device_kind.strip().upper().startswith("TPU"):
+        return None
+    from ci_bench.measure.model.chips import chip_for_device_kind
 
-        name = chip_for_device_kind(device_kind)
-        return tpu_peak(name) if name else None
+    name = chip_for_device_kind(device_kind)
+    return tpu_peak(name) if name else None
+
+
+def _vendor_table(device_kind: str) -> Peak | None:
     for pattern, key in _KIND_RULES:
         if pattern.search(device_kind.strip()):
             return PEAKS[key]
+    return None
+
+
+# The platform table's peak sources (``ci_bench.schema.platforms``, ``Platform.peaks``).
+PEAK_SOURCES: dict[PeakSource, Callable[[str], Peak | None]] = {
+    "jax-chips": _jax_chips,
+    "vendor-table": _vendor_table,
+}
+
+
+def peak_for(device_kind: str, platform: str | None = None) -> Peak | None:
+    """The peak of a jax ``device_kind`` from its platform's source (any platform's when
+    not given); None for CPUs and unknown devices."""
+    entries = [platform_of(platform)] if platform is not None else PLATFORMS
+    for entry in entries:
+        found = PEAK_SOURCES[entry.peaks](device_kind) if entry.peaks else None
+        if found is not None:
+            return found
     return None
 
 
@@ -89,7 +111,7 @@ def peak_lookup(
 
     The one place peaks are resolved: measuring (MFU, HBM %) and the roofline chart use it.
     """
-    table = peak_for(device_kind) if platform != "cpu" else None
+    table = peak_for(device_kind, platform)
 
     def lookup(dtype: str) -> tuple[float | None, float | None]:
         tflops = peak_tflops or (table.tflops.get(dtype) if table else None)

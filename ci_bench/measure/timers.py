@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ci_bench.schema.platforms import platform_of
 from ci_bench.schema.timers import TIMER_NAMES, TimerName
-
-# Per-platform default. The profiler timer is proven on CPU only (tests/test_timers.py);
-# until a run on TPU/GPU shows its figures agree with the device's own, wallclock stays.
-DEFAULT_TIMER: dict[str, TimerName] = {"cpu": "wallclock", "gpu": "wallclock", "tpu": "wallclock"}
 
 
 def default_timer(platform: str) -> TimerName:
-    return DEFAULT_TIMER.get(platform, "wallclock")
+    """The platform table's default (``ci_bench.schema.platforms``). The profiler timer is
+    proven on CPU only (tests/test_timers.py); until a run on TPU/GPU shows its figures
+    agree with the device's own, wallclock stays."""
+    return platform_of(platform).default_timer
 
 
 class TimerError(RuntimeError):

@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from ci_bench.contract.spec import Case
 from ci_bench.schema import CaseResult, DeviceFingerprint
+from ci_bench.schema.platforms import platform_of
 
 DEFAULT_CASE_TIMEOUT = 600.0
 # Importing jax and the kernels; a worker that is not ready by then is broken, not slow.
@@ -72,30 +73,18 @@ class Job:
 
 
 def pin_env(platform: str, index: int) -> dict[str, str]:
-    """Environment that gives a worker exactly one local accelerator.
-
-    TPU: libtpu's non-communicating single-chip processes (one chip each, own mesh port);
-    GPU: CUDA_VISIBLE_DEVICES. CPU workers share the host and need nothing.
+    """Environment that gives a worker exactly one local accelerator (the platform table's
+    ``worker_env``: TPU: libtpu's non-communicating single-chip processes, one chip each,
+    own mesh port; GPU: CUDA_VISIBLE_DEVICES). CPU workers share the host and need nothing.
     """
-    if platform == "tpu":
-        port = str(8476 + index)
-        return {
-            "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
-            "TPU_PROCESS_BOUNDS": "1,1,1",
-            "TPU_VISIBLE_CHIPS": str(index),
-            "TPU_VISIBLE_DEVICES": str(index),  # older libtpu spelling
-            "TPU_PROCESS_PORT": port,
-            "TPU_MESH_CONTROLLER_ADDRESS": f"localhost:{port}",
-            "TPU_MESH_CONTROLLER_PORT": port,
-        }
-    if platform == "gpu":
-        return {"CUDA_VISIBLE_DEVICES": str(index)}
-    return {}
+    entry = platform_of(platform)
+    port = str(entry.port_base + index)
+    return {key: value.format(index=index, port=port) for key, value in entry.worker_env}
 
 
 def default_workers(device: DeviceFingerprint) -> int:
     """One worker per local accelerator; one on CPU (cases would share the same cores)."""
-    return max(1, device.device_count) if device.platform in ("tpu", "gpu") else 1
+    return max(1, device.device_count) if platform_of(device.platform).one_worker_per_device else 1
 
 
 # Device nodes of local accelerators: TPU (v4+ accel, older vfio) and NVIDIA GPUs.

@@ -20,6 +20,7 @@ import tomlkit
 
 from ci_bench import REPOSITORY, __version__, docs_url
 from ci_bench.errors import InputError
+from ci_bench.schema.platforms import PLATFORM
 from ci_bench.text import one_line
 
 Action = Literal["create", "unchanged", "replace", "conflict"]
@@ -203,14 +204,42 @@ def _parses_to(text: str, expected: Any) -> bool:
     return normal == json.dumps(expected, default=str, sort_keys=True)
 
 
-def constraints_template(jax_version: str, jaxlib_version: str, libtpu: str | None) -> str:
-    pin = f"libtpu=={libtpu}" if libtpu else "# libtpu==<the version jax's tpu extra names>"
-    return (
-        "# The TPU toolchain every benchmark, A/B and promotion job installs (pip install -c).\n"
-        "# A jax, jaxlib or libtpu release changes compiled code and so timings: bump the three\n"
-        "# together, in a reviewed change (jax's metadata names libtpu for its tpu extra).\n"
-        f"jax=={jax_version}\njaxlib=={jaxlib_version}\n{pin}\n"
-    )
+def constraints_template(
+    jax_version: str,
+    jaxlib_version: str,
+    libtpu: str | None = None,
+    *,
+    platform: str = "tpu",
+    pins: Mapping[str, str | None] | None = None,
+) -> str:
+    """``constraints/<platform>.txt``: the platform table's header, jax, jaxlib and each
+    toolchain package at the version jax's extra names (``pins``; TPU: ``libtpu``), or a
+    comment saying where to find it."""
+    entry = PLATFORM[platform]
+    found = {"libtpu": libtpu, **(pins or {})}
+    lines = [f"jax=={jax_version}", f"jaxlib=={jaxlib_version}"]
+    for alternatives in entry.toolchain:
+        name = alternatives[0]
+        version = found.get(name)
+        where = f"<the version jax's {entry.extra} extra names>"
+        lines.append(f"{name}=={version}" if version else f"# {name}=={where}")
+    return entry.constraints_header + "\n".join(lines) + "\n"
+
+
+def constraints_files(
+    jax_version: str,
+    jaxlib_version: str,
+    pins: Mapping[str, str | None],
+    platforms: Sequence[str] = ("tpu",),
+) -> dict[str, str]:
+    """What ``init`` writes under constraints/, one file per platform the runners are
+    (today's callers run on TPU runners)."""
+    return {
+        f"constraints/{p}.txt": constraints_template(
+            jax_version, jaxlib_version, platform=p, pins=pins
+        )
+        for p in platforms
+    }
 
 
 BASELINES_README = """\

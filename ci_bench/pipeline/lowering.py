@@ -20,6 +20,7 @@ from ci_bench.outcome import ERRORS_FAIL, Outcome
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import utc_now
 from ci_bench.schema.lowering import LoweredCase, LoweringMeta, LoweringResults
+from ci_bench.schema.platforms import LOWER_ROLE_TARGET
 from ci_bench.store.files import atomic_write_text, dump_model
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def lower_role(
 
     specs = load_specs(request)
     cases = cases_for(request.selection, specs)
-    lowered = lower_all(request, specs, cases, "tpu")
+    lowered = lower_all(request, specs, cases, LOWER_ROLE_TARGET)  # the platform table's
     hints = tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
     lowered = lowered.model_copy(update={"tiling": hints})
     out_dir = request.out_dir

@@ -29,29 +29,19 @@ from ci_bench.report.escape import md_inline, safe_url
 from ci_bench.report.render import (
     INTERPRETED_MARK,
     INTERPRETER,
-    VERDICT_ICONS,
-    ordered,
-    short_ref,
-    short_shas,
 )
+from ci_bench.report.rows import VERDICT_ICONS, ordered, short_ref, short_shas
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
 from ci_bench.text import case_count
 
-# States a reviewer should see above the fold, besides drift (which has its own section).
-CHANGED = ("regression", "accepted", "improved", "noisy", "toolchain")
+# States a reviewer should see above the fold, besides drift (which has its own section):
+# the verdict table's ``listed`` says which.
+CHANGED = tuple(s.name for s in STATE.values() if s.listed == "changed")
 # Kernel notes that only restate the report's mode (its method line and footer say it).
 _MODE_NOTES = (
     re.compile(r"PR verdict: A/B against .* decides"),
     re.compile(r"A/B against .*, measured in the same process"),
 )
-
-
-# What a run-level state means in a headline.
-_RUN_TITLES = {
-    "ab-missing": "the A/B against the base is missing",
-    "unfinished": "the measurement did not finish",
-    "kernel-removed": "a kernel of the merge base is not in this PR's config",
-}
 
 
 def _summary_line(report: Report) -> str:
@@ -62,29 +52,18 @@ def _summary_line(report: Report) -> str:
 
 
 def _title(report: Report) -> str:
-    icon = VERDICT_ICONS[report.verdict]
-    n = report.counts.get("regression", 0)
-    if report.verdict in _RUN_TITLES:
-        return f"### {icon} ci-bench: {_RUN_TITLES[report.verdict]}"
-    structural = report.counts.get("model-structural", 0)
-    if n and report.mode == "pr":
-        what = f"this PR makes {n} case{'s' if n > 1 else ''} slower"
-    elif n:
-        what = f"{n} regression{'s' if n > 1 else ''}"
-    elif report.verdict == "structural":
-        what = f"{structural} case{'s' if structural > 1 else ''} slower on TPU by the cost model"
-    elif report.verdict == "pass" or report.verdict in ("improved", "new", "drift"):
-        what = "no slowdown from this PR" if report.mode == "pr" else "no regression"
+    """The overall verdict's headline, as its entry of the verdict table says."""
+    state = STATE[report.verdict]
+    pr = report.mode == "pr"
+    n = report.counts.get(state.count, 0) if state.count else 0
+    headline = (state.pr_headline if pr else "") or state.headline
+    if state.settled:
+        what = "no slowdown from this PR" if pr else "no regression"
+    elif headline and (n or not state.count):
+        what = headline.format(n=n, s="s" if n > 1 else "")
     else:
-        what = report.verdict
-    return f"### {icon} ci-bench: {what}"
-
-
-# Outside a pull request (``compare``) a regression is against the stored baseline only.
-_BASELINE_REGRESSION = (
-    "These cases are slower than the stored baseline. Two runs on a shared machine can differ "
-    "by more than a real change: `ci-bench ab --base REF` measures the change itself."
-)
+        what = state.name
+    return f"### {state.icon} ci-bench: {what}"
 
 
 def _actions(report: Report) -> list[str]:
@@ -93,9 +72,7 @@ def _actions(report: Report) -> list[str]:
         present.insert(0, STATE["regression"])
     seen: list[str] = []
     for state in present:
-        action = state.action
-        if report.mode == "baseline" and state.name == "regression":
-            action = _BASELINE_REGRESSION
+        action = (state.baseline_action if report.mode == "baseline" else "") or state.action
         if action not in seen:
             seen.append(action)
     return seen[:3] or ["Nothing to do."]
@@ -297,13 +274,13 @@ def markdown_report(
             for v in partial[: max_rows or None]
             if v.current and v.current.model
         ]
-    drift = ordered([v for v in report.cases if v.verdict == "drift"])
+    drift = ordered([v for v in report.cases if STATE[v.verdict].listed == "drift"])
     if drift:
         shown = drift if max_rows is None else drift[:max_rows]
         parts += ["", "#### Drift since the baseline (not caused by this PR)", ""]
         parts += [drift_table(shown, unit)]
     parts += _information(report)
-    errors = [v for v in report.cases if v.verdict in ("error", "unmeasured")]
+    errors = [v for v in report.cases if STATE[v.verdict].listed == "errors"]
     if errors:
         shown = errors if max_rows is None else errors[:max_rows]
         parts += ["", "#### Errors", ""]

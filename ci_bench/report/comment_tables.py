@@ -16,13 +16,11 @@ from ci_bench.report.escape import md_id, md_inline
 from ci_bench.report.render import (
     INTERPRETED_MARK,
     INTERPRETED_NOTE,
-    VERDICT_ICONS,
     fmt_ms,
     fmt_ratio,
     fmt_util,
-    grouped,
-    p_text,
 )
+from ci_bench.report.rows import VERDICT_ICONS, grouped, p_text
 from ci_bench.schema import CaseVerdict, Report
 from ci_bench.text import case_count
 

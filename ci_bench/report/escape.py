@@ -38,19 +38,6 @@ def md_inline(text: str, limit: int = 300) -> str:
     return _MENTION.sub(lambda m: m[1] + ZWJ, line)
 
 
-def md_code(text: str, limit: int = 300) -> str:
-    """A code span around untrusted text: a fence longer than any backtick run inside it.
-
-    Inside a code span nothing is markup (no HTML, links or mentions). Not for table
-    cells: GitHub splits cells at ``|`` before it parses code spans (use ``md_inline``).
-    """
-    line = one_line(text, limit)
-    longest = max((len(run) for run in re.findall(r"`+", line)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if line.startswith("`") or line.endswith("`") or not line else ""
-    return f"{fence}{pad}{line}{pad}{fence}"
-
-
 _PLAIN_ID = re.compile(r"[\w./=+-]{1,512}")
 
 

@@ -7,7 +7,6 @@ Every table that shows times says whether they are an interpreter's (a CPU run: 
 from __future__ import annotations
 
 import contextlib
-import re
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 
@@ -16,10 +15,7 @@ from tabulate import tabulate
 
 from ci_bench.report.escape import md_inline
 from ci_bench.schema import (
-    VERDICT_PRECEDENCE,
-    VERDICTS,
     CaseResult,
-    CaseVerdict,
     Metrics,
     Results,
     TimingStats,
@@ -134,7 +130,7 @@ def fit_columns(
 OTHER_MARK = "↳ "
 
 
-def _point(case_id: str, mode: str) -> str:
+def point_id(case_id: str, mode: str) -> str:
     """The id without its mode suffix: the mode has its own column."""
     suffix = f"/{mode}"
     return case_id[: -len(suffix)] if mode != "forward" and case_id.endswith(suffix) else case_id
@@ -157,7 +153,7 @@ def run_row(case: CaseResult) -> list[str]:
     """One case: the subject's figures (errors say so; the message follows the table)."""
     metrics = case.metrics
     return [
-        _point(case.id, case.mode),
+        point_id(case.id, case.mode),
         MODE_LABELS.get(case.mode, case.mode),
         "error (below)" if case.status != "ok" else _timing(case.pallas),
         fmt_ms(case.native.mean_ms if case.native else None),
@@ -337,79 +333,3 @@ def run_summary(results: Results, output: str | None = None) -> str:
             "`ci-bench ab --base REF` (a change against a git ref, fairly on one machine)"
         )
     return "\n".join(wrap(line) for line in lines)
-
-
-VERDICT_ICONS = {s.name: s.icon for s in VERDICTS}
-
-
-def ordered(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
-    """Worst first (verdict precedence), then the largest change first."""
-    rank = {v: i for i, v in enumerate(VERDICT_PRECEDENCE)}
-
-    def key(v: CaseVerdict) -> tuple[int, float, str]:
-        worst = 0 if v.memory_verdict == "regression" else rank[v.verdict]
-        return worst, -abs(v.mean_change or 0.0), v.id
-
-    return sorted(verdicts, key=key)
-
-
-MODE_ORDER = {mode: i for i, mode in enumerate(MODE_LABELS)}
-
-
-def _mode_of(case_id: str) -> str:
-    last = case_id.rsplit("/", 1)[-1]
-    return last if last in MODE_ORDER else "forward"
-
-
-def grouped(verdicts: Sequence[CaseVerdict]) -> list[CaseVerdict]:
-    """``ordered``, with each case's modes kept together: a point's forward, backward and
-    forward+backward rows in that order, the group placed where its worst row would be."""
-    rank = {id(v): i for i, v in enumerate(ordered(verdicts))}
-    groups: dict[str, list[CaseVerdict]] = {}
-    for v in verdicts:
-        groups.setdefault(_point(v.id, _mode_of(v.id)), []).append(v)
-    first = {key: min(rank[id(v)] for v in group) for key, group in groups.items()}
-    return [
-        v
-        for key in sorted(groups, key=first.__getitem__)
-        for v in sorted(groups[key], key=lambda v: MODE_ORDER[_mode_of(v.id)])
-    ]
-
-
-def p_source(v: CaseVerdict, mode: str) -> str:
-    """Which comparison a verdict's p-value belongs to: the A/B (head against base) or the
-    stored baseline. In a PR report the A/B's decides every row it measured but drift."""
-    if mode == "ab" or (mode == "pr" and v.ratio is not None and v.verdict != "drift"):
-        return "A/B"
-    return "baseline"
-
-
-def fmt_p(p: float) -> str:
-    """``p=0.018``; below a thousandth only that (``p<0.001``): nobody reads 2.9e-08."""
-    return "p<0.001" if p < 1e-3 else f"p={p:.2g}"
-
-
-def p_text(v: CaseVerdict, mode: str) -> str:
-    """``A/B p=0.018``: a p-value always names its comparison."""
-    return "" if v.p_value is None else f"{p_source(v, mode)} {fmt_p(v.p_value)}"
-
-
-_FULL_SHA = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{28}\b")
-
-
-def short_shas(text: str) -> str:
-    """Full commit ids shortened to 12 characters: a reader recognises them, GitHub links
-    them, and a line keeps its width."""
-    return _FULL_SHA.sub(r"\1", text)
-
-
-def short_ref(ref: str | None) -> str | None:
-    """A base ref as a reader needs it: ``main (0564abcdef01)``; a ref that is its own
-    commit (``0564…(0564…)``) once."""
-    if ref is None:
-        return None
-    text = short_shas(ref)
-    m = re.fullmatch(r"(\S+) \((\S+)\)", text)
-    if m and (m[1] == m[2] or m[2].startswith(m[1]) or m[1].startswith(m[2])):
-        return m[1] if len(m[1]) <= len(m[2]) else m[2]
-    return text

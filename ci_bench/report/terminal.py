@@ -18,15 +18,12 @@ from ci_bench.report.render import (
     fmt_ms,
     fmt_ratio,
     fmt_util,
-    grouped,
     interpreted_banner,
     interpreted_headers,
-    p_text,
-    short_ref,
-    short_shas,
     tight_headers,
     wrap,
 )
+from ci_bench.report.rows import grouped, p_text, short_ref, short_shas
 from ci_bench.schema import CaseVerdict, KernelSummary, Report
 
 REPORT_HEADERS = (

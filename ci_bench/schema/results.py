@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from ci_bench.schema.base import (
     CaseId,
@@ -39,7 +45,7 @@ from ci_bench.schema.measures import (  # noqa: F401 -- re-exported: the results
     XlaCost,
 )
 from ci_bench.schema.model import CaseModel
-from ci_bench.schema.timers import TimerName
+from ci_bench.schema.timers import SPECIFICATION_TIMER, TimerName
 from ci_bench.text import NAME
 
 RESULTS_SCHEMA_VERSION = 5
@@ -103,6 +109,16 @@ class DeviceFingerprint(Model):
     jax: str
     jaxlib: str
     libtpu: str | None = None
+    # The platform's other toolchain (GPU: the CUDA plugin, PJRT, the driver), name ->
+    # version (ci_bench.schema.platforms); written only when there is one.
+    toolchain: dict[str, str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_toolchain(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self.toolchain is None and isinstance(data, dict):
+            data.pop("toolchain", None)
+        return data
 
     @property
     def identity(self) -> str:
@@ -113,7 +129,8 @@ class DeviceFingerprint(Model):
     @property
     def software(self) -> str:
         tpu = f" libtpu {self.libtpu}" if self.libtpu else ""
-        return f"jax {self.jax} jaxlib {self.jaxlib}{tpu}"
+        more = "".join(f" {name} {v}" for name, v in sorted((self.toolchain or {}).items()))
+        return f"jax {self.jax} jaxlib {self.jaxlib}{tpu}{more}"
 
 
 class OtherImplementation(Model):
@@ -245,7 +262,8 @@ class RunSettings(Model):
     lowered_for: str | None = Field(None, description="run --lower: the platform checked")
     compilation_cache: str | None = None
     timer: TimerName = Field(
-        "wallclock", description="how per-call times were taken; different timers never compare"
+        SPECIFICATION_TIMER,
+        description="how per-call times were taken; different timers never compare",
     )
 
     def comparable(self, other: RunSettings) -> bool:

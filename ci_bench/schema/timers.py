@@ -32,5 +32,8 @@ TIMERS: tuple[Timer, ...] = (
     ),
 )
 TIMER_NAMES: tuple[str, ...] = tuple(t.name for t in TIMERS)
+# The first entry, the specification's method: what a file without a timer (format 1) and a
+# run without one in its settings were timed by.
+SPECIFICATION_TIMER = TIMER_NAMES[0]
 # A pydantic-checked enum of the names above (``Literal`` of the table's names).
 TimerName = Literal[TIMER_NAMES]  # type: ignore[valid-type]

@@ -27,9 +27,21 @@ class VerdictState:
     configurable: bool  # --fail-on / [tool.ci-bench.fail-on] may change ``fails``
     meaning: str  # one line for the README and the docs
     action: str = ""  # what a reviewer should do when the state is present (PR comment)
+    baseline_action: str = ""  # the action outside a pull request (``compare``), if other
     # "case": a verdict of one case; "run": a fact about the whole run (a lost A/B, an
     # unfinished file), judged with the same precedence and fail policy.
     scope: Literal["case", "run"] = "case"
+    # How the PR comment shows the state. ``headline``: the title's words when it is the
+    # overall verdict ({n}: the ``count`` key's count, {s}: its plural), ``pr_headline`` in
+    # a pull request's report; neither: the state's name. ``settled``: nothing to fix here,
+    # the title says "no regression" ("no slowdown from this PR"). ``listed``: the section
+    # its cases are listed in above the fold ("changed": what the deciding comparison
+    # changed or cannot rule out; "drift"; "errors"), none: counted only.
+    headline: str = ""
+    pr_headline: str = ""
+    count: str = ""
+    settled: bool = False
+    listed: Literal["changed", "drift", "errors"] | None = None
 
     @property
     def field(self) -> str:
@@ -48,6 +60,14 @@ VERDICTS: tuple[VerdictState, ...] = (
         "significantly slower beyond the threshold",
         action="This PR makes these cases slower: fix it, or explain the trade-off in the PR "
         "for a maintainer to accept.",
+        # Outside a pull request a regression is against the stored baseline only.
+        baseline_action="These cases are slower than the stored baseline. Two runs on a shared "
+        "machine can differ by more than a real change: `ci-bench ab --base REF` measures the "
+        "change itself.",
+        headline="{n} regression{s}",
+        pr_headline="this PR makes {n} case{s} slower",
+        count="regression",
+        listed="changed",
     ),
     VerdictState(
         "error",
@@ -58,6 +78,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         "the case failed or its output was wrong",
         action="Cases failed or gave wrong output: see Errors; the full traceback is in the "
         "job log.",
+        listed="errors",
     ),
     VerdictState(
         "unmeasured",
@@ -67,6 +88,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         True,
         "in this run's matrix but never measured (a lost shard, a crash, an unfinished run)",
         action="Cases were never measured (a lost shard, a crash): re-run the job.",
+        listed="errors",
     ),
     VerdictState(
         "structural",
@@ -79,6 +101,8 @@ VERDICTS: tuple[VerdictState, ...] = (
         "same on every machine, no statistics needed",
         action="The kernel's structure got slower on a TPU (modelled: HBM bytes, grid steps): "
         "restore the tiling, or explain the trade-off for a maintainer to accept.",
+        headline="{n} case{s} slower on TPU by the cost model",
+        count="model-structural",
     ),
     VerdictState(
         "unfinished",
@@ -91,6 +115,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         action="The measurement did not finish: re-run the job (a resumed run keeps what "
         "was measured).",
         scope="run",
+        headline="the measurement did not finish",
     ),
     VerdictState(
         "ab-missing",
@@ -103,6 +128,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         action="The A/B against the base did not report: re-run the job (see the A/B job's "
         "log for why it failed).",
         scope="run",
+        headline="the A/B against the base is missing",
     ),
     VerdictState(
         "kernel-removed",
@@ -115,6 +141,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         action="A kernel of the merge base is gone from `[tool.ci-bench] kernels`: restore "
         "its line, or (removed on purpose) set `fail-on.kernel-removed = false`.",
         scope="run",
+        headline="a kernel of the merge base is not in this PR's config",
     ),
     VerdictState(
         "missing",
@@ -135,6 +162,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         "accept label (a new push needs the label again)",
         action="A maintainer accepted these slowdowns for this commit; a new push needs the "
         "label again.",
+        listed="changed",
     ),
     VerdictState(
         "noisy",
@@ -144,6 +172,7 @@ VERDICTS: tuple[VerdictState, ...] = (
         True,
         "past a threshold but not significant: measure again, or on a quieter machine",
         action="Changes past the threshold were not significant: re-run, or raise the repeats.",
+        listed="changed",
     ),
     VerdictState(
         "drift",
@@ -155,6 +184,8 @@ VERDICTS: tuple[VerdictState, ...] = (
         "the same-run A/B against the base shows no such change from this pull request: the "
         "machine or an earlier merge moved",
         action="Timings moved since the baseline, not because of this PR: nothing to do here.",
+        settled=True,
+        listed="drift",
     ),
     VerdictState(
         "toolchain",
@@ -162,9 +193,11 @@ VERDICTS: tuple[VerdictState, ...] = (
         "warning",
         False,
         False,
-        "past a threshold, but the baseline was measured with another jax/jaxlib/libtpu: "
-        "never a regression; re-promote the baseline after a toolchain bump",
+        "past a threshold, but the baseline was measured with another jax/jaxlib/libtpu (on "
+        "a GPU: CUDA plugin, driver): never a regression; re-promote the baseline after a "
+        "toolchain bump",
         action="The baseline is from another jax/jaxlib/libtpu: re-promote it with a release tag.",
+        listed="changed",
     ),
     VerdictState(
         "incomparable",
@@ -184,9 +217,19 @@ VERDICTS: tuple[VerdictState, ...] = (
         False,
         "no baseline for this case (or no baseline file at all)",
         action="New cases have no baseline yet: the next release tag promotes one.",
+        settled=True,
     ),
-    VerdictState("improved", "🚀", None, False, False, "significantly faster beyond the threshold"),
-    VerdictState("pass", "✅", None, False, False, "within the thresholds"),
+    VerdictState(
+        "improved",
+        "🚀",
+        None,
+        False,
+        False,
+        "significantly faster beyond the threshold",
+        settled=True,
+        listed="changed",
+    ),
+    VerdictState("pass", "✅", None, False, False, "within the thresholds", settled=True),
 )
 STATE = {s.name: s for s in VERDICTS}
 VERDICT_NAMES: tuple[str, ...] = tuple(s.name for s in VERDICTS)

@@ -3,11 +3,11 @@
 Tests point PyGithub at ``FakeGitHub.url`` (its ``base_url``) instead of mocking it, so the
 client's URL building, pagination, retries and error mapping run as in production. State
 lives in memory; every request is recorded and all traffic is checked against GitHub's
-OpenAPI description (``tests/github_openapi.py``), so drift shows up in ``violations``.
+OpenAPI description (``tests/harness/github_openapi.py``), so drift shows up in ``violations``.
 
 To share the fixture across a test folder, put in its ``conftest.py``::
 
-    from tests.github_server import fake_github  # noqa: F401
+    from tests.harness.github_server import fake_github  # noqa: F401
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from tests import github_openapi as api
-from tests.github_openapi import ApiError, RecordedRequest, Shapes, Violation, blob_sha, now
+from tests.harness import github_openapi as api
+from tests.harness.github_openapi import ApiError, RecordedRequest, Shapes, Violation, blob_sha, now
 
 Answer = tuple[int, Any, dict[str, str]]
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.fuzz_inputs import CANARY, Input
+from tests.harness.fuzz_inputs import CANARY, Input
 
 EVIL = "evil.example"
 TEXT_FILES = (".json", ".jsonl", ".md", ".html", ".js", ".txt", ".css", ".toml")

@@ -1,6 +1,6 @@
 """GitHub's REST API as its OpenAPI description has it: response shapes and traffic checks.
 
-``tests/github_server.py`` answers with bodies built here from GitHub's own examples and
+``tests/harness/github_server.py`` answers with bodies built here from GitHub's own examples and
 checks its traffic here with ``openapi-core``, so it cannot drift from GitHub. The
 description is ``tests/openapi/openapi-trimmed.json`` (provenance in its README): GitHub's official
 OpenAPI 3.0.3 document, trimmed. Its quirks are handled here, and only here:
@@ -38,7 +38,7 @@ from openapi_core.testing import MockRequest, MockResponse
 from openapi_schema_validator import OAS30Validator
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
-SPEC_PATH = Path(__file__).resolve().parent / "openapi" / "openapi-trimmed.json"
+SPEC_PATH = Path(__file__).resolve().parents[1] / "openapi" / "openapi-trimmed.json"
 SPEC_HOST = "https://api.github.com"
 # Statuses GitHub may answer on any endpoint although few operations list them.
 UNIVERSAL_ERROR_STATUSES = frozenset({401, 403, 429, 500, 502, 503, 504})

@@ -1,7 +1,7 @@
 """Mutations of each seed file by kind: history lines, the config, the event payload.
 
 JSON documents (results, baselines, reports, lowering files, ``pr.json``) go through
-``tests/fuzz_inputs.mutate_json``; ``mutate_seed`` picks the mutation for a kind and puts
+``tests/harness/fuzz_inputs.mutate_json``; ``mutate_seed`` picks the mutation for a kind and puts
 the damaged copy in the input's workspace edits.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 
-from tests.fuzz_inputs import (
+from tests.harness.fuzz_inputs import (
     CONFIG_READERS,
     DIR,
     EVENT_READERS,
@@ -20,7 +20,7 @@ from tests.fuzz_inputs import (
     mutate_json,
     text_mutation,
 )
-from tests.fuzz_seeds import Seeds
+from tests.harness.fuzz_seeds import Seeds
 
 
 def mutate_history(seed: bytes, rng: random.Random, inp: Input) -> bytes:

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.github_server import FakeGitHub
-from tests.workflow_runner import Runner, WorkflowRun
+from tests.harness.github_server import FakeGitHub
+from tests.harness.workflow_runner import Runner, WorkflowRun
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 EVENTS = FIXTURES / "events"
 REPO = "Codertocat/Hello-World"  # the repository the webhook examples come from
 FORK = "someone-else/Hello-World"

@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from tests.fuzz_files import mutate_seed
-from tests.fuzz_inputs import (
+from tests.harness.fuzz_files import mutate_seed
+from tests.harness.fuzz_inputs import (
     CANARY,
     DEVICE,
     FIFO,
@@ -23,7 +23,7 @@ from tests.fuzz_inputs import (
     Input,
     symlink_to,
 )
-from tests.fuzz_seeds import Seeds
+from tests.harness.fuzz_seeds import Seeds
 
 ID = "matmul/B1-M128-K128-N128/float32"
 GITHUB_ENV = {

@@ -2,7 +2,7 @@
 
 ``judge`` takes an input, what its process did and the workspace after it, and returns the
 failures: crash, hang, silent pass, false refusal, invalid output, fault unreported (see
-tests/fuzzing.py). A failure's signature names the command and the cause, not the input, so
+tests/harness/fuzzing.py). A failure's signature names the command and the cause, not the input, so
 one bug counts once however many inputs hit it.
 """
 
@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.fuzz_commands import INIT_OUTPUTS, REPLACEABLE, options, output_kind
-from tests.fuzz_inputs import DEVICE, FIFO, Input
+from tests.harness.fuzz_commands import INIT_OUTPUTS, REPLACEABLE, options, output_kind
+from tests.harness.fuzz_inputs import DEVICE, FIFO, Input
 
 if TYPE_CHECKING:
-    from tests.fuzzing import Outcome, Workspace
+    from tests.harness.fuzzing import Outcome, Workspace
 
 DOCUMENTED_EXITS = {0, 1, 2, 3, 4, 130, 143}
-ESCAPED = 120  # tests/fuzz_entry.py, benchmarks/fuzz.py: an exception escaped main
+ESCAPED = 120  # tests/harness/fuzz_entry.py, benchmarks/fuzz.py: an exception escaped main
 ERROR_LINE = re.compile(r"^ci-bench( [\w-]+)?: error: \S")
 
 
@@ -151,7 +151,7 @@ def judge_files(
     inp: Input, outcome: Outcome, ws: Workspace, parser: argparse.ArgumentParser
 ) -> list[Failure]:
     """What changed in the workspace: only named paths, each valid for its reader."""
-    from tests.fuzz_outputs import check_file, check_stdout, injection_problem
+    from tests.harness.fuzz_outputs import check_file, check_stdout, injection_problem
 
     cmd = inp.command
     files, folders = named_outputs(inp, parser)

@@ -22,7 +22,7 @@ from ci_bench.measure.roofline import compute_metrics
 from ci_bench.schema import DeviceFingerprint
 from ci_bench.schema.history import HistoryRecord
 from ci_bench.store.history import record_from_results
-from tests.factories import V5E, case, results
+from tests.harness.factories import V5E, case, results
 
 COMMITS = 36
 BOUNDARY = 18

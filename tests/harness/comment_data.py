@@ -18,7 +18,7 @@ from ci_bench.judge.pr import pr_report, rebuild
 from ci_bench.judge.stats import stats_of
 from ci_bench.schema import CaseResult, FailPolicy, ModelChange, Report, Thresholds
 from ci_bench.store.baselines import BaselineFile, Lookup, entry_from_results
-from tests.factories import case, results
+from tests.harness.factories import case, results
 
 T = Thresholds()
 HEAD = "3f9c2d81e4b7a6055d1c9e2f7a8b6c4d3e2f1a0b"

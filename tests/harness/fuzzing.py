@@ -2,8 +2,8 @@
 
 Shared by tests/test_fuzz.py (CI: in this process, plus a small sample through real
 processes) and benchmarks/fuzz.py (the long run: thousands of real processes). An input
-(``tests/fuzz_inputs.Input``, made by ``tests/fuzz_commands.make_input``) runs against a copy
-of the seed project; the oracles then check:
+(``tests/harness/fuzz_inputs.Input``, made by ``tests/harness/fuzz_commands.make_input``)
+runs against a copy of the seed project; the oracles then check:
 
 - crash: exit 5, a traceback, a signal, an undocumented exit code, an exception out of main;
 - hang: still running after the time limit;
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fuzz_inputs import DEVICE, DIR, FIFO, REMOVE, Input
-from tests.fuzz_oracles import ESCAPED, Failure, judge
-from tests.fuzz_seeds import Seeds
+from tests.harness.fuzz_inputs import DEVICE, DIR, FIFO, REMOVE, Input
+from tests.harness.fuzz_oracles import ESCAPED, Failure, judge
+from tests.harness.fuzz_seeds import Seeds
 
 __all__ = ["ESCAPED", "Failure", "Outcome", "Workspace", "attempt", "judge", "tmpfs_available"]
 
@@ -231,7 +231,7 @@ def run_exec(inp: Input, ws: Workspace, env: dict[str, str], timeout: float) -> 
     started = time.perf_counter()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "tests.fuzz_entry", *inp.argv],
+            [sys.executable, "-m", "tests.harness.fuzz_entry", *inp.argv],
             cwd=ws.work,
             env=env,
             stdin=subprocess.DEVNULL,
