@@ -33,7 +33,8 @@ def test_the_tree_keeps_every_contract() -> None:
     assert "0 broken" in done.stdout
 
 
-# One break of each kind: the five the rules once had, and the pure request's edges.
+# One break of each kind: the five the rules once had, the pure request's edges, and the
+# pipeline's one-way modules.
 PLANTS = [
     # measure runs kernels; it never judges or renders (the ground floor serves both)
     ("measure/harness.py", "from ci_bench.judge import stats", "Rooms: data flows one way"),
@@ -49,6 +50,10 @@ PLANTS = [
     ("pipeline/request.py", "import argparse", "argparse only in commands"),
     ("pipeline/request.py", "from ci_bench.pipeline import config", "Pure rooms"),
     ("judge/ladder.py", "import github", "Pure rooms"),
+    # the runner's steps reach their context, never the runner (no hidden cycle)
+    ("pipeline/lowering.py", "from ci_bench.pipeline import run", "The runner one way"),
+    ("pipeline/context.py", "from ci_bench.pipeline import steps", "The runner one way"),
+    ("pipeline/tune_measure.py", "from ci_bench.pipeline import tuning", "Tuning one way"),
 ]
 
 

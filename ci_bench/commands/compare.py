@@ -41,17 +41,17 @@ def write_report_files(
 
 def cmd_compare(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     request = request_from(args, cwd)
-    assert request.results_path is not None
-    report = baseline_report(request, load_results(request.results_path))
-    write_report_files(report, request.output, args.markdown, replace=args.force)
-    emit_report(report, request.fmt, out, wide=args.wide)
+    assert request.inputs.results is not None
+    report = baseline_report(request, load_results(request.inputs.results))
+    write_report_files(report, request.outputs.output, args.markdown, replace=args.force)
+    emit_report(report, request.outputs.fmt, out, wide=args.wide)
     return report.exit_code
 
 
 def cmd_promote(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     request = request_from(args, cwd)
-    assert request.results_path is not None
-    results = load_results(request.results_path)
+    assert request.inputs.results is not None
+    results = load_results(request.inputs.results)
     folder = request.baselines.folder
     promotions = promote_into(
         folder,
@@ -59,7 +59,7 @@ def cmd_promote(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out
         promoted_at=datetime.now(UTC),
         tag=args.tag,
         force=args.force,
-        source=str(request.results_path),
+        source=str(request.inputs.results),
     )
     for p in promotions:
         path = baseline_path(folder, p.kernel, p.version)

@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from ci_bench.contract.spec import Case
+from ci_bench.defaults import CASE_TIMEOUT_S
 from ci_bench.schema import CaseResult, DeviceFingerprint
 
-DEFAULT_CASE_TIMEOUT = 600.0
+DEFAULT_CASE_TIMEOUT = CASE_TIMEOUT_S
 # Importing jax and the kernels; a worker that is not ready by then is broken, not slow.
 START_TIMEOUT = 300.0
 _WORKER = "from ci_bench.measure.workers import serve; serve()"
