@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import CiBenchError, InputError
 from ci_bench.github.api import GitHubError
-from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
+from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun, load_context
 from ci_bench.outcome import Outcome, exit_code
 from ci_bench.pipeline import publish as pub
 from ci_bench.pipeline.config import Config
@@ -68,6 +68,18 @@ def _vetted(gate_: Gate, config: Config, actions: ActionsContext) -> Gate:
     return with_acceptance_vetted(gate_, event.author, permission)
 
 
+def _with_plan(
+    role: Role, flags: dict[str, Any], gate_: Gate, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """The flags with what the plan job decided for this job: its shard, the A/B base."""
+    flags = dict(flags)
+    if role == "shard":
+        _shard_flag(flags, gate_, env)
+    if role == "ab" and gate_.ab_base and gate_.ab_base_kind and not flags.get("base"):
+        flags["ab_base"] = AbBase(gate_.ab_base_kind, gate_.ab_base)
+    return flags
+
+
 def _shard_flag(flags: dict[str, Any], gate_: Gate, env: Mapping[str, str]) -> None:
     """The shard job's share: ``--shard``, or CI_BENCH_SHARD of the plan's shard count."""
     if flags.get("shard") or not env.get("CI_BENCH_SHARD"):
@@ -93,12 +105,7 @@ def run_ci(
     gate_ = the_gate(config, actions, env)
     if role == "plan":  # GATE: decided before any request exists (its flags are not read)
         return gate_step(gate_, actions, out)
-    flags = dict(flags)
-    if role == "shard":
-        _shard_flag(flags, gate_, env)
-    if role == "ab" and gate_.ab_base and gate_.ab_base_kind and not flags.get("base"):
-        flags["ab_base"] = AbBase(gate_.ab_base_kind, gate_.ab_base)
-    request = build_request(flags, config, actions.event)
+    request = build_request(_with_plan(role, flags, gate_, env), config, actions.event)
     plan = plan_for(
         role,
         actions.event,
@@ -147,20 +154,6 @@ def _with_status(plan: Plan, request: Request, gate_: Gate, body: Callable[[], O
     return outcome
 
 
-_NO_EVENT = ActionsContext(
-    event_name="",
-    event=None,
-    repository="",
-    sha=None,
-    ref=None,
-    token=None,
-    api_url="",
-    server_url="",
-    run_id=None,
-    workflow=None,
-    step_summary=None,
-    output=None,
-)
 # The steps up to the verdict: what a one-case run (the pytest helper) takes of a plan.
 _TO_VERDICT = (Step.MEASURE, Step.CONFIRM, Step.AB, Step.JUDGE)
 
@@ -181,7 +174,7 @@ def judged(
     ctx = Context(
         replace(plan, role="all", steps=steps),
         request,
-        _NO_EVENT,
+        load_context({}),  # no event: a laptop's context
         env,
         io.StringIO(),  # no step up to the verdict prints
         ports,

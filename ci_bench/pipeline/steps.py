@@ -152,45 +152,41 @@ def publish_step(ctx: Context) -> None:
 
 
 def comment_step(ctx: Context) -> None:
-    """COMMENT: the one sticky comment, from this job's report or the report job's
-    artifact. A GitHub failure is said and kept in the outcome (exit 4 after the rest)."""
+    """COMMENT: the one sticky comment, from this job's report (the single job) or the
+    report job's artifact (the comment job). A GitHub failure is said and kept in the
+    outcome (exit 4 after the rest)."""
+    request = ctx.request
+    folder = request.outputs.out_dir
     if ctx.report is None:
-        _comment_from_artifact(ctx)
-        return
-    request, event = ctx.request, ctx.actions.event
-    out_dir = request.outputs.out_dir
-    if isinstance(event, PullRequest) and (event.from_fork or not ctx.actions.token):
-        why = "a fork's token is read-only" if event.from_fork else "no GITHUB_TOKEN"
-        sys.stderr.write(f"ci-bench: comment left to the comment job ({why})\n")
+        folder = request.inputs.report_dir or folder
+    elif _left_to_comment_job(ctx):
         return
     try:
         message = pub.comment_role(
-            ctx.plan.gate, ctx.actions, request.config, out_dir, ctx.env, ctx.out
+            ctx.plan.gate, ctx.actions, request.config, folder, ctx.env, ctx.out
         )
     except CiBenchError as exc:
         if exc.exit_code != 4:
             raise
-        sys.stderr.write(f"ci-bench: error: {exc} (the report is in {out_dir})\n")
+        said = one_line(str(exc)) if ctx.report is None else f"{exc} (the report is in {folder})"
+        sys.stderr.write(f"ci-bench: error: {said}\n")
         ctx.outcome = replace(ctx.outcome, github=str(exc))
         return
-    if message:
+    if ctx.report is None:
+        ctx.out.write(f"ci-bench: {message or 'nothing to say on the pull request'}\n")
+    elif message:
         sys.stderr.write(f"ci-bench: {message}\n")
 
 
-def _comment_from_artifact(ctx: Context) -> None:
-    request = ctx.request
-    report_dir = request.inputs.report_dir or request.outputs.out_dir
-    try:
-        message = pub.comment_role(
-            ctx.plan.gate, ctx.actions, request.config, report_dir, ctx.env, ctx.out
-        )
-    except CiBenchError as exc:
-        if exc.exit_code != 4:
-            raise
-        sys.stderr.write(f"ci-bench: error: {one_line(str(exc))}\n")
-        ctx.outcome = Outcome(github=str(exc))
-        return
-    ctx.out.write(f"ci-bench: {message or 'nothing to say on the pull request'}\n")
+def _left_to_comment_job(ctx: Context) -> bool:
+    """A pull request's single job cannot write the comment with a fork's read-only token,
+    or with none: the comment job will."""
+    event = ctx.actions.event
+    if not isinstance(event, PullRequest) or not (event.from_fork or not ctx.actions.token):
+        return False
+    why = "a fork's token is read-only" if event.from_fork else "no GITHUB_TOKEN"
+    sys.stderr.write(f"ci-bench: comment left to the comment job ({why})\n")
+    return True
 
 
 STEPS: dict[Step, StepFn] = {
