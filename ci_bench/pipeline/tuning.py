@@ -24,6 +24,7 @@ from ci_bench.contract.spec import Case, KernelSpec, SpecError
 from ci_bench.contract.tunables import Tunables, Values
 from ci_bench.errors import InputError
 from ci_bench.pipeline.request import Request
+from ci_bench.pipeline.session import cases_for
 from ci_bench.pipeline.tune_measure import measure_top, with_subject
 from ci_bench.schema.model import CaseModel
 from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase, TuneMeta, TuneReport
@@ -316,8 +317,6 @@ def tune_cases(
     """Every selected case of a kernel with tunables, searched (and ``measure`` > 0: its
     top K and default timed on this machine's accelerator)."""
     import jax
-
-    from ci_bench.pipeline.session import cases_for
 
     start = time.perf_counter()
     cases = cases_for(request.selection, specs)
