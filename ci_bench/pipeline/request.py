@@ -1,9 +1,9 @@
 """The request: flags + ``[tool.ci-bench]`` + the GitHub event, resolved ONCE into one value.
 
 Everything below the command layer takes a ``Request`` (or plain values from it), never the
-argparse namespace. Defaults are resolved here and nowhere else: a flag wins over the event,
-the event over the config, the config over the built-in default (``ci_bench.defaults``, or
-the config's own). Pure: no jax, no files.
+argparse namespace. Which value wins is decided here: a flag over the event, the event over
+the config, the config over the built-in default (the values live in ``ci_bench.defaults``
+and the config's fields; only the output format's "table" is spelled here). Pure: no jax, no files.
 """
 
 from __future__ import annotations
