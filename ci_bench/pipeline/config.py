@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ci_bench.defaults import CASE_TIMEOUT_S
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
@@ -65,7 +66,7 @@ class Config(BaseModel):
     # How per-call times are taken; unset: the platform's default (wallclock everywhere).
     timer: TimerName | None = None
     # A case running longer than this is an error; its worker is killed and replaced.
-    case_timeout: float = Field(600.0, gt=0)
+    case_timeout: float = Field(CASE_TIMEOUT_S, gt=0)
     # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
     # pallas_call under jax's TPU interpreter (TPU-only kernels without `interpret`).
     cpu_interpret: Literal["kernel", "tpu"] = "kernel"
