@@ -57,9 +57,10 @@ def assert_no_regression(
     skips the test, with the reason, rather than passing it.
     """
     from ci_bench.measure.devices import fingerprint
+    from ci_bench.pipeline.context import Ports
     from ci_bench.pipeline.measuring import in_process_runs
     from ci_bench.pipeline.plan import Gate, plan_for
-    from ci_bench.pipeline.run import Ports, judged
+    from ci_bench.pipeline.run import judged
 
     spec = _spec(kernel)
     case = find_case(spec, case_id)

@@ -33,7 +33,8 @@ def test_the_tree_keeps_every_contract() -> None:
     assert "0 broken" in done.stdout
 
 
-# One break of each kind: the five the rules once had, and the pure request's edges.
+# One break of each kind: the five the rules once had, the pure request's edges, and the
+# pipeline's one-way modules.
 PLANTS = [
     # measure runs kernels; it never judges or renders (the ground floor serves both)
     ("measure/harness.py", "from ci_bench.judge import stats", "Rooms: data flows one way"),
@@ -49,6 +50,9 @@ PLANTS = [
     ("pipeline/request.py", "import argparse", "argparse only in commands"),
     ("pipeline/request.py", "from ci_bench.pipeline import config", "Pure rooms"),
     ("judge/ladder.py", "import github", "Pure rooms"),
+    # the runner's steps reach their context, never the runner (no hidden cycle)
+    ("pipeline/lowering.py", "from ci_bench.pipeline import run", "The runner one way"),
+    ("pipeline/context.py", "from ci_bench.pipeline import steps", "The runner one way"),
 ]
 
 
@@ -68,3 +72,20 @@ def test_a_planted_break_fails_naming_the_rule_and_the_import(
     broken = done.stdout.split("Broken contracts", 1)[-1]
     assert contract in broken
     assert importer in broken
+
+
+def test_a_cycle_among_the_pipelines_modules_fails_naming_both(tmp_path: Path) -> None:
+    """tuning uses tune_measure; tune_measure importing tuning back (even inside a
+    function) is a cycle, named by the two modules (relative to ci_bench.pipeline)."""
+    shutil.copytree(
+        ROOT / "ci_bench", tmp_path / "ci_bench", ignore=shutil.ignore_patterns("*.pyc")
+    )
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    planted = tmp_path / "ci_bench" / "pipeline" / "tune_measure.py"
+    text = planted.read_text(encoding="utf-8")
+    planted.write_text(text + "\n\ndef _planted():\n    from ci_bench.pipeline import tuning\n")
+    done = lint(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    broken = done.stdout.split("Broken contracts", 1)[-1]
+    assert "No cycle among the pipeline's modules" in broken
+    assert ".tuning -> .tune_measure" in broken or ".tune_measure -> .tuning" in broken

@@ -48,6 +48,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         raise InputError("--resume does not apply to ab: an A/B is measured whole, in pairs")
     request = request_from(args, cwd)
     report = run_ab(request, load_specs(request), env)
-    write_report_files(report, request.output, args.markdown, replace=args.force)
-    emit_report(report, request.fmt, out)
+    write_report_files(report, request.outputs.output, args.markdown, replace=args.force)
+    emit_report(report, request.outputs.fmt, out)
     return report.exit_code

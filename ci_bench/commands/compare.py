@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     request = request_from(args, cwd)
-    assert request.results_path is not None
-    report = baseline_report(request, load_results(request.results_path))
-    write_report_files(report, request.output, args.markdown, replace=args.force)
-    emit_report(report, request.fmt, out, wide=args.wide)
+    assert request.inputs.results is not None
+    report = baseline_report(request, load_results(request.inputs.results))
+    write_report_files(report, request.outputs.output, args.markdown, replace=args.force)
+    emit_report(report, request.outputs.fmt, out, wide=args.wide)
     return report.exit_code

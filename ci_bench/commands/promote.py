@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     request = request_from(args, cwd)
-    assert request.results_path is not None
-    results = load_results(request.results_path)
+    assert request.inputs.results is not None
+    results = load_results(request.inputs.results)
     folder = request.baselines.folder
     promotions = promote_into(
         folder,
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         promoted_at=datetime.now(UTC),
         tag=args.tag,
         force=args.force,
-        source=str(request.results_path),
+        source=str(request.inputs.results),
     )
     for p in promotions:
         path = baseline_path(folder, p.kernel, p.version)

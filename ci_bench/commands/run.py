@@ -55,18 +55,18 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         # A mistyped path must not silently measure everything again (exit 2).
         raise InputError(f"{request.resume}: results file to resume not found (--resume)")
     bench = open_bench(request, load_specs(request), env)
-    output = request.output if request.output is not None else request.resume
+    output = request.outputs.output if request.outputs.output is not None else request.inputs.resume
     with worker_runs(bench) as runs:
-        replace = bool(args.force) or output == request.resume  # --resume grows its own file
-        results = measure(bench, runs, saver(output, replace=replace), resume=request.resume)
+        replace = bool(args.force) or output == request.inputs.resume  # --resume grows its own file
+        results = measure(bench, runs, saver(output, replace=replace), resume=request.inputs.resume)
     if output is not None:
         bench.progress.note(f"results written to {output}")
-    if request.fmt == "json":
+    if request.outputs.fmt == "json":
         out.write(dump_model(results))
     else:
         table = results_table(
             results.cases,
-            "github" if request.fmt == "markdown" else "simple",
+            "github" if request.outputs.fmt == "markdown" else "simple",
             interpreted=results.meta.settings.interpret,
             width=None if getattr(args, "wide", False) else WIDTH,
         )

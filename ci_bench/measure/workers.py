@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from ci_bench.contract.spec import Case
+from ci_bench.defaults import CASE_TIMEOUT_S
 from ci_bench.schema import CaseResult, DeviceFingerprint
 from ci_bench.schema.platforms import platform_of
 
-DEFAULT_CASE_TIMEOUT = 600.0
+DEFAULT_CASE_TIMEOUT = CASE_TIMEOUT_S
 # Importing jax and the kernels; a worker that is not ready by then is broken, not slow.
 START_TIMEOUT = 300.0
 _WORKER = "from ci_bench.measure.workers import serve; serve()"

@@ -29,7 +29,8 @@ from ci_bench.pipeline.measuring import (
     remeasure,
     worker_runs,
 )
-from ci_bench.pipeline.request import AbBase, Request
+from ci_bench.pipeline.parts import AbBase
+from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import Bench, open_bench
 from ci_bench.schema import Report, RunState
 

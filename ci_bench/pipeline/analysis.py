@@ -14,6 +14,7 @@ from ci_bench import __version__
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import ExitCode, InputError
 from ci_bench.outcome import Outcome, exit_code
+from ci_bench.pipeline.ab import base_checkout, resolve_base
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import cases_for
 from ci_bench.schema.analysis import Analysis, AnalysisMeta, AnalyzedCase
@@ -52,7 +53,6 @@ def _base_models(
 ) -> tuple[str, dict[str, CaseModel]]:
     """The base's kernels (the merge base for a pull request), checked out in a temporary
     worktree, modelled case by case: the same base the A/B measures against."""
-    from ci_bench.pipeline.ab import base_checkout, resolve_base
 
     name, sha = resolve_base(request.config.root, request.base)
     with base_checkout(request, name, sha) as checkout:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ci_bench.defaults import ADAPTIVE_MAX_S, CASE_TIMEOUT_S, REPEATS, SEED, WARMUP
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
@@ -50,22 +51,22 @@ class Config(BaseModel):
     confirm: bool = True
     # Shard jobs a pull request's matrix is split over (the benchmark workflow's matrix).
     shards: int = Field(2, ge=1, le=64)
-    warmup: int = Field(5, ge=0, le=REPEATS_MAX)
-    repeats: int = Field(20, ge=1, le=REPEATS_MAX)
+    warmup: int = Field(WARMUP, ge=0, le=REPEATS_MAX)
+    repeats: int = Field(REPEATS, ge=1, le=REPEATS_MAX)
     # A/B rounds: paired ratios need more rounds than the specification's 20 to see a 10 %
     # change on a noisy machine (benchmarks/detection_quality.py; README "Verdicts").
     ab_repeats: int = Field(200, ge=1, le=REPEATS_MAX)
-    seed: int = Field(42, ge=0, le=SEED_MAX)
+    seed: int = Field(SEED, ge=0, le=SEED_MAX)
     # A FLOPs model further than this factor from XLA's count is flagged (MFU would lie).
     cost_model_factor: float = Field(2.0, gt=1, allow_inf_nan=False)
     # Adaptive sampling (off unless a target is set here or with --adaptive).
     adaptive_target: float | None = Field(None, gt=0, lt=1)
-    adaptive_max_seconds: float = Field(30.0, gt=0, le=MAX_SECONDS)
+    adaptive_max_seconds: float = Field(ADAPTIVE_MAX_S, gt=0, le=MAX_SECONDS)
     compilation_cache_dir: Path | None = Path(".cache/jax")
     # How per-call times are taken; unset: the platform's default (wallclock everywhere).
     timer: TimerName | None = None
     # A case running longer than this is an error; its worker is killed and replaced.
-    case_timeout: float = Field(600.0, gt=0)
+    case_timeout: float = Field(CASE_TIMEOUT_S, gt=0)
     # CPU only: "kernel" lets each kernel pick its interpret mode; "tpu" runs every
     # pallas_call under jax's TPU interpreter (TPU-only kernels without `interpret`).
     cpu_interpret: Literal["kernel", "tpu"] = "kernel"

@@ -10,6 +10,7 @@ from pathlib import Path
 from ci_bench.errors import InputError
 from ci_bench.judge.compare import compare
 from ci_bench.judge.pr import accept, pr_report, with_run_states
+from ci_bench.pipeline.git import export_folder
 from ci_bench.pipeline.request import Request
 from ci_bench.schema import (
     REPORT_READABLE,
@@ -36,9 +37,8 @@ def baselines_folder(request: Request) -> Path:
     source = request.baselines
     if source.ref is None:
         return source.folder
-    from ci_bench.pipeline.git import export_folder
 
-    scratch = request.out_dir / "baselines-at-base"
+    scratch = request.outputs.out_dir / "baselines-at-base"
     shutil.rmtree(scratch, ignore_errors=True)
     return export_folder(request.config.root, source.ref, source.folder, scratch)
 
@@ -59,11 +59,11 @@ def baseline_report(
     """
     if not results.meta.complete and results.meta.matrix is None:
         raise InputError(
-            f"{request.results_path or 'results'}: meta.complete: the run did not finish and "
+            f"{request.inputs.results or 'results'}: meta.complete: the run did not finish and "
             "the file (format 1) does not say which cases are missing; re-run it"
         )
     if expected is None and results.meta.matrix is None and results.schema_version >= 2:
-        raise InputError(unnamed_matrix(request.results_path or "results", results))
+        raise InputError(unnamed_matrix(request.inputs.results or "results", results))
     if expected is not None:
         known = list(results.meta.matrix or [])
         extra = [c for c in expected if c not in set(known)]

@@ -10,25 +10,33 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ci_bench import __version__
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import InputError
+from ci_bench.github.api import legacy_marker, marker
 from ci_bench.github.context import PullRequest, WorkflowRun
 from ci_bench.outcome import ERRORS_FAIL, Outcome
+from ci_bench.pipeline.analysis import analyze_cases
+from ci_bench.pipeline.context import Context
+from ci_bench.pipeline.current import against_now
+from ci_bench.pipeline.plan import MEASURE_LABEL
+from ci_bench.pipeline.publish import api_client, comment_key, pull_number
 from ci_bench.pipeline.request import Request
-from ci_bench.pipeline.session import utc_now
-from ci_bench.schema.lowering import LoweredCase, LoweringMeta, LoweringResults
+from ci_bench.pipeline.session import cases_for, utc_now
+from ci_bench.pipeline.tune_hint import tiling_hints
+from ci_bench.report.sticky import claimed, compose, lowering_section, sections_of, waiting
+from ci_bench.schema import RESULTS_READABLE, Results
+from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
+from ci_bench.schema.lowering import (
+    LOWERING_READABLE,
+    LoweredCase,
+    LoweringMeta,
+    LoweringResults,
+)
 from ci_bench.schema.platforms import LOWER_ROLE_TARGET
-from ci_bench.store.files import atomic_write_text, dump_model
-
-if TYPE_CHECKING:
-    from typing import TextIO
-
-    from ci_bench.github.context import ActionsContext
-    from ci_bench.pipeline.plan import Plan
-    from ci_bench.pipeline.run import Ports
+from ci_bench.store.files import atomic_write_text, dump_model, read_model
 
 
 def lower_all(
@@ -61,7 +69,7 @@ def lower_all(
         if chips:
             lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
         done.append(lowered)
-        if not request.quiet:
+        if not request.outputs.quiet:
             status = {"error": "ERROR", "host_error": "HOST ERROR (not the kernel)"}
             what = (
                 f"ok ({lowered.kind})"
@@ -104,30 +112,20 @@ def with_vmem_check(
     return lowered.model_copy(update=update)
 
 
-def lower_role(
-    plan: Plan,
-    request: Request,
-    actions: ActionsContext,
-    env: Mapping[str, str],
-    out: TextIO,
-    ports: Ports,
-) -> Outcome:
-    """Every pull request (a ``pull_request`` workflow, read-only token): lower each case
-    for TPU (with the VMEM check), judge the cost model against the merge base (exact
-    feedback even when nothing is timed), then check the smoke profile's correctness in the
-    CPU interpreter. The files (lowering.json, analysis.json, smoke.json, pr.json) go into
-    the artifact the relay job reads."""
-    from ci_bench.pipeline.analysis import analyze_cases
-    from ci_bench.pipeline.run import measure_and_confirm
-    from ci_bench.pipeline.session import cases_for, load_specs
-    from ci_bench.pipeline.tune_hint import tiling_hints
-
-    specs = load_specs(request)
+def lower_step(ctx: Context) -> None:
+    """LOWER, every pull request (a ``pull_request`` workflow, read-only token): lower each
+    case for TPU (with the VMEM check) and judge the cost model against the merge base
+    (exact feedback even when nothing is timed); the plan's MEASURE then checks the smoke
+    profile's correctness in the CPU interpreter, saved beside it. The files
+    (lowering.json, analysis.json, smoke.json, pr.json) go into the artifact the relay job
+    reads."""
+    request, actions = ctx.request, ctx.actions
+    specs = ctx.specs()
     cases = cases_for(request.selection, specs)
     lowered = lower_all(request, specs, cases, LOWER_ROLE_TARGET)  # the platform table's
     hints = tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
     lowered = lowered.model_copy(update={"tiling": hints})
-    out_dir = request.out_dir
+    out_dir = request.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
     structural = 0
@@ -141,18 +139,25 @@ def lower_role(
     if isinstance(event, PullRequest):
         pr = {"number": event.number, "head_sha": event.head_sha, "run_url": actions.run_url}
         atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
-    smoke = measure_and_confirm(request, env, ports, out_dir / "smoke.json", confirm=False)
+    ctx.save_to = out_dir / "smoke.json"
+    ctx.after.append(lambda ctx: _lowered_and_smoke(ctx, lowered, structural))
+
+
+def _lowered_and_smoke(ctx: Context, lowered: LoweringResults, structural: int) -> None:
+    """The lower job's line and outcome: lowering errors and wrong smoke cases fail."""
+    smoke = ctx.results
+    assert smoke is not None
     bad = sum(c.status == "error" for c in lowered.cases)
     host = sum(c.status == "host_error" for c in lowered.cases)
     wrong = sum(c.status != "ok" for c in smoke.cases)
     hosted = f" ({host} could not be lowered on this machine: host_error)" if host else ""
-    out.write(
+    ctx.out.write(
         f"ci-bench: {len(lowered.cases) - bad - host}/{len(lowered.cases)} cases lower for "
         f"TPU{hosted}; {len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
     )
-    return Outcome(
+    ctx.outcome = Outcome(
         states={"error": bad + wrong, "structural": structural},
-        policy=_LoweringPolicy(request),
+        policy=_LoweringPolicy(ctx.request),
     )
 
 
@@ -169,7 +174,7 @@ class _LoweringPolicy:
 
 def _progress(request: Request) -> Callable[[str], None]:
     def progress(line: str) -> None:
-        if not request.quiet:
+        if not request.outputs.quiet:
             sys.stderr.write(line + "\n")
 
     return progress
@@ -181,12 +186,6 @@ def lowering_section_of(
     """The comment's lowering section from a lowering job's files (``lowering.json``, and
     ``smoke.json`` and ``analysis.json`` where the job wrote them), read as data; its
     tiling hints above ``tune-hint`` (this side's config) as lines."""
-    from ci_bench.report.sticky import lowering_section
-    from ci_bench.schema import RESULTS_READABLE, Results
-    from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
-    from ci_bench.schema.lowering import LOWERING_READABLE
-    from ci_bench.store.files import read_model
-
     lowering = read_model(
         folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
     )
@@ -206,14 +205,7 @@ def lowering_section_of(
     )
 
 
-def relay_role(
-    plan: Plan,
-    request: Request,
-    actions: ActionsContext,
-    env: Mapping[str, str],
-    out: TextIO,
-    ports: Ports,
-) -> Outcome:
+def relay_step(ctx: Context) -> None:
     """A ``workflow_run`` job (default-branch code, no pull-request code): the lowering
     run's artifact becomes the comment's lowering section, and nothing else.
 
@@ -224,19 +216,14 @@ def relay_role(
     only from the benchmark workflow's own jobs. Like every writer of the comment, it
     writes only while the run's head is the pull request's head now.
     """
-    from ci_bench.github.api import legacy_marker, marker
-    from ci_bench.pipeline.current import against_now
-    from ci_bench.pipeline.plan import MEASURE_LABEL
-    from ci_bench.pipeline.publish import api_client, comment_key, pull_number
-    from ci_bench.report.sticky import claimed, compose, sections_of, waiting
-
+    request, actions, out = ctx.request, ctx.actions, ctx.out
     event = actions.event
     if not isinstance(event, WorkflowRun):
         raise InputError("the relay role needs a workflow_run event")
     if event.event not in ("pull_request", "pull_request_target"):
         out.write(f"ci-bench: the run was a {event.event} event: no pull request to comment on\n")
-        return Outcome()
-    folder = request.report_dir or request.out_dir
+        return
+    folder = request.inputs.report_dir or request.outputs.out_dir
     run_url = f"{actions.server_url}/{actions.repository}/actions/runs/{event.run_id}"
     client = api_client(actions, request.config)
     number = pull_number(folder, event, client)  # an untrusted number is checked first
@@ -257,7 +244,7 @@ def relay_role(
     )
     if not now.current:
         out.write(f"ci-bench: {now.line}; the lowering section is left as it is\n")
-        return Outcome()
+        return
     key = comment_key(request.config)
 
     def body(old: str | None) -> str:
@@ -270,4 +257,3 @@ def relay_role(
         number, marker(key, number), body, legacy=legacy_marker(key)
     )
     out.write(f"ci-bench: comment {action}: {url}\n")
-    return Outcome()

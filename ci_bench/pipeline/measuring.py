@@ -67,7 +67,7 @@ def worker_runs(bench: Bench, base: BaseCheckout | None = None) -> Iterator[Runs
     from ci_bench.measure.workers import Pool, WorkerError, WorkerSetup, default_workers, pin_env
 
     request, device = bench.request, bench.meta.device
-    count = request.workers or default_workers(device)
+    count = request.workers.count or default_workers(device)
     setup = WorkerSetup(
         modules=list(request.modules),
         root=str(request.config.root),
@@ -82,7 +82,7 @@ def worker_runs(bench: Bench, base: BaseCheckout | None = None) -> Iterator[Runs
     pool = Pool(
         setup,
         [pin_env(device.platform, i) for i in range(count)],
-        case_timeout=request.case_timeout,
+        case_timeout=request.workers.case_timeout,
     )
 
     class _PoolRuns:

@@ -6,7 +6,8 @@ job (``plan``, default-branch code only) decides with ``gate`` which jobs run fo
 and writes that decision as one JSON output; every later job reads it back
 (``CI_BENCH_PLAN``) instead of deciding again, so the fork/label gate, the A/B decision and
 the shard count are written once, here, and tested here. ``plan_for`` then lists one role's
-steps. Nothing in this module reads files, the environment, git or the network.
+steps, which are what the runner runs (``pipeline.steps``). Nothing in this module reads
+files, the environment, git or the network.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class Step(StrEnum):
     AB = "ab"  # head against the A/B base, interleaved round by round, in workers
     MERGE = "merge"  # join the shards' results; a lost shard's cases are unmeasured
     JUDGE = "judge"  # against the baselines (and the A/B: one pull-request verdict)
-    PUBLISH = "publish"  # report files, job summary, step outputs, annotations
+    # report files; unless --no-publish, job summary, step outputs, annotations
+    PUBLISH = "publish"
     COMMENT = "comment"  # the one sticky pull-request comment
     LOWER = "lower"  # lower every case for TPU (no accelerator needed)
     RELAY = "relay"  # a pull_request workflow's result into the sticky comment
@@ -276,9 +278,7 @@ def plan_for(
             steps += [Step.MEASURE, Step.CONFIRM]
         if mode in ("ab", "both"):
             steps.append(Step.AB)
-        steps.append(Step.JUDGE)
-        if publish:
-            steps.append(Step.PUBLISH)
+        steps += [Step.JUDGE, Step.PUBLISH]  # the report files are written even unpublished
         if publish and comment and isinstance(event, PullRequest):
             steps.append(Step.COMMENT)
         return Plan("all", tuple(steps), gate_, expect_ab=mode in ("ab", "both"))

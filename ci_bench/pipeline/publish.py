@@ -21,6 +21,7 @@ from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.pipeline.config import Config
 from ci_bench.pipeline.current import against_now
+from ci_bench.pipeline.judging import load_report
 from ci_bench.pipeline.plan import ACCEPT_LABEL, MEASURE_LABEL, Gate
 from ci_bench.report.comment import fit_markdown, markdown_report
 from ci_bench.report.sticky import (
@@ -224,7 +225,6 @@ def _checked_report(report_dir: Path, gate: Gate, event: PullRequest) -> Report 
     )
     if path is None:
         return None
-    from ci_bench.pipeline.judging import load_report
 
     report = load_report(path)
     if report.head_sha and report.head_sha != event.head_sha:

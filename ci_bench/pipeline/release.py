@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
+
+from pydantic import ValidationError
 
 from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import InputError
-from ci_bench.github.api import GitHubClient
+from ci_bench.github.api import GitHubClient, GitHubError, legacy_marker, marker
 from ci_bench.github.context import ActionsContext, Release, merged_pull_number
 from ci_bench.github.history import append_through_api
 from ci_bench.github.outputs import append_summary
 from ci_bench.github.promote import promote_through_api
-from ci_bench.outcome import Outcome
+from ci_bench.pipeline.context import Context
 from ci_bench.pipeline.publish import api_client
 from ci_bench.pipeline.request import Request
+from ci_bench.report.sticky import acceptance_in
 from ci_bench.schema import Report, Results
 from ci_bench.schema.history import AcceptanceRecord
 from ci_bench.store.baselines import check_promotable
 from ci_bench.store.files import atomic_write_text, dump_model
 from ci_bench.store.history import DATA_BRANCH, DEFAULT_KEEP, record_from_results
-
-if TYPE_CHECKING:
-    from ci_bench.pipeline.plan import Plan
-    from ci_bench.pipeline.run import Ports
 
 
 def check_release(release: Release, specs: Mapping[str, KernelSpec]) -> None:
@@ -61,10 +60,10 @@ def promote(
     the tuned configs that stay beside them)."""
     release = request.release
     assert release is not None
-    check_promotable(results, str(request.out_dir / "results.json"))
+    check_promotable(results, str(request.outputs.out_dir / "results.json"))
     client = api_client(context, request.config)
     lines = promote_through_api(
-        client, results, release.tag, _repo_path(request), request.promote_via
+        client, results, release.tag, _repo_path(request), request.publishing.promote_via
     )
     summary = "\n".join(f"- {line}" for line in [*lines, *kept]) or "- nothing to promote"
     text = f"### ci-bench: baselines for {release.tag}\n\n{summary}\n"
@@ -88,7 +87,7 @@ def record(
         verdicts={c.id: c.verdict for c in report.cases},
         pr=merged_pull_number(head_message),
         tag=None,
-        origin=str(request.out_dir / "results.json"),
+        origin=str(request.outputs.out_dir / "results.json"),
     )
     client = api_client(context, request.config)
     if entry.pr is not None:
@@ -102,11 +101,6 @@ def record(
 def _acceptance(client: GitHubClient, request: Request, number: int) -> AcceptanceRecord | None:
     """The merged pull request's acceptance, as the benchmark's own comment job recorded it
     in the sticky comment (only the bot's comment counts; pull-request code never wrote it)."""
-    from pydantic import ValidationError
-
-    from ci_bench.github.api import GitHubError, legacy_marker, marker
-    from ci_bench.report.sticky import acceptance_in
-
     key = request.config.github.comment_key
     try:
         body = client.find_comment(number, marker(key, number), legacy_marker(key))
@@ -121,53 +115,35 @@ def _acceptance(client: GitHubClient, request: Request, number: int) -> Acceptan
         return None
 
 
-def promote_role(
-    plan: Plan,
-    request: Request,
-    actions: ActionsContext,
-    env: Mapping[str, str],
-    out: TextIO,
-    ports: Ports,
-) -> Outcome:
-    """A release tag: the release profile measured on a trusted runner, then promoted."""
-    from ci_bench.pipeline.run import measure_and_confirm
-    from ci_bench.pipeline.session import load_specs
+def promote_check(ctx: Context) -> None:
+    """Before PROMOTE's measuring: a release tag's kernel and version agree with its SPEC,
+    and the tuned configs that stay beside the new baselines are known."""
+    # pipeline.tuned loads jax: only the release job pays for it
     from ci_bench.pipeline.tuned import release_tuned
 
+    request = ctx.request
     if request.release is None:  # the role named by hand for another event
         raise InputError(
             "ci --role promote runs on a release tag push (refs/tags/v*); this event is "
-            f"{actions.event_name or 'none'}, so there is nothing to promote"
+            f"{ctx.actions.event_name or 'none'}, so there is nothing to promote"
         )
-    specs = load_specs(request)
+    specs = ctx.specs()
     check_release(request.release, specs)
-    kept = release_tuned(specs, request.baselines.folder, request.release.kernel)
-    request.out_dir.mkdir(parents=True, exist_ok=True)
-    results = measure_and_confirm(
-        request, env, ports, request.out_dir / "results.json", confirm=False
-    )
-    promote(request, actions, results, out, kept)
-    return Outcome()
+    ctx.kept = release_tuned(specs, request.baselines.folder, request.release.kernel)
 
 
-def record_role(
-    plan: Plan,
-    request: Request,
-    actions: ActionsContext,
-    env: Mapping[str, str],
-    out: TextIO,
-    ports: Ports,
-) -> Outcome:
-    """A push to the default branch: measure, judge (for the record, never failing), and
-    append one history record to the data branch."""
-    from ci_bench.pipeline.judging import baseline_report
-    from ci_bench.pipeline.run import measure_and_confirm
+def promote_step(ctx: Context) -> None:
+    """PROMOTE, a release tag: the release profile measured on a trusted runner (MEASURE)
+    becomes the baselines."""
+    assert ctx.results is not None
+    promote(ctx.request, ctx.actions, ctx.results, ctx.out, ctx.kept)
 
-    request.out_dir.mkdir(parents=True, exist_ok=True)
-    results = measure_and_confirm(
-        request, env, ports, request.out_dir / "results.json", confirm=False
-    )
-    report = baseline_report(request, results)
-    atomic_write_text(request.out_dir / "report.json", dump_model(report))
-    record(results, report, actions, request, actions.head_message, out)
-    return Outcome()
+
+def record_step(ctx: Context) -> None:
+    """RECORD, a push to the default branch: the measured and judged (for the record,
+    never failing) results as one history record on the data branch."""
+    assert ctx.results is not None
+    assert ctx.report is not None
+    out_dir = ctx.request.outputs.out_dir
+    atomic_write_text(out_dir / "report.json", dump_model(ctx.report))
+    record(ctx.results, ctx.report, ctx.actions, ctx.request, ctx.actions.head_message, ctx.out)

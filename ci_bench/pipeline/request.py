@@ -1,21 +1,33 @@
 """The request: flags + ``[tool.ci-bench]`` + the GitHub event, resolved ONCE into one value.
 
 Everything below the command layer takes a ``Request`` (or plain values from it), never the
-argparse namespace. Defaults are resolved here and nowhere else: a flag wins over the event,
-the event over the config, the config over the built-in default. Pure: no jax, no files.
+argparse namespace. Which value wins is decided here: a flag over the event, the event over
+the config, the config over the built-in default (the values live in ``ci_bench.defaults``
+and the config's fields; only the output format's "table" is spelled here). Pure: no jax, no files.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ci_bench.defaults import DTYPE, OUT_DIR
 from ci_bench.errors import InputError
 from ci_bench.github.context import Dispatch, Event, PullRequest, Release
 from ci_bench.measure.settings import Adaptive, HarnessSettings
+from ci_bench.pipeline.parts import (
+    AbBase,
+    BaselineSource,
+    CpuInterpret,
+    Inputs,
+    Outputs,
+    Publishing,
+    Selection,
+    Workers,
+)
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.schema.baseline import ANY_KERNEL
 from ci_bench.schema.shard import Shard
@@ -27,49 +39,6 @@ if TYPE_CHECKING:  # the config's type only: reading it (files) stays in pipelin
 
 Mode = Literal["baseline", "ab", "both"]
 MODES: tuple[Mode, ...] = ("baseline", "ab", "both")
-BaseKind = Literal["merge-base", "ref", "default-branch"]
-
-
-@dataclass(frozen=True)
-class AbBase:
-    """What the A/B measures the head against.
-
-    ``merge-base``: the commit a pull request branched from (``ref`` is the PR's base
-    commit; the merge base of it and the head is taken in the checkout), so a PR behind its
-    base branch is never charged with what landed there since. ``ref``: a ref given by hand.
-    ``default-branch``: the default branch's head (a manual run that names no base).
-    """
-
-    kind: BaseKind
-    ref: str
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What to run: kernels, case globs and a profile, or one ad-hoc shape; this shard."""
-
-    kernels: tuple[str, ...] = ()
-    case_globs: tuple[str, ...] = ()
-    profile: str | None = None  # None for an ad-hoc --shape case
-    shard: Shard | None = None
-    shape: tuple[int, ...] | None = None
-    dtype: str = "bfloat16"
-
-    @property
-    def adhoc(self) -> bool:
-        return self.shape is not None
-
-
-@dataclass(frozen=True)
-class BaselineSource:
-    """Where baselines come from: the store folder, explicit files, a pinned version."""
-
-    folder: Path
-    files: tuple[Path, ...] = ()
-    # Read the folder as it is at this commit (a PR's base), not from the working tree.
-    ref: str | None = None
-    # kernel -> version; "*" (a bare version) applies to every kernel that has that file.
-    pins: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,33 +53,19 @@ class Request:
     thresholds: Thresholds
     policy: FailPolicy
     baselines: BaselineSource
-    mode: Mode = "baseline"
-    base: AbBase | None = None
-    confirm: bool = True
-    peak_tflops: float | None = None
-    peak_gbps: float | None = None
-    compilation_cache: Path | None = None
-    output: Path | None = None
-    out_dir: Path = Path("ci-bench-out")
-    results_path: Path | None = None
-    ab_report: Path | None = None  # an A/B report measured by another job (mode both)
-    report_dir: Path | None = None  # the comment and relay roles: the downloaded artifact
-    fmt: str = "table"
-    quiet: bool = False
-    publish: bool = True
-    comment: bool = True
-    promote_via: str = "commit"
-    release: Release | None = None
-    # Issue 13: worker processes (None: one per local accelerator), the per-case time limit,
-    # and a results file to resume.
-    workers: int | None = None
-    case_timeout: float = 600.0
-    resume: Path | None = None
-    cpu_interpret: str = "kernel"  # CPU: "kernel" or "tpu" (jax's TPU interpreter)
-    # Per kernel (config cpu-interpret-tpu, SPECs' cpu_interpret) unless the flag was given.
-    cpu_interpret_forced: bool = False
-    cpu_interpret_tpu: tuple[str, ...] = ()
-    lower: str | None = None  # run --lower: check each case lowers for this platform first
+    mode: Mode
+    base: AbBase | None
+    confirm: bool
+    release: Release | None
+    peak_tflops: float | None
+    peak_gbps: float | None
+    compilation_cache: Path | None
+    outputs: Outputs
+    inputs: Inputs
+    workers: Workers
+    cpu: CpuInterpret
+    publishing: Publishing
+    lower: str | None  # run --lower: check each case lowers for this platform first
 
 
 def parse_fail_on(text: str | None, default: FailPolicy) -> FailPolicy:
@@ -165,13 +120,7 @@ def _harness(flags: Mapping[str, Any], config: Config, repeats: int) -> HarnessS
         raise InputError("--warmup must be >= 0")
     if repeats < 1:
         raise InputError("--repeats must be >= 1")
-    target = flags.get("adaptive")
-    target = config.adaptive_target if target is None else target
-    max_seconds = flags.get("max_time")
-    max_seconds = config.adaptive_max_seconds if max_seconds is None else max_seconds
-    if target is not None and not 0 < target < 1:
-        raise InputError("--adaptive wants a relative width between 0 and 1, e.g. 0.01")
-    _positive("--max-time", max_seconds)
+    adaptive = _adaptive(flags, config)
     seed = flags.get("seed")
     return HarnessSettings(
         timer=flags.get("timer") or config.timer,
@@ -179,8 +128,20 @@ def _harness(flags: Mapping[str, Any], config: Config, repeats: int) -> HarnessS
         repeats=repeats,
         seed=config.seed if seed is None else seed,
         cost_model_factor=config.cost_model_factor,
-        adaptive=Adaptive(target=target, max_seconds=max_seconds) if target else None,
+        adaptive=adaptive,
     )
+
+
+def _adaptive(flags: Mapping[str, Any], config: Config) -> Adaptive | None:
+    """Repeat until the interval is this narrow (relative), within this many seconds."""
+    target = flags.get("adaptive")
+    target = config.adaptive_target if target is None else target
+    max_seconds = flags.get("max_time")
+    max_seconds = config.adaptive_max_seconds if max_seconds is None else max_seconds
+    if target is not None and not 0 < target < 1:
+        raise InputError("--adaptive wants a relative width between 0 and 1, e.g. 0.01")
+    _positive("--max-time", max_seconds)
+    return Adaptive(target=target, max_seconds=max_seconds) if target else None
 
 
 def _mode(flags: Mapping[str, Any], config: Config, event: Event | None) -> Mode:
@@ -237,42 +198,9 @@ def _profile(flags: Mapping[str, Any], config: Config, event: Event | None) -> s
 
 def build_request(flags: Mapping[str, Any], config: Config, event: Event | None = None) -> Request:
     """Flags (argparse's ``vars``; absent keys mean "not given") + config + event."""
-    dispatch = event if isinstance(event, Dispatch) else None
-    kernels = split_list(flags.get("kernel")) or (dispatch.kernels if dispatch else [])
-    if isinstance(event, Release) and event.kernel is not None:
-        kernels = [event.kernel]
-    globs = list(flags.get("case") or []) or (dispatch.cases if dispatch else [])
-    shape = _shape(flags["shape"]) if flags.get("shape") is not None else None
-    if shape is not None and len(kernels) != 1:
-        raise InputError("--shape needs exactly one --kernel")
-    shard = Shard.parse(flags["shard"]) if flags.get("shard") else None
-    selection = Selection(
-        kernels=tuple(kernels),
-        case_globs=() if shape else tuple(globs),
-        profile=None if shape else _profile(flags, config, event),
-        shard=shard,
-        shape=shape,
-        dtype=flags.get("dtype") or "bfloat16",
-    )
-    repeats = flags.get("repeats")
-    if repeats is None and dispatch is not None:
-        repeats = dispatch.repeats
-    mode = _mode(flags, config, event)
-    if flags.get("results") and mode != "baseline" and not flags.get("ab_report"):
-        # Judging measured results (a report job): an A/B is measured elsewhere and handed
-        # in with --ab-report; without one, only the baseline comparison can be made here.
-        if flags.get("mode"):
-            raise InputError(f"--results with --mode {mode} needs --ab-report FILE")
-        mode = "baseline"
-    fail_on = flags.get("fail_on") or (dispatch.fail_on if dispatch else None)
-    pinned = flags.get("baseline_version") or (dispatch.baseline_version if dispatch else None)
-    # Config paths resolve against the config file's folder (``pipeline.config.resolve``:
-    # an absolute path stays as it is, which is what ``/`` does).
-    folder = flags.get("baselines_dir") or config.root / config.baselines_dir
-    cache = None
-    if not flags.get("no_compilation_cache"):
-        chosen = flags.get("compilation_cache") or config.compilation_cache_dir
-        cache = config.root / chosen if chosen else None
+    selection = _selection(flags, config, event)
+    repeats = _repeats(flags, event)
+    mode = _judging_mode(flags, _mode(flags, config, event))
     return Request(
         config=config,
         modules=tuple(dict.fromkeys([*config.kernels, *split_list(flags.get("kernel_module"))])),
@@ -280,38 +208,141 @@ def build_request(flags: Mapping[str, Any], config: Config, event: Event | None 
         harness=_harness(flags, config, config.repeats if repeats is None else repeats),
         ab_harness=_harness(flags, config, config.ab_repeats if repeats is None else repeats),
         thresholds=config.thresholds,
-        policy=parse_fail_on(fail_on, config.fail_on),
-        baselines=BaselineSource(
-            folder=Path(folder),
-            files=tuple(flags.get("baseline") or ()),
-            ref=_baselines_ref(flags, event),
-            pins=parse_pins(pinned),
-        ),
+        policy=parse_fail_on(_from_dispatch(flags, event, "fail_on"), config.fail_on),
+        baselines=_baselines(flags, config, event),
         mode=mode,
         base=_base(flags, event, mode),
         confirm=config.confirm and not flags.get("no_confirm"),
+        release=event if isinstance(event, Release) else None,
         peak_tflops=_positive("--peak-tflops", flags.get("peak_tflops")),
         peak_gbps=_positive("--peak-gbps", flags.get("peak_gbps")),
-        compilation_cache=cache,
-        output=flags.get("output"),
-        out_dir=flags.get("out_dir") or Path("ci-bench-out"),
-        results_path=flags.get("results"),
-        ab_report=flags.get("ab_report"),
-        report_dir=flags.get("report_dir"),
-        fmt=flags.get("format") or "table",
-        quiet=bool(flags.get("quiet")),
-        publish=not flags.get("no_publish"),
-        comment=not (flags.get("no_comment") or flags.get("no_publish")),
-        promote_via=flags.get("promote_via") or config.promote_via,
-        release=event if isinstance(event, Release) else None,
-        workers=_at_least_one("--workers", flags.get("workers")),
-        case_timeout=_positive("--case-timeout", flags.get("case_timeout")) or config.case_timeout,
-        resume=flags.get("resume"),
-        cpu_interpret=flags.get("cpu_interpret") or config.cpu_interpret,
-        cpu_interpret_forced=flags.get("cpu_interpret") is not None,
-        cpu_interpret_tpu=tuple(config.cpu_interpret_tpu),
+        compilation_cache=_compilation_cache(flags, config),
+        outputs=_outputs(flags),
+        inputs=_inputs(flags),
+        workers=_workers(flags, config),
+        cpu=_cpu(flags, config),
+        publishing=_publishing(flags, config),
         lower=flags.get("lower"),
     )
+
+
+def _from_dispatch(flags: Mapping[str, Any], event: Event | None, name: str) -> Any:
+    """A flag, else the manual run's input of the same name (None: neither)."""
+    return flags.get(name) or (getattr(event, name) if isinstance(event, Dispatch) else None)
+
+
+def _kernels(flags: Mapping[str, Any], event: Event | None) -> list[str]:
+    if isinstance(event, Release) and event.kernel is not None:
+        return [event.kernel]  # a kernel tag selects that kernel
+    return split_list(flags.get("kernel")) or (event.kernels if isinstance(event, Dispatch) else [])
+
+
+def _outputs(flags: Mapping[str, Any]) -> Outputs:
+    return Outputs(
+        out_dir=flags.get("out_dir") or OUT_DIR,
+        output=flags.get("output"),
+        fmt=flags.get("format") or "table",
+        quiet=bool(flags.get("quiet")),
+    )
+
+
+def _inputs(flags: Mapping[str, Any]) -> Inputs:
+    return Inputs(
+        results=flags.get("results"),
+        ab_report=flags.get("ab_report"),
+        report_dir=flags.get("report_dir"),
+        resume=flags.get("resume"),
+    )
+
+
+def _workers(flags: Mapping[str, Any], config: Config) -> Workers:
+    count = _at_least_one("--workers", flags.get("workers"))
+    timeout = _positive("--case-timeout", flags.get("case_timeout"))
+    return Workers(count=count, case_timeout=timeout or config.case_timeout)
+
+
+def _cpu(flags: Mapping[str, Any], config: Config) -> CpuInterpret:
+    given = flags.get("cpu_interpret")
+    return CpuInterpret(
+        mode=given or config.cpu_interpret,
+        forced=given is not None,
+        tpu_kernels=tuple(config.cpu_interpret_tpu),
+    )
+
+
+def _publishing(flags: Mapping[str, Any], config: Config) -> Publishing:
+    publish = not flags.get("no_publish")
+    return Publishing(
+        publish=publish,
+        comment=publish and not flags.get("no_comment"),
+        promote_via=flags.get("promote_via") or config.promote_via,
+    )
+
+
+def _selection(flags: Mapping[str, Any], config: Config, event: Event | None) -> Selection:
+    kernels = _kernels(flags, event)
+    shape = _shape(flags["shape"]) if flags.get("shape") is not None else None
+    if shape is not None and len(kernels) != 1:
+        raise InputError("--shape needs exactly one --kernel")
+    if shape is not None:  # one ad-hoc case: no globs, no profile
+        return Selection(
+            kernels=tuple(kernels), shard=_shard(flags), shape=shape, dtype=_dtype(flags)
+        )
+    return Selection(
+        kernels=tuple(kernels),
+        case_globs=tuple(_case_globs(flags, event)),
+        profile=_profile(flags, config, event),
+        shard=_shard(flags),
+        dtype=_dtype(flags),
+    )
+
+
+def _case_globs(flags: Mapping[str, Any], event: Event | None) -> list[str]:
+    return list(flags.get("case") or []) or (event.cases if isinstance(event, Dispatch) else [])
+
+
+def _shard(flags: Mapping[str, Any]) -> Shard | None:
+    return Shard.parse(flags["shard"]) if flags.get("shard") else None
+
+
+def _dtype(flags: Mapping[str, Any]) -> str:
+    return flags.get("dtype") or DTYPE
+
+
+def _repeats(flags: Mapping[str, Any], event: Event | None) -> int | None:
+    repeats = flags.get("repeats")
+    if repeats is None and isinstance(event, Dispatch):
+        return event.repeats
+    return repeats
+
+
+def _judging_mode(flags: Mapping[str, Any], mode: Mode) -> Mode:
+    """Judging measured results (a report job): an A/B is measured elsewhere and handed in
+    with --ab-report; without one, only the baseline comparison can be made here."""
+    if not flags.get("results") or mode == "baseline" or flags.get("ab_report"):
+        return mode
+    if flags.get("mode"):
+        raise InputError(f"--results with --mode {mode} needs --ab-report FILE")
+    return "baseline"
+
+
+def _baselines(flags: Mapping[str, Any], config: Config, event: Event | None) -> BaselineSource:
+    # Config paths resolve against the config file's folder (``pipeline.config.resolve``:
+    # an absolute path stays as it is, which is what ``/`` does).
+    folder = flags.get("baselines_dir") or config.root / config.baselines_dir
+    return BaselineSource(
+        folder=Path(folder),
+        files=tuple(flags.get("baseline") or ()),
+        ref=_baselines_ref(flags, event),
+        pins=parse_pins(_from_dispatch(flags, event, "baseline_version")),
+    )
+
+
+def _compilation_cache(flags: Mapping[str, Any], config: Config) -> Path | None:
+    if flags.get("no_compilation_cache"):
+        return None
+    chosen = flags.get("compilation_cache") or config.compilation_cache_dir
+    return config.root / chosen if chosen else None
 
 
 def _at_least_one(name: str, value: int | None) -> int | None:

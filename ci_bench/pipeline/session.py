@@ -20,7 +20,8 @@ from ci_bench.errors import InputError
 from ci_bench.measure.progress import Progress
 from ci_bench.measure.settings import HarnessSettings
 from ci_bench.pipeline.git import git_info
-from ci_bench.pipeline.request import Request, Selection
+from ci_bench.pipeline.parts import Selection
+from ci_bench.pipeline.request import Request
 from ci_bench.schema import RunMeta, RunSettings
 
 if TYPE_CHECKING:
@@ -104,13 +105,13 @@ def open_bench(
     except WorkerError as exc:
         raise InputError(str(exc)) from None
     # The interpret mode starts jax's backend: not in a parent whose workers need the chip.
-    mode = configure_jax(request.compilation_cache, None if isolated else request.cpu_interpret)
+    mode = configure_jax(request.compilation_cache, None if isolated else request.cpu.mode)
     settings = replace(
         settings,
         timer=settings.timer or default_timer(device.platform),
-        interpret_mode=request.cpu_interpret,
+        interpret_mode=request.cpu.mode,
         kernel_interpret=kernel_modes(
-            specs, request.cpu_interpret, request.cpu_interpret_forced, request.cpu_interpret_tpu
+            specs, request.cpu.mode, request.cpu.forced, request.cpu.tpu_kernels
         ),
         lower=request.lower,
     )
@@ -144,7 +145,7 @@ def open_bench(
         else [c.id for c in matrix_of(selection, specs)],
     )
     peaks = peak_lookup(device.device_kind, device.platform, request.peak_tflops, request.peak_gbps)
-    progress = Progress(sys.stderr, live=sys.stderr.isatty(), quiet=request.quiet)
+    progress = Progress(sys.stderr, live=sys.stderr.isatty(), quiet=request.outputs.quiet)
     if selection.profile is not None:
         for note in profile_notes(specs, selection.profile, selection.kernels):
             progress.note(f"note: {note}")

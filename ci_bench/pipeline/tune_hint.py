@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.pipeline.request import Request
+from ci_bench.pipeline.tuning import search_case
 from ci_bench.schema.lowering import TilingHint
 from ci_bench.schema.tune import TunedCase
 from ci_bench.text import one_line
@@ -50,7 +51,6 @@ def tiling_hints(
 ) -> list[TilingHint]:
     """The search for every case whose kernel declares tunables, within the config's caps
     (none when ``tune-hint`` is 0 or no chip is targeted)."""
-    from ci_bench.pipeline.tuning import search_case
 
     config = request.config
     if not config.tune_hint or not chips:

@@ -9,17 +9,27 @@ kernel performance); tests force it to check the plumbing.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.contract.spec import PALLAS, Case, KernelSpec
 from ci_bench.contract.tunables import Tunables
 from ci_bench.pipeline.request import Request
 from ci_bench.schema.tune import Measured, TunedCase
 
 Progress = Callable[[str], None]
+
+
+def with_subject(spec: KernelSpec, implementation: Callable[..., Any]) -> KernelSpec:
+    """The SPEC with ``implementation`` as its subject, everything else unchanged."""
+    if spec.subject == PALLAS:
+        return dataclasses.replace(spec, pallas=implementation)
+    if spec.subject in spec.variants:
+        return dataclasses.replace(spec, variants={**spec.variants, spec.subject: implementation})
+    return dataclasses.replace(spec, native=implementation)
 
 
 def top_indices(tuned: TunedCase, chip: str | None, k: int) -> list[int]:
@@ -61,7 +71,6 @@ def measure_top(
 
     from ci_bench.measure.chip import this_chip
     from ci_bench.measure.harness import time_interleaved
-    from ci_bench.pipeline.tuning import with_subject
 
     chosen = top_indices(tuned, this_chip(), k)
     if tuned.default_index is not None and tuned.default_index not in chosen:

@@ -20,24 +20,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ci_bench import __version__
-from ci_bench.contract.spec import PALLAS, Case, KernelSpec, SpecError
+from ci_bench.contract.spec import Case, KernelSpec, SpecError
 from ci_bench.contract.tunables import Tunables, Values
 from ci_bench.errors import InputError
 from ci_bench.pipeline.request import Request
+from ci_bench.pipeline.session import cases_for
+from ci_bench.pipeline.tune_measure import measure_top, with_subject
 from ci_bench.schema.model import CaseModel
 from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase, TuneMeta, TuneReport
 from ci_bench.text import one_line
 
 Progress = Callable[[str], None]
-
-
-def with_subject(spec: KernelSpec, implementation: Callable[..., Any]) -> KernelSpec:
-    """The SPEC with ``implementation`` as its subject, everything else unchanged."""
-    if spec.subject == PALLAS:
-        return dataclasses.replace(spec, pallas=implementation)
-    if spec.subject in spec.variants:
-        return dataclasses.replace(spec, variants={**spec.variants, spec.subject: implementation})
-    return dataclasses.replace(spec, native=implementation)
 
 
 @dataclasses.dataclass
@@ -325,8 +318,6 @@ def tune_cases(
     top K and default timed on this machine's accelerator)."""
     import jax
 
-    from ci_bench.pipeline.session import cases_for
-
     start = time.perf_counter()
     cases = cases_for(request.selection, specs)
     tunable = [c for c in cases if specs[c.kernel].tunables is not None]
@@ -352,8 +343,6 @@ def tune_cases(
             spec, tunables, case, chips, seed=seed, factor=factor, progress=progress
         )
         if measure:
-            from ci_bench.pipeline.tune_measure import measure_top
-
             tuned = measure_top(request, spec, tunables, case, tuned, measure, progress)
         out.append(tuned)
         traced, reused = traced + memo.traced, reused + memo.reused
