@@ -51,9 +51,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     from ci_bench.report.render import WIDTH, results_table, run_summary
 
     request = request_from(args, cwd)
-    if request.resume is not None and not request.resume.exists():
+    resume = request.inputs.resume
+    if resume is not None and not resume.exists():
         # A mistyped path must not silently measure everything again (exit 2).
-        raise InputError(f"{request.resume}: results file to resume not found (--resume)")
+        raise InputError(f"{resume}: results file to resume not found (--resume)")
     bench = open_bench(request, load_specs(request), env)
     output = request.outputs.output if request.outputs.output is not None else request.inputs.resume
     with worker_runs(bench) as runs:
