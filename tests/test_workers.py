@@ -153,3 +153,22 @@ def test_the_fingerprint_is_read_in_a_child_only_where_an_accelerator_could_be_h
     (tmp_path / "accel0").unlink()
     (tmp_path / "nvidia1").touch()
     assert accelerator_present({}, tmp_path)
+
+
+def test_a_workers_stderr_reaches_the_ci_log_only_through_the_output_edge(tmp_path):
+    """What a kernel writes to its worker's stderr (a workflow command, a U+0085 break) is
+    kept in the case's error but never printed as a line the runner reads as a command."""
+    from tests.harness.fuzz_outputs import injection_problem
+
+    write_project(tmp_path, ["noisy_stderr_kernel"])
+    out = tmp_path / "r.json"
+    args = ("run", "--repeats", "2", "--warmup", "0", "-o", str(out))
+    done = run_cli(*args, cwd=tmp_path, env={"GITHUB_ACTIONS": "true"}, timeout=300)
+    assert done.returncode == ExitCode.NOTHING_MEASURED, done.stderr
+    (case,) = load(out).cases
+    assert case.error is not None
+    assert "::set-output name=verdict::pass" in case.error  # kept, for the person reading
+    assert "add-mask::secret" in case.error
+    assert "set-output name=verdict" in done.stdout + done.stderr
+    assert injection_problem(done.stdout) is None, done.stdout
+    assert injection_problem(done.stderr) is None, done.stderr

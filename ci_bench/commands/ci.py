@@ -21,6 +21,7 @@ from ci_bench.commands.common_args import (
 )
 from ci_bench.commands.validate import Existing, path_arg
 from ci_bench.defaults import OUT_DIR
+from ci_bench.errors import InputError
 from ci_bench.github.context import load_context as load_actions_context
 from ci_bench.outcome import exit_code
 from ci_bench.pipeline.config import load_config
@@ -103,6 +104,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     flags = vars(args)
+    role = flags.get("role") or "all"
+    if flags.get("report_dir") is not None and role not in ("comment", "relay"):
+        # Only those roles read an artifact folder: any other would ignore it (exit 2).
+        raise InputError(
+            f"--report-dir: the {role} role reads no artifact folder (only comment and relay do)"
+        )
     actions = load_actions_context(env)
     config = load_config(flags.get("config"), cwd)
     return int(exit_code(run_ci(flags, config, actions, env, out)))

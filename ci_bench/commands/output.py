@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from ci_bench.report.escape import inert_line, inert_text
@@ -41,6 +41,10 @@ class InertStream:
             first, sep, rest = block.partition("\n")
             self.raw.write(self._fix(first, started=started) + sep + inert_text(rest) + "\n")
         return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for text in lines:  # never the raw stream's own: each piece is made inert
+            self.write(text)
 
     def _fix(self, line: str, *, started: bool = False) -> str:
         # A continued line cannot start a command: only its breaks and ``##[`` matter.

@@ -12,7 +12,7 @@ from ci_bench.pipeline.request import Request, build_request
 from ci_bench.report.comment import markdown_report
 from ci_bench.report.terminal import terminal_report
 from ci_bench.schema import Report
-from ci_bench.store.files import dump_model, write_text
+from ci_bench.store.files import dump_chunks, write_text
 
 
 def request_from(args: argparse.Namespace, cwd: Path) -> Request:
@@ -23,7 +23,8 @@ def request_from(args: argparse.Namespace, cwd: Path) -> Request:
 
 def emit_report(report: Report, fmt: str, out: TextIO, *, wide: bool = False) -> None:
     if fmt == "json":
-        out.write(dump_model(report))
+        for piece in dump_chunks(report):  # each through the output edge
+            out.write(piece)
     elif fmt == "markdown":
         out.write(markdown_report(report))
     else:
@@ -36,6 +37,6 @@ def write_report_files(
     """The report's files; an existing one is replaced only with --force (checked on
     parsing too: this closes the gap between the check and the write)."""
     if json_path:
-        write_text(json_path, dump_model(report), what="report", replace=replace)
+        write_text(json_path, dump_chunks(report), what="report", replace=replace)
     if md_path:
         write_text(md_path, markdown_report(report), what="markdown", replace=replace)

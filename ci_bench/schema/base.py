@@ -11,11 +11,32 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ci_bench.text import NAME_MAX, NAME_PATTERN, PARAM_PATTERN, SEMVER_PATTERN
 
+# Field-name sets shared between frozen instances (see ``Model.model_post_init``); bounded,
+# though a schema's models set only a few distinct combinations of their fields.
+_FIELD_SETS: dict[frozenset[str], set[str]] = {}
+_FIELD_SETS_MAX = 4096
+
 
 class Model(BaseModel):
     """Strict base: unknown keys are errors, so typos never pass silently."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Instances that set the same fields share one field-name set.
+
+        pydantic keeps a set of the fields given per instance; for a results file's models
+        those sets were over half their memory (docs/SCALE.md). A frozen model never adds
+        to its set, and ``model_copy`` copies it before changing it, so sharing is safe.
+        """
+        fields = self.__pydantic_fields_set__
+        key = frozenset(fields)
+        shared = _FIELD_SETS.get(key)
+        if shared is None:
+            if len(_FIELD_SETS) >= _FIELD_SETS_MAX:
+                return
+            shared = _FIELD_SETS[key] = fields
+        object.__setattr__(self, "__pydantic_fields_set__", shared)
 
 
 KEBAB = ConfigDict(

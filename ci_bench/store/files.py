@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -184,7 +186,11 @@ def read_bytes(path: Path, what: str, *, limit: int | None = None) -> bytes:
                 raise InputError(f"{path}: {what} file not found")
             raise InputError(f"{path}: {what} file is not a regular file")
         with path.open("rb") as handle:
-            data = handle.read(limit + 1)
+            # Sized by the file, not the limit: ``read(n)`` allocates n bytes up front.
+            want = min(os.fstat(handle.fileno()).st_size, limit) + 1
+            data = handle.read(want)
+            if len(data) == want and want <= limit:  # it grew since: read on to the limit
+                data += handle.read(limit + 1 - want)
     except OSError as exc:
         raise InputError(f"{path}: cannot read the {what} file: {os_reason(exc)}") from None
     if len(data) > limit:
@@ -197,7 +203,8 @@ def read_text(path: Path, what: str, *, limit: int | None = None) -> str:
 
 
 def read_json(path: Path, what: str) -> Any:
-    return parse_json(read_bytes(path, what), str(path), what)
+    # The text only: the bytes are dropped before parsing (the file is not held twice).
+    return parse_json(read_text(path, what), str(path), what)
 
 
 def validate_model(
@@ -207,8 +214,12 @@ def validate_model(
     source: str,
     what: str,
     schema_version: int | tuple[int, ...] | None,
+    staged: bool = False,
 ) -> M:
-    """A parsed JSON value as ``model``: object, known ``schema_version``, valid fields."""
+    """A parsed JSON value as ``model``: object, known ``schema_version``, valid fields.
+
+    ``staged``: ``data`` is the caller's to give away; its cases are replaced by their
+    models as they are validated (see ``_validate_cases``)."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: {what} must be a JSON object, got {type(data).__name__}")
     if schema_version is not None:
@@ -226,6 +237,8 @@ def validate_model(
                 f"reads {versions}; {hint})"
             )
     try:
+        if staged:
+            _validate_cases(data, model)
         return model.model_validate(data)
     except ValidationError as exc:
         raise InputError(f"{source}: {validation_message(exc)}") from None
@@ -233,13 +246,89 @@ def validate_model(
         raise InputError(f"{source}: {what} is nested too deeply") from None
 
 
+def _list_item(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The model of a ``list[Model]`` field ``name``, if ``model`` has one."""
+    field = model.model_fields.get(name)
+    args = getattr(field.annotation, "__args__", ()) if field else ()
+    item = args[0] if len(args) == 1 else None
+    return item if isinstance(item, type) and issubclass(item, BaseModel) else None
+
+
+def _validate_cases(data: dict[str, Any], model: type[BaseModel]) -> None:
+    """A ``cases`` list (top level, or in each of a baseline's ``entries``) validated one
+    case at a time, each parsed case replaced by its model as it goes, so a large file's
+    parsed JSON and its models are not both held whole (docs/SCALE.md). The model's own
+    validation then takes the instances as they are. The first invalid case stops this:
+    the whole model is validated as before, so the error reported is the one a whole
+    validation reports."""
+    entry = _list_item(model, "entries")
+    entries = data.get("entries")
+    if entry is not None and isinstance(entries, list):
+        for raw in entries:
+            if isinstance(raw, dict) and not _replace_cases(raw, entry):
+                return
+    _replace_cases(data, model)
+
+
+def _replace_cases(data: dict[str, Any], model: type[BaseModel]) -> bool:
+    """``data["cases"]`` items replaced by their models; False at the first invalid one."""
+    item = _list_item(model, "cases")
+    cases = data.get("cases")
+    if item is None or not isinstance(cases, list):
+        return True
+    ids = [c.get("id") for c in cases if isinstance(c, dict)]
+    named = [i for i in ids if isinstance(i, str)]
+    if len(set(named)) != len(named):
+        return False  # the model refuses repeated ids before it validates any case
+    for at, raw in enumerate(cases):
+        if isinstance(raw, dict):
+            try:
+                cases[at] = item.model_validate(raw)
+            except ValidationError:
+                return False
+    return True
+
+
 def read_model(
     path: Path, model: type[M], *, what: str, schema_version: int | tuple[int, ...] | None
 ) -> M:
     """Load and validate a JSON file; every failure is an InputError naming the file and field."""
     data = read_json(path, what)
-    return validate_model(data, model, source=str(path), what=what, schema_version=schema_version)
+    return validate_model(
+        data, model, source=str(path), what=what, schema_version=schema_version, staged=True
+    )
 
 
 def dump_model(model: BaseModel) -> str:
     return model.model_dump_json(indent=2, exclude_none=False) + "\n"
+
+
+def dump_chunks(
+    model: BaseModel, fields: tuple[str, ...] = ("cases",), pad: str = ""
+) -> Iterator[str]:
+    """``dump_model``'s text in pieces, byte for byte: the list ``fields[0]`` one item at a
+    time (``fields[1:]`` inside each item), so a large results file, report or baseline is
+    never one string in memory (docs/SCALE.md). ``pad`` indents a nested piece."""
+    field, inner_fields = fields[0], fields[1:]
+    items = getattr(model, field)
+    head = model.model_copy(update={field: []}).model_dump_json(indent=2, exclude_none=False)
+    # A JSON string holds no raw newline: only the field itself, at the top level, matches.
+    marker = f'\n  "{field}": []'
+    at = head.find(marker)
+    if not items or at < 0:
+        yield _padded(model, pad) if pad else dump_model(model)
+        return
+    inner = pad + "    "
+    yield (head[:at] + f'\n  "{field}": [\n').replace("\n", "\n" + pad) + "    "
+    for k, item in enumerate(items):
+        if k:
+            yield ",\n" + inner
+        if inner_fields:
+            yield from dump_chunks(item, inner_fields, inner)
+        else:
+            yield item.model_dump_json(indent=2, exclude_none=False).replace("\n", "\n" + inner)
+    yield ("\n  ]" + head[at + len(marker) :]).replace("\n", "\n" + pad) + ("" if pad else "\n")
+
+
+def _padded(model: BaseModel, pad: str) -> str:
+    return model.model_dump_json(indent=2, exclude_none=False).replace("\n", "\n" + pad)

@@ -17,6 +17,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from ci_bench.errors import InputError
@@ -104,11 +105,18 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def write_bytes(
-    path: Path, data: bytes, *, what: str, replace: bool = False, mode: int | None = None
+    path: Path,
+    data: bytes | Iterable[bytes],
+    *,
+    what: str,
+    replace: bool = False,
+    mode: int | None = None,
 ) -> None:
     """Atomically make ``path`` a regular file holding ``data``; readers never see half a file.
 
-    New files get ``0o666`` less the umask (or ``mode``); a replaced file keeps its mode.
+    ``data`` may come in pieces (a large file is never one buffer); a piece that fails to
+    come (an exception) leaves the target as it was. New files get ``0o666`` less the umask
+    (or ``mode``); a replaced file keeps its mode.
     """
     problem = target_problem(path, replace=replace)
     if problem:
@@ -133,7 +141,8 @@ def write_bytes(
                 os.fchmod(fd, mode)
             elif existed:
                 os.fchmod(fd, stat.S_IMODE(path.stat().st_mode))
-            _write_all(fd, data)
+            for piece in (data,) if isinstance(data, bytes) else data:
+                _write_all(fd, piece)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -173,9 +182,16 @@ def _remove_stale_temps(path: Path) -> None:
 
 
 def write_text(
-    path: Path, text: str, *, what: str, replace: bool = False, mode: int | None = None
+    path: Path,
+    text: str | Iterable[str],
+    *,
+    what: str,
+    replace: bool = False,
+    mode: int | None = None,
 ) -> None:
-    write_bytes(path, text.encode("utf-8"), what=what, replace=replace, mode=mode)
+    """``write_bytes`` of UTF-8 text, whole or in pieces (each encoded as it is written)."""
+    data = text.encode("utf-8") if isinstance(text, str) else (t.encode("utf-8") for t in text)
+    write_bytes(path, data, what=what, replace=replace, mode=mode)
 
 
 def write_folder_files(

@@ -43,6 +43,7 @@ class Recipe:
     reads: tuple[str, ...]  # seed kinds the command reads
     cost: int = 1  # relative price of one run (1: reads files; 5: imports jax; 10: measures)
     env: tuple[tuple[str, str], ...] = ()
+    guessed: bool = False  # a required option holds a made-up value: it may be refused
 
 
 RECIPES = {
@@ -187,11 +188,16 @@ def _generic(command: str, parser: argparse.ArgumentParser) -> Recipe:
         if action.nargs in ("*", "?"):
             continue
         argv.append("results.json")
+    guessed = False
     for action in options(parser):
         if action.required:
             value = action.choices and next(iter(action.choices))
             argv += [action.option_strings[0], str(value or "o-out")]
-    return Recipe(tuple(argv), ("results", "config"), cost=3)
+            guessed = guessed or not value
+    # It reads the results file only when a positional names it (``tune`` reads none: a
+    # damaged results.json it never opens is not an input it passed silently).
+    reads = ("results", "config") if "results.json" in argv else ("config",)
+    return Recipe(tuple(argv), reads, cost=3, guessed=guessed)
 
 
 def recipe(command: str, parser: argparse.ArgumentParser) -> Recipe:
@@ -453,6 +459,8 @@ def make_input(
         inp.broken_by = [(w, o) for w, o in inp.broken_by if "without --force" not in w]
     if "--no-baselines" in inp.argv:  # the baseline folder is not read at all
         inp.broken_by = [(w, o) for w, o in inp.broken_by if "--baselines-dir" not in w]
+    if base.guessed:  # ``preview --base o-out``: refusing a made-up value is no false refusal
+        inp.valid = False
     return inp
 
 
