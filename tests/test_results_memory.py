@@ -75,6 +75,18 @@ def test_run_resume_of_a_missing_file_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "nothere.json").exists()
 
 
+def test_ci_resume_of_a_missing_file_is_one_line_exit_2(tmp_path):
+    """``ci --resume`` takes the same flag as ``run``: a mistyped path started a fresh run."""
+    (tmp_path / "pyproject.toml").write_text('[tool.ci-bench]\nkernels = ["kernels.matmul"]\n')
+    done = cli(["ci", "--resume", "nothere.json", "--no-comment", "-q"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "ci-bench: error: nothere.json: results file to resume not found (--resume)"
+    ]
+    assert not (tmp_path / "nothere.json").exists()
+    assert not (tmp_path / "ci-bench-out").exists()
+
+
 def test_ci_report_dir_outside_the_comment_and_relay_roles_is_exit_2(tmp_path):
     """``ci --report-dir <missing folder>`` ran the whole pipeline and exited 0 (fuzzer):
     only the comment and relay roles read an artifact folder; any other refuses the flag."""

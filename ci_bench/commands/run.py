@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.commands.common_args import add_measurement, add_selection, add_shape, add_wide
-from ci_bench.commands.shared import request_from
+from ci_bench.commands.shared import check_resume, request_from
 from ci_bench.commands.validate import Output, path_arg
-from ci_bench.errors import InputError
 from ci_bench.outcome import Outcome, exit_code
 from ci_bench.pipeline.session import load_specs, open_bench
 from ci_bench.store.files import dump_model
@@ -51,10 +50,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     from ci_bench.report.render import WIDTH, results_table, run_summary
 
     request = request_from(args, cwd)
-    resume = request.inputs.resume
-    if resume is not None and not resume.exists():
-        # A mistyped path must not silently measure everything again (exit 2).
-        raise InputError(f"{resume}: results file to resume not found (--resume)")
+    check_resume(request.inputs.resume)
     bench = open_bench(request, load_specs(request), env)
     output = request.outputs.output if request.outputs.output is not None else request.inputs.resume
     with worker_runs(bench) as runs:

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
+from ci_bench.errors import InputError
 from ci_bench.pipeline.config import load_config
 from ci_bench.pipeline.request import Request, build_request
 from ci_bench.report.comment import markdown_report
@@ -40,3 +41,10 @@ def write_report_files(
         write_text(json_path, dump_chunks(report), what="report", replace=replace)
     if md_path:
         write_text(md_path, markdown_report(report), what="markdown", replace=replace)
+
+
+def check_resume(resume: Path | None) -> None:
+    """``--resume`` names a file that exists: a mistyped path must not silently measure
+    everything again (exit 2). The shard job's own state file is not this flag."""
+    if resume is not None and not resume.exists():
+        raise InputError(f"{resume}: results file to resume not found (--resume)")
