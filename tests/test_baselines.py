@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ci_bench.errors import InputError
+from ci_bench.store.baseline_text import render_baseline
 from ci_bench.store.baselines import (
     BaselineFile,
     PromotionRefusedError,
@@ -16,7 +17,6 @@ from ci_bench.store.baselines import (
     load_baseline,
     merge_entry,
     plan_promotions,
-    render_baseline,
     version_key,
     write_promotions,
 )

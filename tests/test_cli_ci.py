@@ -360,7 +360,8 @@ def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):
             )
         }
     )
-    from ci_bench.store.baselines import BaselineFile, entry_from_results, render_baseline
+    from ci_bench.store.baseline_text import render_baseline
+    from ci_bench.store.baselines import BaselineFile, entry_from_results
 
     entry = entry_from_results(other, "matmul", other.meta.started_at, "v0.0.9")
     remote = render_baseline(BaselineFile(kernel="matmul", version="0.1.0", entries=[entry]))

@@ -19,12 +19,12 @@ from typing import Literal
 from ci_bench.errors import InputError
 from ci_bench.github.api import GitHubClient, GitHubError, commit_with_retry
 from ci_bench.schema import Results
+from ci_bench.store.baseline_text import render_baseline
 from ci_bench.store.baselines import (
     BaselineEntry,
     BaselineFile,
     entry_from_results,
     merge_entry,
-    render_baseline,
 )
 from ci_bench.store.files import validation_message
 
