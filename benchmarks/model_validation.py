@@ -2,7 +2,7 @@
 
     python benchmarks/model_validation.py
 
-Prints four tables:
+Prints five tables:
 
 1. the project's matmul at several tilings and GLA at several chunk sizes: the model's HBM
    bytes and VMEM against the closed-form expectation written out below (they must agree
