@@ -14,17 +14,8 @@ from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
 from tests.harness import cli_ci
-from tests.harness.cli_ci import (
-    REPO,
-    SMALL,
-    actions_env,
-    assert_secret_kept,
-    comments,
-    event_file,
-    gh,
-    open_pull,
-    pr_env,
-)
+from tests.harness.cli_ci import REPO, SMALL, assert_secret_kept, comments, gh, open_pull
+from tests.harness.cli_ci_events import actions_env, event_file, pr_env
 from tests.harness.factories import case, results
 
 server, workspace = cli_ci.server, cli_ci.workspace

@@ -14,16 +14,8 @@ from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli, write_project
 from tests.harness import cli_ci
-from tests.harness.cli_ci import (
-    FAST_API,
-    SMALL,
-    actions_env,
-    comments,
-    commit_all,
-    event_file,
-    open_pull,
-    pr_env,
-)
+from tests.harness.cli_ci import FAST_API, SMALL, comments, commit_all, open_pull
+from tests.harness.cli_ci_events import actions_env, event_file, pr_env
 from tests.harness.factories import case, results
 
 server, workspace = cli_ci.server, cli_ci.workspace

@@ -13,12 +13,8 @@ import json
 from ci_bench.errors import ExitCode
 from tests.conftest import run_cli
 from tests.harness import cli_ci
-from tests.harness.cli_ci import (
-    RELEASE,
-    REPO,
-    gh,
-    tag_env,
-)
+from tests.harness.cli_ci import RELEASE, REPO, gh
+from tests.harness.cli_ci_events import tag_env
 from tests.harness.factories import case, results
 
 server, workspace = cli_ci.server, cli_ci.workspace

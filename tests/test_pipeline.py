@@ -22,13 +22,7 @@ import pytest
 
 from tests.harness import pipeline_fixtures
 from tests.harness.pipeline_fixtures import _world, keep
-from tests.harness.pipeline_repo import (
-    NUMBER,
-    TOKEN,
-    failures,
-    git,
-    report_of,
-)
+from tests.harness.pipeline_repo import NUMBER, TOKEN, failures, git, report_of
 from tests.harness.workflow_runner import load, load_called
 
 template, jax_cache = pipeline_fixtures.template, pipeline_fixtures.jax_cache

@@ -11,15 +11,7 @@ from ci_bench.github.context import parse_event
 from ci_bench.pipeline.plan import gate
 from tests.harness import pipeline_fixtures
 from tests.harness.pipeline_fixtures import _world, keep
-from tests.harness.pipeline_repo import (
-    MAINTAINER,
-    NUMBER,
-    REPO,
-    event,
-    failures,
-    git,
-    report_of,
-)
+from tests.harness.pipeline_repo import MAINTAINER, NUMBER, REPO, event, failures, git, report_of
 from tests.harness.workflow_runner import evaluate, interpolate, load, triggers
 
 template, jax_cache = pipeline_fixtures.template, pipeline_fixtures.jax_cache
