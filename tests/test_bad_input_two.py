@@ -3,44 +3,24 @@
 Each test is one finding of the independent fuzzer (or of this branch's), reproduced on the
 unfixed code first. They drive the CLI, in this process unless a real process matters, on
 files shaped like the ones found. The writers' findings are in tests/test_writers.py.
+This file: crashes and the hang; silent passes in tests/test_bad_input_two_silent.py,
+injection in tests/test_bad_input_two_injection.py.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from ci_bench.store.files import dump_model
 from tests.conftest import run_cli
+from tests.harness import bad_input
+from tests.harness.bad_input import ID, edited, history_line
 from tests.harness.factories import case, results
 from tests.harness.inproc import assert_one_line_error, call
 
-ID = "matmul/B1-M128-K128-N128/float32"
-ID4 = "matmul/B4-M128-K256-N128/float32"
-
-
-@pytest.fixture
-def results_file(tmp_path: Path) -> Path:
-    path = tmp_path / "r.json"
-    path.write_text(dump_model(results([case(ID), case(ID4)])))
-    return path
-
-
-def history_line(results_path: Path, folder: Path) -> Path:
-    """A real history store: ``record`` of a results file."""
-    outcome = call("record", str(results_path), "--history", str(folder), cwd=folder.parent)
-    assert outcome.code == 0, outcome.err
-    (path,) = folder.glob("*.jsonl")
-    return path
-
-
-def edited(path: Path, edit) -> Path:
-    data = json.loads(path.read_text())
-    edit(data)
-    path.write_text(json.dumps(data))
-    return path
+results_file = bad_input.results_file
 
 
 # --- crashes: history files ------------------------------------------------------------------
@@ -198,233 +178,3 @@ def test_sixty_thousand_duplicate_ids_do_not_hang(tmp_path):
         done = run_cli(*args, cwd=tmp_path, timeout=120)  # TimeoutExpired would be the hang
         assert done.returncode == 2, done.stderr
         assert "duplicate case ids: matmul/B1-M128-K128-N128/float32" in done.stderr
-
-
-# --- silent passes and invalid data -----------------------------------------------------------
-
-
-def test_promote_refuses_a_complete_file_that_holds_part_of_its_matrix(tmp_path):
-    matrix = [f"matmul/B1-M{m}-K128-N128/float32" for m in (128, 256, 384, 512, 640, 768)]
-    res = results([case(matrix[0]), case(matrix[1])], matrix=matrix, complete=True)
-    path = tmp_path / "r.json"
-    path.write_text(dump_model(res))
-    outcome = call("promote", str(path), "--baselines-dir", str(tmp_path / "b"), cwd=tmp_path)
-    assert_one_line_error(outcome, "4 of the matrix's 6 cases were never measured", "not promoted")
-    assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
-
-
-def test_export_never_writes_infinity(tmp_path, results_file):
-    def overflow(data):  # finite milliseconds that overflow in nanoseconds
-        stats = data["cases"][0]["pallas"]
-        stats["median_ms"] = 1e308
-        stats["samples_ms"] = [1e308] * len(stats["samples_ms"])
-
-    edited(results_file, overflow)
-    for fmt in ("bmf", "gab"):
-        outcome = call("export", str(results_file), "--format", fmt, cwd=tmp_path)
-        assert outcome.code == 0, outcome.err
-        data = json.loads(outcome.out, parse_constant=_refuse)
-        if fmt == "bmf":
-            assert "latency" not in data.get(ID, {})  # left out, never Infinity
-            assert "latency" in data[ID4]
-
-
-def _refuse(literal: str) -> None:
-    raise AssertionError(f"{literal} in JSON output")
-
-
-def test_site_data_stays_strict_json_with_extreme_history(tmp_path, results_file):
-    line = history_line(results_file, tmp_path / "h")
-    records = []
-    for i, level in enumerate([5e-324] * 3 + [1e308] * 3):
-        record = json.loads(line.read_text())
-        record["commit"], record["time"] = f"{i:040x}", f"2026-01-0{i + 1}T00:00:00Z"
-        for point in record["cases"]:
-            point.update(median_ms=level, mean_ms=level, min_ms=level, q1_ms=level, q3_ms=level)
-        records.append(json.dumps(record))
-    line.write_text("\n".join(records) + "\n")
-    out = tmp_path / "site"
-    outcome = call("site", "--out", str(out), "--history", str(tmp_path / "h"), cwd=tmp_path)
-    assert outcome.code == 0, outcome.err
-    data = json.loads((out / "data.json").read_text(), parse_constant=_refuse)
-    changes = [c for g in data["groups"] for s in g["cases"] for c in s["changes"]]
-    assert changes
-    assert all(c["change"] is None or c["change"] > 1e300 for c in changes)
-    outcome = call("history", "--history", str(tmp_path / "h"), "--format", "json", cwd=tmp_path)
-    assert outcome.code == 0, outcome.err
-    json.loads(outcome.out, parse_constant=_refuse)
-
-
-@pytest.mark.parametrize(
-    ("line", "needle"),
-    [
-        ('confirm = "yes"', "confirm: expected a boolean (true or false), got string 'yes'"),
-        ("warmup = true", "warmup: expected an integer, got boolean 'true'"),
-        ('cost-model-factor = "2"', "cost-model-factor: expected a number, got string '2'"),
-        ('thresholds = { mean-slowdown = "x" }', "thresholds.mean-slowdown: expected a number"),
-        ('kernels = "kernels.matmul"', "kernels: expected an array, got string"),
-    ],
-)
-def test_config_of_the_wrong_type_names_the_key_and_the_type(tmp_path, results_file, line, needle):
-    (tmp_path / "pyproject.toml").write_text(f"[tool.ci-bench]\n{line}\n")
-    assert_one_line_error(
-        call("compare", str(results_file), cwd=tmp_path), "pyproject.toml", needle
-    )
-
-
-def test_a_folder_named_pyproject_toml_is_an_error_not_skipped(tmp_path, results_file):
-    (tmp_path / "pyproject.toml").write_text('[tool.ci-bench]\nbaselines-dir = "elsewhere"\n')
-    inner = tmp_path / "inner"
-    (inner / "pyproject.toml").mkdir(parents=True)
-    outcome = call("compare", str(results_file), cwd=inner)
-    assert_one_line_error(outcome, str(inner / "pyproject.toml"), "not a regular file")
-
-
-@pytest.mark.parametrize("value", ["0", "257", "100000000"])
-def test_workers_are_bounded(project, value):
-    outcome = call("run", "--kernel", "matmul", "--workers", value, cwd=project)
-    assert_one_line_error(outcome, "--workers", "between 1 and 256")
-
-
-# --- injection ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("run_url", "https://github.com/o/r/actions/runs/1)<img src=x onerror=alert(1)>"),
-        ("run_url", "javascript:alert(1)"),
-        ("head_sha", "<img src=x>"),
-        ("head_sha", "`](https://evil.example)"),
-    ],
-)
-def test_a_crafted_artifact_cannot_put_markup_in_the_comment_footer(tmp_path, field, value):
-    """The comment job refuses the report before any API call (exit 2, one line)."""
-    seeds = REPO_FIXTURES / "events" / "pull_request_opened.json"
-    report = _report(tmp_path)
-    report[field] = value
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    (artifact / "report.json").write_text(json.dumps(report))
-    env = {
-        "GITHUB_EVENT_NAME": "pull_request_target",
-        "GITHUB_EVENT_PATH": str(seeds),
-        "GITHUB_REPOSITORY": "octo/kernels",
-        "GITHUB_TOKEN": "t",
-        "GITHUB_API_URL": "http://127.0.0.1:9",  # never reached
-    }
-    outcome = call("comment", "--report-dir", str(artifact), cwd=tmp_path, env=env)
-    assert_one_line_error(outcome, "report.json", field, "not a")
-
-
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("by", "x @everyone"),
-        ("by", "<img src=x onerror=alert(1)>"),
-        ("head_sha", "`](https://evil.example)"),
-        ("label", "a" * 51),
-    ],
-)
-def test_a_crafted_acceptance_in_the_artifact_is_refused(tmp_path, field, value):
-    """ "Accepted by @<by>" is rendered from the artifact: a login, a commit, a label only."""
-    seeds = REPO_FIXTURES / "events" / "pull_request_opened.json"
-    report = _report(tmp_path)
-    report["acceptance"] = {"label": "benchmark-accept", "by": "octo", "head_sha": "a" * 40}
-    report["acceptance"][field] = value
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    (artifact / "report.json").write_text(json.dumps(report))
-    env = {
-        "GITHUB_EVENT_NAME": "pull_request_target",
-        "GITHUB_EVENT_PATH": str(seeds),
-        "GITHUB_REPOSITORY": "octo/kernels",
-        "GITHUB_TOKEN": "t",
-        "GITHUB_API_URL": "http://127.0.0.1:9",  # never reached
-    }
-    outcome = call("comment", "--report-dir", str(artifact), cwd=tmp_path, env=env)
-    assert_one_line_error(outcome, "report.json", f"acceptance.{field}")
-
-
-def test_an_event_sender_that_is_not_a_login_is_one_line(tmp_path):
-    event = json.loads((REPO_FIXTURES / "events" / "pull_request_opened.json").read_text())
-    event["sender"]["login"] = "<b>x</b> @everyone"
-    path = tmp_path / "event.json"
-    path.write_text(json.dumps(event))
-    env = {"GITHUB_EVENT_NAME": "pull_request_target", "GITHUB_EVENT_PATH": str(path)}
-    res = tmp_path / "r.json"
-    res.write_text(dump_model(results([case(ID)])))
-    args = ["ci", "--results", str(res), "--mode", "baseline", "--no-comment", "--out-dir", "o"]
-    outcome = call(*args, cwd=tmp_path, env={**env, "GITHUB_REPOSITORY": "octo/kernels"})
-    assert_one_line_error(outcome, "sender.login", "not a GitHub login")
-
-
-REPO_FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def _report(tmp_path: Path) -> dict:
-    res = tmp_path / "r.json"
-    res.write_text(dump_model(results([case(ID)])))
-    out = tmp_path / "report.json"
-    outcome = call("compare", str(res), "-o", str(out), cwd=tmp_path)
-    assert outcome.code == 0, outcome.err
-    return json.loads(out.read_text())
-
-
-@pytest.mark.parametrize("url", ["javascript:alert(1)//", "ftp://x/y", "https://x/<b>y</b>"])
-def test_dashboard_links_are_http_only(tmp_path, results_file, url):
-    site = ["site", "--results", str(results_file), "--out", str(tmp_path / "s")]
-    outcome = call(*site, "--repo-url", url, cwd=tmp_path)
-    assert_one_line_error(outcome, "--repo-url", "not a plain http(s) URL")
-    env = {"GITHUB_SERVER_URL": url, "GITHUB_REPOSITORY": "octo/kernels"}
-    outcome = call(*site, cwd=tmp_path, env=env)
-    assert_one_line_error(outcome, "GITHUB_SERVER_URL", "not an http(s) URL")
-    outcome = call(*site, cwd=tmp_path, env={"GITHUB_REPOSITORY": "octo/<b>x</b>"})
-    assert_one_line_error(outcome, "GITHUB_REPOSITORY", "not OWNER/REPO")
-
-
-def test_bare_urls_in_untrusted_text_do_not_autolink():
-    from ci_bench.report.escape import ZWJ, md_inline
-
-    text = md_inline("see https://evil.example/x or www.evil.example, mail a@evil.example")
-    for bare in ("https://", "www.", "@evil"):
-        assert bare not in text
-    assert (
-        text.replace(ZWJ, "")
-        == "see https://evil.example/x or www.evil.example, mail a@evil.example"
-    )
-
-
-# --- found by the new fuzzer on this branch ---------------------------------------------------
-
-
-def test_a_baseline_or_history_record_holding_a_case_twice_is_refused(tmp_path, results_file):
-    store = tmp_path / "b"
-    assert call("promote", str(results_file), "--baselines-dir", str(store), cwd=tmp_path).code == 0
-    (baseline,) = store.glob("*.json")
-    edited(baseline, lambda d: d["entries"][0]["cases"].append(d["entries"][0]["cases"][0]))
-    outcome = call("compare", str(results_file), "--baselines-dir", str(store), cwd=tmp_path)
-    assert_one_line_error(outcome, baseline.name, f"case {ID} twice")
-    line = history_line(results_file, tmp_path / "h")
-    record = json.loads(line.read_text())
-    record["cases"].append(record["cases"][0])
-    line.write_text(json.dumps(record) + "\n")
-    outcome = call("history", "--history", str(tmp_path / "h"), "--no-baselines", cwd=tmp_path)
-    assert_one_line_error(outcome, f"{line.name}:1", "twice")
-
-
-def test_a_file_with_its_keys_sorted_still_reads(tmp_path, results_file):
-    """JSON objects are unordered: ``jq -S`` (sorted keys) must not break the case ids."""
-    results_file.write_text(json.dumps(json.loads(results_file.read_text()), sort_keys=True))
-    outcome = call("merge", str(results_file), "-o", str(tmp_path / "m.json"), cwd=tmp_path)
-    assert outcome.code == 0, outcome.err
-    ids = [c["id"] for c in json.loads((tmp_path / "m.json").read_text())["cases"]]
-    assert ids == [ID, ID4]
-
-
-def test_record_reads_the_config_it_is_given(tmp_path, results_file):
-    """Only --remote needs the config, but a --config that names nothing is a typo."""
-    args = ["record", str(results_file), "--history", str(tmp_path / "h")]
-    outcome = call(*args, "--config", str(tmp_path / "missing.toml"), cwd=tmp_path)
-    assert_one_line_error(outcome, "missing.toml", "config file not found")
-    assert not (tmp_path / "h").exists()

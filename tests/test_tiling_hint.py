@@ -14,12 +14,13 @@ from pydantic import ValidationError
 
 from ci_bench.report.sticky import sections_of, tiling_lines
 from ci_bench.schema.lowering import LoweringResults
-from tests import test_pipeline
+from tests.harness import pipeline_fixtures
+from tests.harness.pipeline_fixtures import keep
 from tests.harness.pipeline_repo import World, failures
-from tests.test_pipeline import keep
 
 # The pipeline tests' world (pull requests against the stored baselines), its fixtures.
-template, jax_cache, world = test_pipeline.template, test_pipeline.jax_cache, test_pipeline.world
+template, jax_cache = pipeline_fixtures.template, pipeline_fixtures.jax_cache
+world = pipeline_fixtures.world
 
 # The pipeline kernel with its unit count as a tunable: the model times 64 units far above
 # one (the same result: the kernel normalises), so a default of 64 ships a slow "tiling".

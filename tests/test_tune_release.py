@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from ci_bench.errors import ExitCode
 from ci_bench.schema.tune import TunedEntry, TunedFile
 from tests.conftest import run_cli
-from tests.test_cli_ci import RELEASE, server, tag_env, workspace  # noqa: F401 (fixtures)
+from tests.harness.cli_ci import RELEASE, server, workspace  # noqa: F401 (fixtures)
+from tests.harness.cli_ci_events import tag_env
 
 CASE = "matmul/B1-M128-K128-N128/bfloat16"
 BLOCKS = {"block_m": 128, "block_k": 128, "block_n": 128}

@@ -22,6 +22,7 @@ import pytest
 
 from ci_bench.report.sticky import sections_of
 from tests.harness.github_openapi import now
+from tests.harness.pipeline_fixtures import _world, keep
 from tests.harness.pipeline_repo import (
     MAINTAINER,
     NUMBER,
@@ -34,7 +35,6 @@ from tests.harness.pipeline_repo import (
     report_of,
 )
 from tests.harness.workflow_runner import WorkflowRun, load
-from tests.test_pipeline import _world, keep
 
 AUTHOR = "Codertocat"  # who opened the webhook examples' pull request
 SUPERSEDED = "<!-- ci-bench superseded -->"  # an older comment, taken over
