@@ -314,9 +314,9 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_write(files):
 
 def test_promote_never_writes_a_baseline_the_reader_refuses(files, monkeypatch):
     """The reader's limit made small: a 62 MB results file gave a 114 MB baseline before."""
-    from ci_bench.store import baselines
+    from ci_bench.store import baseline_text  # the size check before a baseline is written
 
-    monkeypatch.setattr(baselines, "MAX_FILE_BYTES", 2048)
+    monkeypatch.setattr(baseline_text, "MAX_FILE_BYTES", 2048)
     done = call("promote", "r.json", "--baselines-dir", "small", cwd=files)
     assert_one_line_error(done, "matmul_v0.1.0.json", "MiB every reader accepts")
     assert not list((files / "small").glob("*.json")) if (files / "small").exists() else True
