@@ -391,3 +391,23 @@ def test_a_history_record_holding_unicode_line_separators_reads_back(files):
     assert call("record", "u.json", "--history", "h", cwd=files).code == 0
     done = call("history", "--history", "h", "--no-baselines", "--format", "json", cwd=files)
     assert done.code == 0, done.err
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_a_case_of_the_matrix_lost_against_a_baseline_is_judged_once(files, complete):
+    """Found by the 10,000-run fuzz: a case in the run's matrix and the baseline but not in
+    the results was judged twice (missing from the selection, and never measured) and the
+    report could not be built: ``compare`` crashed (exit 5). It is judged once, never
+    measured, and fails."""
+
+    def lose_one(data):
+        data["cases"] = [c for c in data["cases"] if c["id"] != ID4]
+        data["meta"]["complete"] = complete
+        if not complete:
+            data["meta"]["finished_at"] = None
+
+    edited(files, "lost.json", lose_one)
+    done = call("compare", "lost.json", "--format", "json", cwd=files)
+    assert done.code == 1, done.err
+    verdicts = [c for c in json.loads(done.out)["cases"] if c["id"] == ID4]
+    assert [v["verdict"] for v in verdicts] == ["unmeasured"]

@@ -231,7 +231,11 @@ def compare(
         for case in entry.cases
     )
     judged = judge_models(verdicts, references, results.meta, thresholds, target_chips)
-    all_verdicts = judged + unmeasured(results)
+    never = unmeasured(results)
+    # A case of the run's own matrix that it never measured is that, not "missing" from the
+    # selection too: one verdict per case (a report cannot hold two).
+    lost = {v.id for v in never}
+    all_verdicts = [v for v in judged if v.id not in lost] + never
     return build_report(all_verdicts, summaries, results.meta, thresholds, policy)
 
 
