@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ci_bench.schema import BaselineFile
 from ci_bench.store.baselines import entry_from_results
 from ci_bench.store.files import dump_chunks, dump_model
@@ -85,6 +87,19 @@ def test_ci_resume_of_a_missing_file_is_one_line_exit_2(tmp_path):
     ]
     assert not (tmp_path / "nothere.json").exists()
     assert not (tmp_path / "ci-bench-out").exists()
+
+
+@pytest.mark.parametrize("role", ["ab", "shard"])
+def test_ci_results_naming_a_missing_file_is_one_line_exit_2(tmp_path, role):
+    """Found by the 10,000-run fuzz: ``ci --role ab --results missing.json`` exited 0 (the
+    ab role reads no results file). A role that does not read --results refuses a missing
+    one (the report role reports a lost shards folder instead)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.ci-bench]\nkernels = ["kernels.matmul"]\n')
+    done = cli(["ci", "--role", role, "--results", "missing.json", "--no-comment"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "ci-bench: error: missing.json: results file not found (--results)"
+    ]
 
 
 def test_ci_report_dir_outside_the_comment_and_relay_roles_is_exit_2(tmp_path):

@@ -48,3 +48,11 @@ def check_resume(resume: Path | None) -> None:
     everything again (exit 2). The shard job's own state file is not this flag."""
     if resume is not None and not resume.exists():
         raise InputError(f"{resume}: results file to resume not found (--resume)")
+
+
+def check_results(results: Path | None) -> None:
+    """``--results`` names a file that exists, for a role that does not read it: it must not
+    pass over a mistyped path in silence (exit 2). The report role reads a shards folder
+    that is absent when every shard was lost, and says so in its report."""
+    if results is not None and not results.exists():
+        raise InputError(f"{results}: results file not found (--results)")
