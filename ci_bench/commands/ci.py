@@ -19,7 +19,7 @@ from ci_bench.commands.common_args import (
     add_measurement,
     add_selection,
 )
-from ci_bench.commands.shared import check_results, check_resume
+from ci_bench.commands.shared import check_given_file
 from ci_bench.commands.validate import Existing, path_arg
 from ci_bench.defaults import OUT_DIR
 from ci_bench.errors import InputError
@@ -111,9 +111,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         raise InputError(
             f"--report-dir: the {role} role reads no artifact folder (only comment and relay do)"
         )
-    check_resume(flags.get("resume"))
+    check_given_file(flags.get("resume"), "results file to resume", "--resume")
     if role not in ("report", "all"):  # those read it, and report a lost shards folder
-        check_results(flags.get("results"))
+        check_given_file(flags.get("results"), "results file", "--results")
     actions = load_actions_context(env)
     config = load_config(flags.get("config"), cwd)
     return int(exit_code(run_ci(flags, config, actions, env, out)))

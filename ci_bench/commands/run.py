@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.commands.common_args import add_measurement, add_selection, add_shape, add_wide
-from ci_bench.commands.shared import check_resume, request_from
+from ci_bench.commands.shared import check_given_file, request_from
 from ci_bench.commands.validate import Output, path_arg
 from ci_bench.outcome import Outcome, exit_code
 from ci_bench.pipeline.session import load_specs, open_bench
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     from ci_bench.report.render import WIDTH, results_table, run_summary
 
     request = request_from(args, cwd)
-    check_resume(request.inputs.resume)
+    check_given_file(request.inputs.resume, "results file to resume", "--resume")
     bench = open_bench(request, load_specs(request), env)
     output = request.outputs.output if request.outputs.output is not None else request.inputs.resume
     with worker_runs(bench) as runs:

@@ -43,16 +43,10 @@ def write_report_files(
         write_text(md_path, markdown_report(report), what="markdown", replace=replace)
 
 
-def check_resume(resume: Path | None) -> None:
-    """``--resume`` names a file that exists: a mistyped path must not silently measure
-    everything again (exit 2). The shard job's own state file is not this flag."""
-    if resume is not None and not resume.exists():
-        raise InputError(f"{resume}: results file to resume not found (--resume)")
-
-
-def check_results(results: Path | None) -> None:
-    """``--results`` names a file that exists, for a role that does not read it: it must not
-    pass over a mistyped path in silence (exit 2). The report role reads a shards folder
-    that is absent when every shard was lost, and says so in its report."""
-    if results is not None and not results.exists():
-        raise InputError(f"{results}: results file not found (--results)")
+def check_given_file(path: Path | None, what: str, flag: str) -> None:
+    """A file flag names a file that exists: a mistyped path must not pass in silence
+    (``run --resume`` would measure everything again; a ``ci`` role that reads no
+    ``--results`` would ignore it): exit 2. The shard job's own state file and the report
+    role's shards folder (absent when every shard was lost) are not checked here."""
+    if path is not None and not path.exists():
+        raise InputError(f"{path}: {what} not found ({flag})")
