@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parents[1]
 CODE = HERE  # the checkout whose ci_bench is fuzzed: this one
 sys.path.insert(0, str(HERE))
 
-from tests.harness.fuzz_commands import make_input, recipe, subcommands, weights  # noqa: E402
+from tests.harness.fuzz_commands import make_input, subcommands, weights  # noqa: E402
 from tests.harness.fuzz_seeds import Seeds, describe, make_seeds  # noqa: E402
 from tests.harness.fuzzing import (  # noqa: E402
     ESCAPED,
@@ -95,9 +95,9 @@ class Running:
             os.waitpid(self.pid, 0)
 
 
-def generate(seeds: Seeds, seed: int, index: int, parsers: dict, disk: bool):
+def generate(seeds: Seeds, seed: int, index: int, parsers: dict, disk: bool, only=()):
     rng = random.Random(f"{seed}:{index}")
-    names = list(parsers)
+    names = [n for n in parsers if n in only] if only else list(parsers)
     command = rng.choices(names, [weights(parsers)[n] for n in names])[0]
     return make_input(seeds, command, parsers[command], rng, disk=disk)
 
@@ -213,14 +213,16 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
             index, mode = todo.pop(0)
             if index not in inputs:
                 try:
-                    inputs[index] = generate(seeds, args.seed, index, parsers, disk_why is None)
+                    inputs[index] = generate(
+                        seeds, args.seed, index, parsers, disk_why is None, args.command
+                    )
                 except Exception as exc:  # a fault of the generator: reported, skipped
                     failures[HARNESS][f"generating: {type(exc).__name__}: {exc}"[:120]] += 1
                     inputs[index] = None
             inp = inputs[index]
             if inp is None:
                 continue
-            limit = args.timeout * (2 if recipe(inp.command, parsers[inp.command]).cost >= 5 else 1)
+            limit = args.timeout * (2 if inp.cost >= 5 else 1)
             running.append(start(index, mode, inp, seeds, parent, limit))
             runs[mode] += 1
             per_command[inp.command] += mode == "fork"
@@ -307,10 +309,10 @@ def report(figures: dict) -> None:
     print(f"distinct failures: {total - harness} (and {harness} of the fuzzer itself)")
 
 
-def replay(spec: str, seeds: Seeds, timeout: float) -> None:
+def replay(spec: str, seeds: Seeds, timeout: float, only=()) -> None:
     seed, index = (int(x) for x in spec.split(":"))
     parsers = subcommands()
-    inp = generate(seeds, seed, index, parsers, tmpfs_available() is None)
+    inp = generate(seeds, seed, index, parsers, tmpfs_available() is None, only)
     print(f"input {spec}: {inp.label()}\n  argv {inp.argv}\n  env {inp.env}\n  broken {inp.broken}")
     ws = Workspace.create(seeds, inp)
     try:
@@ -333,11 +335,17 @@ def main() -> int:
     parser.add_argument("--seeds", type=Path, help="seed project folder (made if absent)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--replay", metavar="SEED:INDEX", help="run one input and show it")
+    parser.add_argument(
+        "--command",
+        action="append",
+        default=[],
+        help="fuzz only this subcommand (repeatable; --replay takes the same)",
+    )
     args = parser.parse_args()
     folder = args.seeds or Path(tempfile.gettempdir()) / "ci-bench-fuzz-seeds"
     seeds = make_seeds(folder, cache=folder.parent / f"{folder.name}-jax", code_root=CODE)
     if args.replay:
-        replay(args.replay, seeds, args.timeout)
+        replay(args.replay, seeds, args.timeout, args.command)
         return 0
     print(f"seeds in {folder}:\n{describe(seeds)}")
     figures = fuzz(args, seeds)

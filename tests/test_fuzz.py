@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from ci_bench.pipeline.plan import ROLES
 from tests.conftest import REPO
-from tests.harness.fuzz_commands import RECIPES, make_input, recipe, subcommands
+from tests.harness.fuzz_commands import RECIPES, make_input, recipe, role_choices, subcommands
 from tests.harness.fuzz_inputs import Input
+from tests.harness.fuzz_recipes import ROLE_RECIPES
 from tests.harness.fuzz_seeds import make_seeds
 from tests.harness.fuzzing import attempt, tmpfs_available
 
@@ -66,6 +68,22 @@ def test_every_subcommand_is_fuzzed():
     new.add_argument("--depth", type=int)
     generic = recipe("frobnicate", new)
     assert generic.argv == ("frobnicate", "results.json", "--output", "o-out")
+
+
+def test_every_ci_role_is_fuzzed(seeds):
+    """``ci`` inputs spread over the parser's roles, each from its own workflow step (the
+    flag damage alone had drawn the default role for 373 of 390 ``ci`` inputs)."""
+    roles = role_choices(PARSERS["ci"])
+    assert set(roles) == set(ROLES) == set(ROLE_RECIPES) | {"all"}
+    for role, base in ROLE_RECIPES.items():
+        assert base.argv[:3] == ("ci", "--role", role)
+    drawn = [
+        make_input(seeds, "ci", PARSERS["ci"], random.Random(f"roles:{i}"), disk=False)
+        for i in range(200)
+    ]
+    assert {inp.notes[0] for inp in drawn} == {f"role {r}" for r in roles}
+    report = next(inp for inp in drawn if inp.notes[0] == "role report")
+    assert "shards/results-1.json" in report.edits  # its shards artifact is in place
 
 
 @pytest.mark.parametrize("command", sorted(PARSERS))

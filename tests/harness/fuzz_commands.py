@@ -36,6 +36,7 @@ from tests.harness.fuzz_recipes import (
     NO_API,
     RECIPES,
     REPLACEABLE,
+    ROLE_FILES,
     STATIC_OUTPUTS,
     Recipe,
     options,
@@ -80,9 +81,13 @@ def make_input(
     *,
     disk: bool,
 ) -> Input:
-    """One input for ``command``: its recipe with one or two things damaged."""
-    base = recipe(command, parser)
-    inp = Input(command, list(base.argv), env=dict(base.env))
+    """One input for ``command``: its recipe with one or two things damaged (``ci``: the
+    recipe of a role drawn from the parser's ``--role`` choices)."""
+    role = rng.choice(role_choices(parser)) if command == "ci" else None
+    base = recipe(command, parser, role)
+    inp = Input(command, list(base.argv), env=dict(base.env), cost=base.cost)
+    if role:
+        inp.notes.append(f"role {role}")
     roll = rng.random()
     if roll < 0.12:
         inp.valid = True
@@ -111,7 +116,18 @@ def make_input(
         inp.broken_by = [(w, o) for w, o in inp.broken_by if "--baselines-dir" not in w]
     if base.guessed:  # ``preview --base o-out``: refusing a made-up value is no false refusal
         inp.valid = False
+        if inp.fault == "disk-full":  # refused for the guess before it writes a byte
+            inp.fault = None
+    for dest, kind in ROLE_FILES.get(role or "", ()):  # the seed, damaged or not, in place
+        rel = seeds.relative(kind)
+        inp.edits[dest] = inp.edits.pop(rel) if rel in inp.edits else seeds.data(kind)
     return inp
+
+
+def role_choices(parser: argparse.ArgumentParser) -> list[str]:
+    """``ci``'s roles, as its parser lists them (a role added later is fuzzed too)."""
+    action = next((a for a in options(parser) if "--role" in a.option_strings), None)
+    return list(action.choices) if action and action.choices else ["all"]
 
 
 def weights(parsers: dict[str, Any]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from tests.harness.fuzz_inputs import (
     Input,
     symlink_to,
 )
-from tests.harness.fuzz_recipes import ID, options, output_kind
+from tests.harness.fuzz_recipes import ID, ROLE_RUNNER_FILES, options, output_kind
 
 # --- values --------------------------------------------------------------------------------
 
@@ -187,8 +187,8 @@ def hostile_env(command: str, rng: random.Random, inp: Input) -> None:
             inp.env["CI_BENCH_PLAN"] = rng.choice(FORGED_PLANS)
             inp.notes.append(f"CI_BENCH_PLAN {inp.env['CI_BENCH_PLAN'][:20]!r}")
             inp.breaks("CI_BENCH_PLAN: forged")
-            if "--role" not in inp.argv:
-                inp.argv += ["--role", rng.choice(["report", "shard", "ab", "comment"])]
+            if role_of(inp.argv) not in PLAN_READERS:
+                inp.argv += ["--role", rng.choice(sorted(PLAN_READERS))]
         else:  # a role named for an event it does not serve
             role = rng.choice(["promote", "relay"])
             inp.argv += ["--role", role]
@@ -206,8 +206,9 @@ def hostile_env(command: str, rng: random.Random, inp: Input) -> None:
         if way == "fifo":
             inp.edits["o-fifo-env"] = FIFO
         inp.env[key] = {"dir": "history", "missing-folder": "nope/x.md", "fifo": "o-fifo-env"}[way]
-        inp.breaks(f"{key}: {way}")
-        inp.fault = f"env:{key}"
+        if key in ROLE_RUNNER_FILES.get(role_of(inp.argv), set()):
+            inp.breaks(f"{key}: {way}")
+            inp.fault = f"env:{key}"
     elif command in ("history", "site"):
         url = rng.choice(["javascript:alert(1)//", "ftp://ghe", "https://ghe.example"])
         inp.env.update(GITHUB_SERVER_URL=url, GITHUB_REPOSITORY=rng.choice(["o/r", "<b>ZQX</b>"]))
@@ -217,6 +218,16 @@ def hostile_env(command: str, rng: random.Random, inp: Input) -> None:
     else:
         inp.env["GITHUB_EVENT_NAME"] = rng.choice(["push", "workflow_run", "release", "x", ""])
         inp.notes.append(f"GITHUB_EVENT_NAME {inp.env['GITHUB_EVENT_NAME']!r}")
+
+
+# The roles whose workflow step is handed the plan job's CI_BENCH_PLAN.
+PLAN_READERS = frozenset({"shard", "ab", "report", "comment"})
+
+
+def role_of(argv: list[str]) -> str:
+    """The ``ci`` role a command line runs (the last ``--role`` wins, as in argparse)."""
+    given = [argv[i + 1] for i, token in enumerate(argv[:-1]) if token == "--role"]
+    return given[-1] if given else "all"
 
 
 def disk_full(command: str, parser: argparse.ArgumentParser, inp: Input) -> bool:

@@ -112,6 +112,76 @@ RECIPES = {
     "init": Recipe(("init", "--kernels", "tiny_matmul", "--force"), ()),
 }
 
+# ``ci`` draws one of these per input, so every role is fuzzed (the flag damage alone drew
+# ``all`` 373 times in 390). Each is the role's workflow step on the seed project; the
+# measuring ones time one case briefly. ``reads`` are the seed files the role opens.
+# ``guessed``: its undamaged form is refused here anyway (no token, an event it does not
+# serve), so an exit 2 there is no false refusal. ``all`` is RECIPES["ci"].
+_QUICK = ("--case", ID, "--warmup", "0", "--repeats", "2", "-q")
+_CI_ENV = dict(RECIPES["ci"].env)
+ROLE_RECIPES = {
+    "plan": Recipe(("ci", "--role", "plan"), ("event", "config"), env=tuple(_CI_ENV.items())),
+    "shard": Recipe(
+        ("ci", "--role", "shard", "--shard", "1/1", "--out-dir", "o-ci", *_QUICK),
+        ("config",),
+        cost=10,
+        env=tuple(_CI_ENV.items()),
+    ),
+    "ab": Recipe(
+        ("ci", "--role", "ab", "--out-dir", "o-ci", *_QUICK),
+        ("event", "config"),
+        cost=10,
+        env=tuple(_CI_ENV.items()),
+    ),
+    "report": Recipe(
+        ("ci", "--role", "report", "--results", "shards", "--out-dir", "o-ci", "--no-comment"),
+        ("results", "baseline", "event", "config"),
+        env=tuple(_CI_ENV.items()),
+    ),
+    "comment": Recipe(
+        ("ci", "--role", "comment", "--report-dir", "ci-out"),
+        ("artifact_report", "pr", "event", "config"),
+        env=tuple({**_CI_ENV, **NO_API}.items()),
+        guessed=True,
+    ),
+    "lower": Recipe(
+        ("ci", "--role", "lower", "--out-dir", "o-ci", *_QUICK),
+        ("event", "config"),
+        cost=10,
+        env=tuple(_CI_ENV.items()),
+    ),
+    "relay": Recipe(
+        ("ci", "--role", "relay", "--report-dir", "ci-out"),
+        (),
+        env=tuple({**_CI_ENV, **NO_API}.items()),
+        guessed=True,
+    ),
+    "promote": Recipe(
+        ("ci", "--role", "promote", "--out-dir", "o-ci"),
+        (),
+        env=tuple(_CI_ENV.items()),
+        guessed=True,
+    ),
+    "record": Recipe(
+        ("ci", "--role", "record", "--out-dir", "o-ci", *_QUICK),
+        (),
+        cost=10,
+        env=tuple({**_CI_ENV, **NO_API}.items()),
+        guessed=True,
+    ),
+}
+# The runner files each role writes (the others never open them: a damaged one is no input
+# of theirs): ``all`` and ``report`` publish, ``plan`` sets the workflow's step outputs;
+# ``promote`` would add its summary, but never gets that far under the seed's pull request.
+ROLE_RUNNER_FILES = {
+    "all": {"GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"},
+    "report": {"GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"},
+    "plan": {"GITHUB_OUTPUT"},
+}
+# Files a role's step finds in place (the report role's shards artifact): path -> seed kind.
+ROLE_FILES = {"report": (("shards/results-1.json", "results"),)}
+
+
 # Output flags of each command (for a parser that does not declare them itself): files
 # and folders a command may write; nothing else in the workspace may change.
 STATIC_OUTPUTS = {
@@ -185,5 +255,11 @@ def _generic(command: str, parser: argparse.ArgumentParser) -> Recipe:
     return Recipe(tuple(argv), reads, cost=3, guessed=guessed)
 
 
-def recipe(command: str, parser: argparse.ArgumentParser) -> Recipe:
+def recipe(command: str, parser: argparse.ArgumentParser, role: str | None = None) -> Recipe:
+    """The command's recipe; for ``ci``, that of ``role`` (``all``: the plain one)."""
+    if command == "ci" and role in ROLE_RECIPES:
+        return ROLE_RECIPES[role]
+    if command == "ci" and role not in (None, "all"):  # a role added later: refusals not judged
+        base = RECIPES["ci"]
+        return Recipe(("ci", "--role", str(role), "--out-dir", "o-ci"), (), 2, base.env, True)
     return RECIPES.get(command) or _generic(command, parser)

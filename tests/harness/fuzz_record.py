@@ -76,6 +76,7 @@ class Input:
     # reading the damaged file).
     broken_by: list[tuple[str, frozenset[str] | None]] = field(default_factory=list)
     pristine: Any = None  # the seed document: what an earlier mutation left untouched
+    cost: int = 1  # its recipe's (a measuring ``ci`` role: 10): the hang limit doubles at 5
 
     def breaks(self, why: str, only: frozenset[str] | None = None) -> None:
         self.broken_by.append((why, only))
