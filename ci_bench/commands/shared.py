@@ -46,7 +46,8 @@ def write_report_files(
 def check_given_file(path: Path | None, what: str, flag: str) -> None:
     """A file flag names a file that exists: a mistyped path must not pass in silence
     (``run --resume`` would measure everything again; a ``ci`` role that reads no
-    ``--results`` would ignore it): exit 2. The shard job's own state file and the report
-    role's shards folder (absent when every shard was lost) are not checked here."""
+    ``--results`` or ``--ab-report`` would ignore it): exit 2. The shard job's own state
+    file and the report role's shards folder and A/B report (absent when that job was lost:
+    its report says so) are not checked here."""
     if path is not None and not path.exists():
         raise InputError(f"{path}: {what} not found ({flag})")

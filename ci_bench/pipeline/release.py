@@ -129,7 +129,21 @@ def promote_check(ctx: Context) -> None:
         )
     specs = ctx.specs()
     check_release(request.release, specs)
+    api_client(ctx.actions, request.config)  # a missing token: said now, not after measuring
     ctx.kept = release_tuned(specs, request.baselines.folder, request.release.kernel)
+
+
+def record_check(ctx: Context) -> None:
+    """Before RECORD's measuring: a push to a branch (history is the default branch's, never
+    a pull request's or a tag's commits), and a token to write the record with."""
+    actions = ctx.actions
+    if actions.event_name != "push" or actions.event is not None:  # a tag push: a Release
+        what = "a tag push" if isinstance(actions.event, Release) else actions.event_name
+        raise InputError(
+            "ci --role record runs on a push to the default branch; this event is "
+            f"{what or 'none'}, so there is nothing to record"
+        )
+    api_client(actions, ctx.request.config)
 
 
 def promote_step(ctx: Context) -> None:

@@ -2,10 +2,10 @@
 ``Context``, and the table the runner dispatches on.
 
 A role is its plan's steps plus where it keeps its files (``SETUPS``: the shard's state
-file, the single job's handed-in results). Before any step runs, each step's check (``CHECKS``)
-runs, so a bad A/B base or release tag fails before anything is measured. CONFIRM is done
-by MEASURE, in the same workers (the re-measure needs the warm session); GATE runs before
-any request exists (``run.run_ci``).
+file, the single job's handed-in results). Before any step runs, each step's check
+(``CHECKS``) runs, so a bad A/B base, release tag, record event or a missing token fails
+before anything is measured. CONFIRM is done by MEASURE, in the same workers (the re-measure
+needs the warm session); GATE runs before any request exists (``run.run_ci``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ci_bench.pipeline.context import Context, measure_and_confirm
 from ci_bench.pipeline.judging import baseline_report, final_report, load_report, load_results
 from ci_bench.pipeline.lowering import lower_step, relay_step
 from ci_bench.pipeline.plan import Gate, Role, Step
-from ci_bench.pipeline.release import promote_check, promote_step, record_step
+from ci_bench.pipeline.release import promote_check, promote_step, record_check, record_step
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import load_specs, matrix_of
 from ci_bench.report.plot import roofline_png
@@ -202,7 +202,11 @@ STEPS: dict[Step, StepFn] = {
     Step.PROMOTE: promote_step,
     Step.RECORD: record_step,
 }
-CHECKS: dict[Step, StepFn] = {Step.AB: ab_check, Step.PROMOTE: promote_check}
+CHECKS: dict[Step, StepFn] = {
+    Step.AB: ab_check,
+    Step.PROMOTE: promote_check,
+    Step.RECORD: record_check,
+}
 
 
 def execute(ctx: Context) -> Outcome:
