@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -288,3 +289,23 @@ def test_a_partial_model_shows_no_time_and_no_verdict_only_its_reason():
     assert "#### Partial cost model (no modelled time, not judged)" in text
     assert "a while loop with a dynamic trip count" in text
     assert "Structural" not in text
+
+
+def test_a_modelled_change_past_the_largest_float_is_stored_finite():
+    """Found by the seed-48 long fuzz run: a head modelled at 1e308 µs over a denormal base
+    made the chip's change inf, which the report wrote as null and its own reader refused."""
+    from ci_bench.schema import ModelChange
+
+    head, base = model_of(128), model_of(128)
+    chip = CHIPS[0]
+
+    def scaled(model, us: float):
+        chips = {**model.chips, chip: model.chips[chip].model_copy(update={"modelled_us": us})}
+        return model.model_copy(update={"chips": chips})
+
+    change = judge_model(scaled(head, 1e308), scaled(base, 5e-324), CHIPS, Thresholds())
+    assert change is not None
+    assert change.verdict == "structural"
+    assert change.chips[chip].change == sys.float_info.max
+    back = ModelChange.model_validate_json(change.model_dump_json())  # the reader takes it
+    assert back.chips[chip].change == sys.float_info.max

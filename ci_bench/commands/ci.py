@@ -112,8 +112,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
             f"--report-dir: the {role} role reads no artifact folder (only comment and relay do)"
         )
     check_given_file(flags.get("resume"), "results file to resume", "--resume")
-    if role not in ("report", "all"):  # those read both: a lost shards folder or A/B
-        check_given_file(flags.get("results"), "results file", "--results")  # is reported
+    # Only the report and single jobs read these (a lost shards folder or A/B is reported):
+    # any other role would ignore a mistyped path.
+    if role not in ("report", "all"):
+        check_given_file(flags.get("results"), "results file", "--results")
         check_given_file(flags.get("ab_report"), "A/B report", "--ab-report")
     actions = load_actions_context(env)
     config = load_config(flags.get("config"), cwd)

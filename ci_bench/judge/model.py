@@ -9,6 +9,8 @@ chip, the bytes and the limit: it would not compile there.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from ci_bench.schema import CaseModel, CaseVerdict, ChipChange, ModelChange, RunMeta, Thresholds
@@ -60,6 +62,17 @@ def _size(n: int) -> str:
     return f"{sign}{n / KIB:.0f} KiB" if n >= KIB else f"{sign}{n} B"
 
 
+def _finite(num: float, den: float) -> float:
+    """``num / den`` held to a float the report can store: a quotient past the largest
+    float (1e308 µs over a denormal) is written as that largest float, never as inf (which
+    JSON cannot hold: the report's own reader refused it)."""
+    try:
+        ratio = num / den
+    except OverflowError:  # int / int past a float
+        return sys.float_info.max
+    return ratio if math.isfinite(ratio) else sys.float_info.max
+
+
 def judge_model(
     current: CaseModel | None,
     reference: CaseModel | None,
@@ -77,14 +90,14 @@ def judge_model(
     changes = {}
     for name in common:
         h, b = head.chips[name], base.chips[name]
-        change = h.modelled_us / b.modelled_us - 1 if b.modelled_us > 0 else 0.0
+        change = _finite(h.modelled_us, b.modelled_us) - 1 if b.modelled_us > 0 else 0.0
         changes[name] = ChipChange(
             base_us=b.modelled_us, head_us=h.modelled_us, change=change, fits=h.fits
         )
     worst = max(common, key=lambda c: changes[c].change)
     best = min(common, key=lambda c: changes[c].change)
-    hbm_ratio = head.hbm_bytes / base.hbm_bytes if base.hbm_bytes else None
-    steps_ratio = head.grid_steps / base.grid_steps if base.grid_steps else None
+    hbm_ratio = _finite(head.hbm_bytes, base.hbm_bytes) if base.hbm_bytes else None
+    steps_ratio = _finite(head.grid_steps, base.grid_steps) if base.grid_steps else None
     dv = (head.vmem_bytes or 0) - (base.vmem_bytes or 0)
     detail = ", ".join(
         part
