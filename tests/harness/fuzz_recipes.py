@@ -119,56 +119,44 @@ RECIPES = {
 # serve), so an exit 2 there is no false refusal. ``all`` is RECIPES["ci"].
 _QUICK = ("--case", ID, "--warmup", "0", "--repeats", "2", "-q")
 _CI_ENV = dict(RECIPES["ci"].env)
+
+
+def _role(
+    role: str,
+    *args: str,
+    reads: tuple[str, ...] = (),
+    cost: int = 1,
+    api: bool = False,
+    guessed: bool = False,
+) -> Recipe:
+    """A role's workflow step; ``api``: its API step fails at once (a closed port)."""
+    env = {**_CI_ENV, **NO_API} if api else _CI_ENV
+    argv = ("ci", "--role", role, *args)
+    return Recipe(argv, reads, cost, tuple(env.items()), guessed)
+
+
 ROLE_RECIPES = {
-    "plan": Recipe(("ci", "--role", "plan"), ("event", "config"), env=tuple(_CI_ENV.items())),
-    "shard": Recipe(
-        ("ci", "--role", "shard", "--shard", "1/1", "--out-dir", "o-ci", *_QUICK),
-        ("config",),
-        cost=10,
-        env=tuple(_CI_ENV.items()),
+    "plan": _role("plan", reads=("event", "config")),
+    "shard": _role(
+        "shard", "--shard", "1/1", "--out-dir", "o-ci", *_QUICK, reads=("config",), cost=10
     ),
-    "ab": Recipe(
-        ("ci", "--role", "ab", "--out-dir", "o-ci", *_QUICK),
-        ("event", "config"),
-        cost=10,
-        env=tuple(_CI_ENV.items()),
+    "ab": _role("ab", "--out-dir", "o-ci", *_QUICK, reads=("event", "config"), cost=10),
+    "report": _role(
+        "report",
+        *("--results", "shards", "--out-dir", "o-ci", "--no-comment"),
+        reads=("results", "baseline", "event", "config"),
     ),
-    "report": Recipe(
-        ("ci", "--role", "report", "--results", "shards", "--out-dir", "o-ci", "--no-comment"),
-        ("results", "baseline", "event", "config"),
-        env=tuple(_CI_ENV.items()),
-    ),
-    "comment": Recipe(
-        ("ci", "--role", "comment", "--report-dir", "ci-out"),
-        ("artifact_report", "pr", "event", "config"),
-        env=tuple({**_CI_ENV, **NO_API}.items()),
+    "comment": _role(
+        "comment",
+        *("--report-dir", "ci-out"),
+        reads=("artifact_report", "pr", "event", "config"),
+        api=True,
         guessed=True,
     ),
-    "lower": Recipe(
-        ("ci", "--role", "lower", "--out-dir", "o-ci", *_QUICK),
-        ("event", "config"),
-        cost=10,
-        env=tuple(_CI_ENV.items()),
-    ),
-    "relay": Recipe(
-        ("ci", "--role", "relay", "--report-dir", "ci-out"),
-        (),
-        env=tuple({**_CI_ENV, **NO_API}.items()),
-        guessed=True,
-    ),
-    "promote": Recipe(
-        ("ci", "--role", "promote", "--out-dir", "o-ci"),
-        (),
-        env=tuple(_CI_ENV.items()),
-        guessed=True,
-    ),
-    "record": Recipe(
-        ("ci", "--role", "record", "--out-dir", "o-ci", *_QUICK),
-        (),
-        cost=10,
-        env=tuple({**_CI_ENV, **NO_API}.items()),
-        guessed=True,
-    ),
+    "lower": _role("lower", "--out-dir", "o-ci", *_QUICK, reads=("event", "config"), cost=10),
+    "relay": _role("relay", "--report-dir", "ci-out", api=True, guessed=True),
+    "promote": _role("promote", "--out-dir", "o-ci", guessed=True),
+    "record": _role("record", "--out-dir", "o-ci", *_QUICK, cost=10, api=True, guessed=True),
 }
 # The runner files each role writes (the others never open them: a damaged one is no input
 # of theirs): ``all`` and ``report`` publish, ``plan`` sets the workflow's step outputs;
