@@ -172,3 +172,37 @@ def test_an_editable_install_of_the_repository_is_isolated_too(tmp_path):
     (verdict,) = report["cases"]
     assert verdict["verdict"] == "regression", verdict["reason"]
     assert report["kernels"][0]["sources"]["changed"] == [kernel_path("src")]
+
+
+WRONG_AT_256 = """
+_scale = scale
+
+
+def scale(x):  # a tolerance this kernel misses at M=256, at the merge base already
+    return _scale(x) + (1e-3 if x.shape[0] == 256 else 0.0)
+"""
+
+
+def test_failures_the_merge_base_has_are_inherited_and_the_prs_own_are_errors(tmp_path):
+    repo = write_layout(tmp_path / "lib", "package")
+    kernel = repo / kernel_path("package")
+    kernel.write_text(kernel.read_text() + WRONG_AT_256)
+    spec = repo / "bench" / "scale_spec.py"
+    points = '({"M": 512, "N": 256}, {"M": 256, "N": 256}, {"M": 128, "N": 256})'
+    spec.write_text(spec.read_text().replace('({"M": 512, "N": 256},)', points))
+    git(repo, "commit", "-q", "-am", "three cases, one failing")
+    slower(repo, "package")
+    # The pull request also breaks M=128 (the merge base is right there).
+    text = kernel.read_text().replace("x.shape[0] == 256", "x.shape[0] in (256, 128)")
+    kernel.write_text(text)
+    git(repo, "commit", "-q", "-am", "kernel: M=128 broken too")
+
+    done, report = _ab(repo, {})
+    by_id = {v["id"]: v for v in report["cases"]}
+    assert by_id["scale/M512-N256/float32"]["verdict"] == "regression"
+    assert by_id["scale/M128-N256/float32"]["verdict"] == "error"  # this PR's doing
+    inherited = by_id["scale/M256-N256/float32"]
+    assert inherited["verdict"] == "inherited", inherited["reason"]
+    assert inherited["reason"].endswith("(the same at the merge base)")
+    assert report["counts"]["inherited"] == 1
+    assert done.returncode == ExitCode.FAILED

@@ -101,7 +101,12 @@ def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -
         if head.status != "ok":
             reason = head.error or "error"
             if base.status != "ok" and not (base.error or "").startswith(NOT_MEASURED):
-                why = f"{reason}; at the merge base too: {base.error}"
+                same = base.error == reason
+                why = (
+                    f"{reason} (the same at the merge base)"
+                    if same
+                    else (f"{reason}; at the merge base: {base.error}")
+                )
                 verdicts.append(CaseVerdict(**common, verdict="inherited", reason=why))
                 continue
             verdicts.append(CaseVerdict(**common, verdict="error", reason=reason))
