@@ -95,45 +95,9 @@ def test_a_pull_request_that_leaves_the_kernel_alone_reads_as_no_change(tmp_path
         assert report["kernels"][0]["sources"]["changed"] == []
 
 
-def test_a_kernel_from_outside_the_repository_is_named_never_no_change(tmp_path):
-    """The kernel package lives outside the checkout (vendored elsewhere, as a wheel in
-    site-packages would): both sides run one file, and the run says so by path."""
-    repo = write_layout(tmp_path / "lib", "package")
-    vendor = tmp_path / "vendor"
-    shutil.copytree(repo / "mylib", vendor / "mylib")
-    git(repo, "rm", "-q", "-r", "mylib")
-    git(repo, "commit", "-q", "-m", "mylib comes from elsewhere now")
-    git(repo, "checkout", "-q", "-b", "feature")
-    (repo / "NOTES.md").write_text("a change\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "a change")
-    env = {"PYTHONPATH": str(vendor)}
-    kernel = str((vendor / "mylib" / "kernels" / "scale.py").resolve())
-
-    done, report = _ab(repo, env)
-    assert done.returncode == ExitCode.FAILED  # fail-on.same-code, by default
-    (state,) = report["run_states"]
-    assert state["state"] == "same-code"
-    assert kernel in state["reason"]
-    assert "outside the repository" in state["reason"]
-    assert report["verdict"] == "same-code"
-    assert f"same-code: scale: base and head both ran {kernel}" in " ".join(done.stdout.split())
-
-    done, analysis = _analyze(repo, env)
-    assert done.returncode == ExitCode.FAILED
-    assert analysis["verdict"] == "same_code"
-    assert [s["state"] for s in analysis["run_states"]] == ["same-code"]
-
-    allowed = run_cli(
-        "analyze", "--base", "main", "--fail-on", "structural", "-q", cwd=repo, env=env
-    )
-    assert allowed.returncode == ExitCode.OK, allowed.stderr[-2000:]  # policy says which
-
-
-def test_an_editable_install_of_the_repository_is_isolated_too(tmp_path):
-    """``pip install -e .`` of the library (setuptools' editable finder maps ``mylib`` to
-    the head's checkout, whatever ``sys.path`` says): the base still runs its own copy."""
-    repo = write_layout(tmp_path / "lib", "src")
+def _installed(tmp_path: Path, repo: Path, *, editable: bool) -> dict[str, str]:
+    """The library installed (``pip install [-e] .``) into a prefix that a sitecustomize
+    puts on the path, as a CI step's install would: the environment for the CLI."""
     with (repo / "pyproject.toml").open("a") as handle:
         handle.write(
             '\n[build-system]\nrequires = ["setuptools>=64"]\n'
@@ -145,18 +109,73 @@ def test_an_editable_install_of_the_repository_is_isolated_too(tmp_path):
     prefix = tmp_path / "prefix"
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", str(prefix)]
     installed = subprocess.run(
-        [*pip, "-e", str(repo)],
+        [*pip, *(["-e"] if editable else []), str(repo)],
         capture_output=True,
         text=True,
         check=False,
     )
     if installed.returncode != 0:
-        pytest.skip(f"no editable install here: {installed.stderr.strip()[-300:]}")
+        pytest.skip(f"no package install here: {installed.stderr.strip()[-300:]}")
     (site,) = prefix.glob("lib/python*/site-packages")
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(site)!r})\n")
-    env = {"PYTHONPATH": str(hook)}
+    return {"PYTHONPATH": str(hook)}
+
+
+def test_an_installed_copy_of_the_repositorys_kernel_is_named_never_no_change(tmp_path):
+    """``pip install .`` (not ``-e``) of a ``src/`` library: both sides import the copy in
+    site-packages, not the checkouts' own; the run names both files and fails."""
+    repo = write_layout(tmp_path / "lib", "src")
+    env = _installed(tmp_path, repo, editable=False)
+    slower(repo, "src")
+
+    done, report = _ab(repo, env)
+    assert done.returncode == ExitCode.FAILED  # fail-on.same-code, by default
+    (state,) = report["run_states"]
+    assert state["state"] == "same-code"
+    assert "site-packages/mylib/kernels/scale.py" in state["reason"]
+    assert f"not the repository's {kernel_path('src')}" in state["reason"]
+    assert report["verdict"] == "same-code"
+    assert "same-code: scale: base and head both ran the installed" in " ".join(done.stdout.split())
+
+    done, analysis = _analyze(repo, env)
+    assert done.returncode == ExitCode.FAILED
+    assert analysis["verdict"] == "same_code"
+    assert [s["state"] for s in analysis["run_states"]] == ["same-code"]
+    allowed = run_cli(
+        "analyze", "--base", "main", "--fail-on", "structural", "-q", cwd=repo, env=env
+    )
+    assert allowed.returncode == ExitCode.OK, allowed.stderr[-2000:]  # the policy says
+
+
+def test_a_kernel_the_repository_does_not_hold_is_named_as_a_dependency(tmp_path):
+    """The kernel package lives outside the checkout with no copy in it (a dependency): the
+    pull request cannot change it, so nothing fails, but the run says where it came from."""
+    repo = write_layout(tmp_path / "lib", "package")
+    vendor = tmp_path / "vendor"
+    shutil.copytree(repo / "mylib", vendor / "mylib")
+    git(repo, "rm", "-q", "-r", "mylib")
+    git(repo, "commit", "-q", "-m", "mylib comes from elsewhere now")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "NOTES.md").write_text("a change\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a change")
+    kernel = str((vendor / "mylib" / "kernels" / "scale.py").resolve())
+
+    done, report = _ab(repo, {"PYTHONPATH": str(vendor)})
+    assert report["run_states"] == []
+    (summary,) = report["kernels"]
+    (warning,) = summary["warnings"]
+    assert f"the kernel comes from outside the repository ({kernel})" in warning
+    assert f"warning: {warning[:40]}" in done.stdout
+
+
+def test_an_editable_install_of_the_repository_is_isolated_too(tmp_path):
+    """``pip install -e .`` of the library (setuptools' editable finder maps ``mylib`` to
+    the head's checkout, whatever ``sys.path`` says): the base still runs its own copy."""
+    repo = write_layout(tmp_path / "lib", "src")
+    env = _installed(tmp_path, repo, editable=True)
     probe = subprocess.run(
         [sys.executable, "-c", "import mylib; print(mylib.__file__)"],
         cwd=tmp_path,
@@ -172,6 +191,7 @@ def test_an_editable_install_of_the_repository_is_isolated_too(tmp_path):
     (verdict,) = report["cases"]
     assert verdict["verdict"] == "regression", verdict["reason"]
     assert report["kernels"][0]["sources"]["changed"] == [kernel_path("src")]
+    assert report["run_states"] == []
 
 
 WRONG_AT_256 = """

@@ -98,8 +98,8 @@ def run_ab(
             raise InputError(f"{checkout.label} has none of the kernels {', '.join(head)}")
         # Which code each side runs, proved before anything is timed (issue 37).
         seed, chips = request.harness.seed, request.config.target_chips
-        sources, same = compare_sides(head, checkout, bench.cases, seed, chips)
-        for state in same:
+        sides = compare_sides(head, checkout, bench.cases, seed, chips)
+        for state in sides.states:
             bench.progress.note(f"same code on both sides: {state.reason}")
         with open_runs(bench, checkout) as runs:
             results, bases = measure_pairs(bench, runs, checkout)
@@ -125,8 +125,8 @@ def run_ab(
                 return judge()
 
             report = confirmed(judge(), rejudge, request.confirm)
-    report = with_sources(report, sources)
-    return with_run_states(report, [*same, *removed_kernels(checkout.specs, head)])
+    report = with_sources(report, sides)
+    return with_run_states(report, [*sides.states, *removed_kernels(checkout.specs, head)])
 
 
 def removed_kernels(

@@ -61,9 +61,12 @@ def _base_models(
 
     name, sha = resolve_base(request.config.root, request.base)
     with base_checkout(request, name, sha) as checkout:
-        _, same = compare_sides(heads, checkout, cases, request.harness.seed, chips)
+        sides = compare_sides(heads, checkout, cases, request.harness.seed, chips)
+        same = sides.states
         for state in same:
             progress(f"same code on both sides: {state.reason}")
+        for kernel, note in sides.notes.items():
+            progress(f"{kernel}: {note}")
         models = _model_all(
             checkout.specs,
             cases,

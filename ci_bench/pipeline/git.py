@@ -135,3 +135,9 @@ def changed_files(root: Path, sha: str) -> set[str]:
     uncommitted edits included: what a pull request (or a local A/B) changed."""
     out = _maybe(toplevel(root), "diff", "--name-only", "--no-renames", sha)
     return set(out.splitlines()) if out else set()
+
+
+def tracked_files(root: Path) -> set[str]:
+    """Every file git tracks in the checkout (paths from the top level)."""
+    out = _maybe(toplevel(root), "ls-files")
+    return set(out.splitlines()) if out else set()

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci_bench.contract.isolation import Tree
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.measure.sources import Traced, traced_files
-from ci_bench.pipeline.git import changed_files
+from ci_bench.pipeline.git import changed_files, tracked_files
 from ci_bench.pipeline.measuring import BaseCheckout
 from ci_bench.schema import KernelSources, Report, RunState, SourceFile
 
@@ -45,25 +47,63 @@ def side_files(traced: Traced, tree: Tree) -> list[SourceFile]:
     ]
 
 
-def same_code(kernel: str, head: Traced, base: Traced, head_tree: Tree) -> RunState | None:
-    """The run state when a file the kernel was traced from is the same on both sides."""
-    shared = head.kernel & base.kernel or {f for f in head.files & base.files if head_tree.holds(f)}
-    if not shared:
+def _module_path(file: str) -> str | None:
+    """Where a loaded module's file sits below its import root (``mylib/kernels/x.py``)."""
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str) and os.path.realpath(where) == file:
+            tail = "/__init__.py" if where.endswith("__init__.py") else Path(where).suffix
+            return name.replace(".", "/") + tail
+    return None
+
+
+def repository_copy(file: str, tracked: set[str]) -> str | None:
+    """The repository's own file that ``file`` (outside it) was installed from, if any."""
+    below = _module_path(file)
+    if below is None:
         return None
-    outside = sorted(f for f in shared if not head_tree.holds(f))
-    if outside:
-        where = ", ".join(outside[:3])
+    return next((t for t in sorted(tracked) if t == below or t.endswith("/" + below)), None)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """For one kernel: a run state (the comparison cannot see the change) or a note."""
+
+    state: RunState | None = None
+    note: str | None = None
+
+
+def same_code(
+    kernel: str, head: Traced, base: Traced, head_tree: Tree, tracked: set[str]
+) -> Verdict:
+    """A file the kernel was traced from is the same on both sides: inside the head's
+    checkout it is an isolation failure; outside it, an installed copy of a file the
+    repository holds (the pull request's change to it cannot be measured), else a
+    dependency the pull request cannot change (a note, not a failure)."""
+    shared = head.kernel & base.kernel or {f for f in head.files & base.files if head_tree.holds(f)}
+    leaked = sorted(_shown(f, head_tree) for f in shared if head_tree.holds(f))
+    if leaked:
         reason = (
-            f"{kernel}: base and head both ran {where}, outside the repository: comparing "
-            "them cannot see this pull request's change to it"
+            f"{kernel}: the base ran the head's {', '.join(leaked[:3])}: ci-bench could not "
+            "isolate it (an import past its finder; please report it)"
         )
-    else:
-        where = ", ".join(sorted(_shown(f, head_tree) for f in shared)[:3])
+        return Verdict(RunState(state="same-code", reason=reason))
+    installed = [(f, copy) for f in sorted(shared) if (copy := repository_copy(f, tracked))]
+    if installed:
+        file, copy = installed[0]
         reason = (
-            f"{kernel}: the base ran the head's {where}: ci-bench could not isolate it "
-            "(an import past its finder; please report it)"
+            f"{kernel}: base and head both ran the installed {file}, not the repository's "
+            f"{copy}: this pull request's change to it cannot be measured (install the package "
+            "from the checkout: pip install -e .)"
         )
-    return RunState(state="same-code", reason=reason)
+        return Verdict(RunState(state="same-code", reason=reason))
+    if shared:
+        where = ", ".join(sorted(shared)[:3])
+        return Verdict(
+            note=f"the kernel comes from outside the repository ({where}): the A/B compares "
+            "this pull request's SPEC with the base's, never a change to that file"
+        )
+    return Verdict()
 
 
 def _first_cases(cases: Sequence[Case]) -> dict[str, Case]:
@@ -73,49 +113,66 @@ def _first_cases(cases: Sequence[Case]) -> dict[str, Case]:
     return first
 
 
+@dataclass(frozen=True)
+class Sides:
+    """What each side ran (per kernel), the run states it calls for, notes per kernel."""
+
+    sources: dict[str, KernelSources]
+    states: list[RunState]
+    notes: dict[str, str]
+
+
 def compare_sides(
     head: Mapping[str, KernelSpec],
     checkout: BaseCheckout,
     cases: Sequence[Case],
     seed: int,
     chips: Sequence[str] = (),
-) -> tuple[dict[str, KernelSources], list[RunState]]:
-    """Per kernel both sides have: each side's files and the run states they call for."""
+) -> Sides:
+    """Per kernel both sides have: each side's files and what they say of the comparison."""
     head_tree, base_tree = Tree(str(checkout.head_tree)), Tree(str(checkout.tree))
     changed = changed_files(checkout.head_tree, checkout.sha)
-    found: dict[str, KernelSources] = {}
-    states: list[RunState] = []
+    tracked = tracked_files(checkout.head_tree)
+    found = Sides({}, [], {})
     for kernel, case in _first_cases(cases).items():
         if kernel not in head or kernel not in checkout.specs:
             continue
         ours = traced_files(head[kernel], case, seed, chips)
         theirs = traced_files(checkout.specs[kernel], case, seed, chips)
         files = side_files(ours, head_tree)
-        found[kernel] = KernelSources(
+        found.sources[kernel] = KernelSources(
             head=files,
             base=side_files(theirs, base_tree),
             changed=sorted(f.path for f in files if f.inside and f.path in changed),
             error=ours.error or theirs.error,
         )
-        state = same_code(kernel, ours, theirs, head_tree) if not found[kernel].error else None
-        if state is not None:
-            states.append(state)
+        if found.sources[kernel].error:
+            continue
+        verdict = same_code(kernel, ours, theirs, head_tree, tracked)
+        if verdict.state is not None:
+            found.states.append(verdict.state)
+        if verdict.note is not None:
+            found.notes[kernel] = verdict.note
     leaks = sorted(checkout.isolated.leaks)
     if leaks:
-        states.append(
+        found.states.append(
             RunState(
                 state="same-code",
                 reason=f"the base's code imported the head's {', '.join(leaks[:5])}: "
                 "ci-bench could not isolate it (please report it)",
             )
         )
-    return found, states
+    return found
 
 
-def with_sources(report: Report, sources: Mapping[str, KernelSources]) -> Report:
-    """The report's kernels with the files each side ran."""
-    kernels = [
-        k.model_copy(update={"sources": sources[k.kernel]}) if k.kernel in sources else k
-        for k in report.kernels
-    ]
+def with_sources(report: Report, sides: Sides) -> Report:
+    """The report's kernels with the files each side ran and the notes on them."""
+    kernels = []
+    for k in report.kernels:
+        update: dict[str, object] = {}
+        if k.kernel in sides.sources:
+            update["sources"] = sides.sources[k.kernel]
+        if k.kernel in sides.notes:
+            update["warnings"] = [*k.warnings, sides.notes[k.kernel]]
+        kernels.append(k.model_copy(update=update) if update else k)
     return report.model_copy(update={"kernels": kernels})
