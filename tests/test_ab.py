@@ -156,3 +156,36 @@ def test_a_base_that_cannot_be_measured_leaves_the_head_as_new_not_an_error():
     (verdict,) = judge_pairs([(head, broken)], T)
     assert verdict.verdict == "new"
     assert "the base could not be measured: incorrect" in verdict.reason
+
+
+def _failed(result, why: str):
+    return result.model_copy(
+        update={
+            "status": "error",
+            "error": why,
+            "pallas": None,
+            "native": None,
+            "tflops": None,
+            "speedup": None,
+            "metrics": None,
+        }
+    )
+
+
+def test_a_case_failing_at_the_merge_base_too_is_inherited_not_this_prs_error():
+    head, base = paired(drifting(), drifting())
+    both = judge_pairs(
+        [(_failed(head, "incorrect: 3 of 9"), _failed(base, "incorrect: 2 of 9"))], T
+    )
+    assert [v.verdict for v in both] == ["inherited"]
+    assert both[0].reason == "incorrect: 3 of 9; at the merge base: incorrect: 2 of 9"
+    same = _failed(base, "incorrect: 3 of 9")
+    (verdict,) = judge_pairs([(_failed(head, "incorrect: 3 of 9"), same)], T)
+    assert verdict.reason == "incorrect: 3 of 9 (the same at the merge base)"
+    # The base never ran on its own (its pair's worker died): whose fault is not known.
+    unknown = _failed(base, "not measured: the pair's worker failed: timed out after 60 s")
+    (verdict,) = judge_pairs([(_failed(head, "timed out after 60 s"), unknown)], T)
+    assert verdict.verdict == "error"
+    # The head broke a case the base passes: this PR's error.
+    (verdict,) = judge_pairs([(_failed(head, "incorrect: 3 of 9"), base)], T)
+    assert verdict.verdict == "error"

@@ -26,7 +26,7 @@ def test_analyze_json_has_the_contracts_fields_with_hand_computed_figures(tmp_pa
     )  # fmt: skip
     assert done.returncode == ExitCode.OK, done.stderr
     doc = json.loads(done.stdout)
-    assert (doc["kind"], doc["schema_version"], doc["verdict"]) == ("analysis", 2, "pass")
+    assert (doc["kind"], doc["schema_version"], doc["verdict"]) == ("analysis", 3, "pass")
     assert doc["meta"]["chips"] == ["v5e", "v6e"]
     by_id = {c["id"]: c for c in doc["cases"]}
     for case in doc["cases"]:

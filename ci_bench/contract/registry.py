@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.util
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from ci_bench.contract.isolation import Sides, Tree
 from ci_bench.contract.spec import KernelSpec, SpecError
 from ci_bench.errors import InputError
 
@@ -103,30 +104,54 @@ def load_kernels(modules: Iterable[str], root: Path | None = None) -> Mapping[st
     return MappingProxyType(specs)
 
 
-def load_isolated(folder: Path, modules: Sequence[str]) -> Mapping[str, KernelSpec]:
-    """Import kernel modules from ``folder`` (another checkout, e.g. an A/B base) without
-    disturbing the copies of the same packages already imported from this one.
+@dataclass(frozen=True)
+class Isolated:
+    """The base's SPECs beside the head's in one process (``contract.isolation``): ``base``
+    runs the base checkout's modules, ``head(specs)`` binds the head's to theirs, and
+    ``sides.held()`` keeps a pair's switches symmetric."""
 
-    The current modules of the same top-level packages are set aside, ``folder``'s are
-    imported, then the current ones are put back. Functions keep their own module globals,
-    so the other checkout's SPECs keep working; ci_bench itself is shared, so both obey one
-    contract.
-    """
-    tops = {m.split(".")[0] for m in modules if not is_file_path(m)}
+    sides: Sides
+    base: Mapping[str, KernelSpec]
 
-    def ours(name: str) -> bool:
-        return name.split(".")[0] in tops
+    def head(self, specs: Mapping[str, KernelSpec]) -> Mapping[str, KernelSpec]:
+        return MappingProxyType(self.sides.bind_all(specs, self.sides.head))
 
-    saved = {n: m for n, m in sys.modules.items() if ours(n)}
-    for name in saved:
-        del sys.modules[name]
-    sys.path.insert(0, str(folder))
-    importlib.invalidate_caches()
-    try:
-        return load_kernels(modules, folder)
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(str(folder))
-        for name in [n for n in sys.modules if ours(n)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
+    def files(self, side: str) -> dict[str, str]:
+        """Module name -> file of every repository module the side has loaded so far."""
+        return (self.sides.base if side == "base" else self.sides.head).files()
+
+    @property
+    def leaks(self) -> set[str]:
+        """Modules of the head's checkout that the base's code imported (none, unless an
+        import bypassed the finder): the A/B names them rather than trusting the pair."""
+        return set(self.sides.base.leaks)
+
+
+def _base_entry(entry: str, folder: Path, head_tree: Path, base_tree: Path) -> str:
+    """A ``.py`` SPEC path of the base's config, read in the base's checkout (a relative path
+    resolves from the current directory first, which is the head's checkout)."""
+    if not is_file_path(entry):
+        return entry
+    path = Path(entry)
+    if path.is_absolute():
+        inside = Tree(str(head_tree)).holds(str(path))
+        return Tree(str(head_tree)).moved(str(path), Tree(str(base_tree))) if inside else entry
+    here = Path.cwd() / entry
+    if Tree(str(head_tree)).holds(str(here)):
+        return Tree(str(head_tree)).moved(str(here), Tree(str(base_tree)))
+    return str(folder / entry)
+
+
+def load_isolated(
+    folder: Path, modules: Sequence[str], *, head_tree: Path, base_tree: Path
+) -> Isolated:
+    """Import kernel modules from ``folder`` (inside ``base_tree``, another checkout of the
+    repository whose top level here is ``head_tree``) beside the head's modules already
+    imported: every module inside the repository comes from the base's checkout, the head's
+    are set aside while the base's code runs and put back after (``contract.isolation``)."""
+    sides = Sides(str(head_tree), str(base_tree))
+    entries = [_base_entry(m, folder, head_tree, base_tree) for m in modules]
+    with sides.loading_base():
+        sys.path.insert(0, str(folder))
+        specs = load_kernels(entries, folder)
+    return Isolated(sides, MappingProxyType(sides.bind_all(specs, sides.base)))

@@ -19,6 +19,7 @@ from ci_bench.judge.stats import (
     paired_minimum_detectable_change,
 )
 from ci_bench.schema import (
+    NOT_MEASURED,
     CaseResult,
     CaseVerdict,
     FailPolicy,
@@ -99,6 +100,15 @@ def judge_pairs(pairs: Sequence[tuple[CaseResult, CaseResult]], t: Thresholds) -
         common = {"id": head.id, "kernel": head.kernel, "current": head, "baseline": base}
         if head.status != "ok":
             reason = head.error or "error"
+            if base.status != "ok" and not (base.error or "").startswith(NOT_MEASURED):
+                same = base.error == reason
+                why = (
+                    f"{reason} (the same at the merge base)"
+                    if same
+                    else (f"{reason}; at the merge base: {base.error}")
+                )
+                verdicts.append(CaseVerdict(**common, verdict="inherited", reason=why))
+                continue
             verdicts.append(CaseVerdict(**common, verdict="error", reason=reason))
             continue
         if base.status != "ok":

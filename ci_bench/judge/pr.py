@@ -112,6 +112,9 @@ def _combine(b: CaseVerdict, a: CaseVerdict | None, t: Thresholds, spread: float
     ab_fields = (
         {"ratio": a.ratio, "ratio_low": a.ratio_low, "ratio_high": a.ratio_high} if a else {}
     )
+    if a is not None and a.verdict == "inherited" and b.verdict != "unmeasured":
+        # The A/B measured the merge base on its own: it fails there too, not this PR's doing.
+        return b.model_copy(update={"verdict": "inherited", "reason": a.reason} | ab_fields)
     if b.verdict in ("error", "unmeasured") or a is None:
         if a is None and b.verdict in _BASELINE_MOVED:
             reason = f"{b.reason} against the baseline; no A/B of this case to attribute it"
@@ -174,9 +177,15 @@ def matrix_spread(cases: list[CaseVerdict], ab: dict[str, CaseVerdict]) -> float
 
 
 def _with_ab_notes(kernels: list[KernelSummary], ab: list[KernelSummary]) -> list[KernelSummary]:
-    """Kernels only the A/B saw keep their A/B summary."""
+    """Kernels only the A/B saw keep their A/B summary; the others take the files each side
+    of the A/B ran (``sources``)."""
     known = {k.kernel for k in kernels}
-    return kernels + [k for k in ab if k.kernel not in known]
+    sources = {k.kernel: k.sources for k in ab if k.sources is not None}
+    kept = [
+        k.model_copy(update={"sources": sources[k.kernel]}) if k.kernel in sources else k
+        for k in kernels
+    ]
+    return kept + [k for k in ab if k.kernel not in known]
 
 
 def with_run_states(report: Report, states: list[RunState]) -> Report:

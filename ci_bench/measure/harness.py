@@ -30,6 +30,7 @@ from ci_bench.measure.timers import Timed, timed_rounds
 from ci_bench.measure.yardstick import Yardstick, yardstick
 from ci_bench.samples import relative_ci_width, stats_of
 from ci_bench.schema import (
+    NOT_MEASURED,
     CaseResult,
     CompileTimes,
     DispatchOverhead,
@@ -114,10 +115,6 @@ def time_interleaved(
             samples[i].append(clock() - start)
         r += 1
     return samples
-
-
-# Error prefix of a contestant that was fine but could not be timed because another failed.
-NOT_MEASURED = "not measured:"
 
 
 def _identity(spec: KernelSpec, case: Case) -> dict[str, Any]:

@@ -74,16 +74,22 @@ def measure_pair(
 ) -> list[CaseResult]:
     """A/B: the head's and the base's kernels of one case, round by round on the same
     inputs (order shuffled from ``order_seed``), each with its cost model. A base that
-    fails leaves the head measured alone (the pair's verdict is then ``new``)."""
+    fails leaves the head measured alone (the pair's verdict is then ``new``); a head that
+    fails leaves the base measured alone, so a failure the merge base shares is told from
+    one this pull request caused."""
     import random
 
-    from ci_bench.measure.harness import NOT_MEASURED, run_contestants
+    from ci_bench.measure.harness import run_contestants
+    from ci_bench.schema import NOT_MEASURED
 
     _kernel_interpret(settings, case.kernel)
 
     pair = run_contestants([head, base], case, settings, peaks, rng=random.Random(order_seed))
-    if (pair[0].error or "").startswith(NOT_MEASURED):
-        pair[0] = run_case(head, case, settings, peaks)
+    if pair[0].status != "ok" and pair[1].status != "ok":
+        if (pair[0].error or "").startswith(NOT_MEASURED):  # the base failed: the head alone
+            pair[0] = run_case(head, case, settings, peaks)
+        else:  # the head failed: does the base fail too, on its own? (then not this PR's)
+            pair[1] = run_case(base, case, settings, peaks)
     return [with_model(pair[0], head, case, settings), with_model(pair[1], base, case, settings)]
 
 

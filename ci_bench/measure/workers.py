@@ -61,6 +61,9 @@ class WorkerSetup:
     # A/B: the base's checkout and kernel modules, loaded beside the head's.
     base_root: str | None = None
     base_modules: list[str] = dataclasses.field(default_factory=list)
+    # The two checkouts' top levels: every module inside the head's comes from the base's.
+    base_tree: str | None = None
+    head_tree: str | None = None
 
 
 @dataclass(frozen=True)
@@ -360,7 +363,15 @@ def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
     settings = harness_settings_from(setup.settings)
     configure_jax(Path(setup.cache_dir) if setup.cache_dir else None, settings.interpret_mode)
     specs = load_kernels(setup.modules, Path(setup.root) if setup.root else None)
-    base = load_isolated(Path(setup.base_root), setup.base_modules) if setup.base_root else {}
+    isolated = None
+    if setup.base_root and setup.base_tree and setup.head_tree:
+        isolated = load_isolated(
+            Path(setup.base_root),
+            setup.base_modules,
+            head_tree=Path(setup.head_tree),
+            base_tree=Path(setup.base_tree),
+        )
+        paired = isolated.head(specs)
     device = DeviceFingerprint.model_validate(setup.device)
     peaks = peak_lookup(device.device_kind, device.platform, setup.peak_tflops, setup.peak_gbps)
 
@@ -371,6 +382,9 @@ def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
         if not message.get("pair"):
             return [measure_case(head, case, settings, peaks)]
         seed = message.get("order_seed") or case.id
-        return measure_pair(head, base[case.kernel], case, settings, peaks, seed)
+        assert isolated is not None
+        with isolated.sides.held():
+            base = isolated.base[case.kernel]
+            return measure_pair(paired[case.kernel], base, case, settings, peaks, seed)
 
     return measure

@@ -19,7 +19,7 @@ from ci_bench.errors import InputError
 from ci_bench.judge.ab import ab_report
 from ci_bench.judge.pr import with_run_states
 from ci_bench.pipeline.config import load_config
-from ci_bench.pipeline.git import merge_base, resolve_commit, worktree
+from ci_bench.pipeline.git import merge_base, resolve_commit, toplevel, worktree
 from ci_bench.pipeline.measuring import (
     BaseCheckout,
     Runs,
@@ -32,6 +32,7 @@ from ci_bench.pipeline.measuring import (
 from ci_bench.pipeline.parts import AbBase
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import Bench, open_bench
+from ci_bench.pipeline.sources import compare_sides, with_sources
 from ci_bench.schema import Report, RunState
 
 OpenRuns = Callable[[Bench, BaseCheckout | None], AbstractContextManager[Runs]]
@@ -68,10 +69,14 @@ def _base_modules(folder: Path, request: Request) -> list[str]:
 @contextlib.contextmanager
 def base_checkout(request: Request, name: str, sha: str) -> Iterator[BaseCheckout]:
     """The base commit checked out beside this one, with its kernels loaded."""
+    head_tree = toplevel(request.config.root)
     with worktree(request.config.root, sha) as folder:
+        tree = toplevel(folder)
         modules = _base_modules(folder, request)
-        specs = load_isolated(folder, modules)
-        yield BaseCheckout(folder, tuple(modules), name, sha, specs)
+        isolated = load_isolated(folder, modules, head_tree=head_tree, base_tree=tree)
+        yield BaseCheckout(
+            folder, tuple(modules), name, sha, isolated.base, tree, head_tree, isolated
+        )
 
 
 def run_ab(
@@ -91,6 +96,11 @@ def run_ab(
     with base_checkout(request, name, sha) as checkout:
         if not set(checkout.specs) & set(head):
             raise InputError(f"{checkout.label} has none of the kernels {', '.join(head)}")
+        # Which code each side runs, proved before anything is timed (issue 37).
+        seed, chips = request.harness.seed, request.config.target_chips
+        sides = compare_sides(head, checkout, bench.cases, seed, chips)
+        for state in sides.states:
+            bench.progress.note(f"same code on both sides: {state.reason}")
         with open_runs(bench, checkout) as runs:
             results, bases = measure_pairs(bench, runs, checkout)
             results, bases = base_side_failures(bench, runs, results, bases)
@@ -115,7 +125,8 @@ def run_ab(
                 return judge()
 
             report = confirmed(judge(), rejudge, request.confirm)
-    return with_run_states(report, removed_kernels(checkout.specs, head))
+    report = with_sources(report, sides)
+    return with_run_states(report, [*sides.states, *removed_kernels(checkout.specs, head)])
 
 
 def removed_kernels(

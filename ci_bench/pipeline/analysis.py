@@ -17,8 +17,10 @@ from ci_bench.outcome import Outcome, exit_code
 from ci_bench.pipeline.ab import base_checkout, resolve_base
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import cases_for
+from ci_bench.pipeline.sources import compare_sides
 from ci_bench.schema.analysis import Analysis, AnalysisMeta, AnalyzedCase
 from ci_bench.schema.model import CaseModel
+from ci_bench.schema.report import RunState
 
 
 def _model_all(
@@ -47,15 +49,24 @@ def _model_all(
 
 def _base_models(
     request: Request,
+    heads: Mapping[str, KernelSpec],
     cases: Sequence[Case],
     chips: Sequence[str],
     progress: Callable[[str], None],
-) -> tuple[str, dict[str, CaseModel]]:
+) -> tuple[str, dict[str, CaseModel], list[RunState]]:
     """The base's kernels (the merge base for a pull request), checked out in a temporary
-    worktree, modelled case by case: the same base the A/B measures against."""
+    worktree and imported beside the head's (``contract.isolation``), modelled case by
+    case: the same base the A/B measures against; ``same-code`` where both sides traced a
+    kernel from one file."""
 
     name, sha = resolve_base(request.config.root, request.base)
     with base_checkout(request, name, sha) as checkout:
+        sides = compare_sides(heads, checkout, cases, request.harness.seed, chips)
+        same = sides.states
+        for state in same:
+            progress(f"same code on both sides: {state.reason}")
+        for kernel, note in sides.notes.items():
+            progress(f"{kernel}: {note}")
         models = _model_all(
             checkout.specs,
             cases,
@@ -64,7 +75,7 @@ def _base_models(
             request.harness.cost_model_factor,
             lambda line: progress(f"base {line}"),
         )
-    return checkout.label, models
+    return checkout.label, models, same
 
 
 def analyze_cases(
@@ -86,8 +97,9 @@ def analyze_cases(
     heads = _model_all(specs, cases, chips, seed, factor, progress)
     base_ref: str | None = None
     bases: dict[str, CaseModel] = {}
+    same: list[RunState] = []
     if request.base is not None:
-        base_ref, bases = _base_models(request, cases, chips, progress)
+        base_ref, bases, same = _base_models(request, specs, cases, chips, progress)
     out = []
     for case in cases:
         model = heads[case.id]
@@ -102,7 +114,7 @@ def analyze_cases(
                 against=against,
             )
         )
-    verdict, code = _verdict(out, request)
+    verdict, code = _verdict(out, request, same)
     meta = AnalysisMeta(
         tool_version=__version__,
         jax=jax.__version__,
@@ -112,19 +124,22 @@ def analyze_cases(
         base_ref=base_ref,
         seconds=time.perf_counter() - start,
     )
-    return Analysis(verdict=verdict, exit_code=int(code), meta=meta, cases=out)
+    return Analysis(verdict=verdict, exit_code=int(code), meta=meta, cases=out, run_states=same)
 
 
-def _verdict(cases: Sequence[AnalyzedCase], request: Request) -> tuple[str, ExitCode]:
-    """The worst state present (error, structural, then partial) and the exit code the one rule
-    gives: 1 for a case that does not fit a target chip or changed structurally (as the
-    policy says), 3 when no case could be modelled."""
+def _verdict(
+    cases: Sequence[AnalyzedCase], request: Request, same: Sequence[RunState] = ()
+) -> tuple[str, ExitCode]:
+    """The worst state present (error, structural, same code, then partial) and the exit
+    code the one rule gives: 1 for a case that does not fit a target chip or changed
+    structurally, or a comparison of a kernel with itself (as the policy says), 3 when no
+    case could be modelled."""
     errors = sum(bool(c.errors) for c in cases)
     structural = sum(bool(c.against and c.against.verdict == "structural") for c in cases)
     modelled = sum(c.status == "ok" for c in cases)
     code = exit_code(
         Outcome(
-            states={"error": errors, "structural": structural},
+            states={"error": errors, "structural": structural, "same-code": len(same)},
             policy=request.policy,
             measured=modelled,
         )
@@ -135,6 +150,8 @@ def _verdict(cases: Sequence[AnalyzedCase], request: Request) -> tuple[str, Exit
         return "error", code
     if structural:
         return "structural", code
+    if same:
+        return "same_code", code  # "no structural change" would be about nothing compared
     if any(c.status == "partial" for c in cases):
         return "partial", code  # some modelled time withheld: never a plain pass
     improved = any(c.against and c.against.verdict == "improved" for c in cases)

@@ -111,11 +111,16 @@ def merge_base(root: Path, head: str, base: str) -> str:
         ) from None
 
 
+def toplevel(root: Path) -> Path:
+    """The checkout's top level: where the repository's own code lives."""
+    return Path(git(root, "rev-parse", "--show-toplevel"))
+
+
 @contextlib.contextmanager
 def worktree(root: Path, sha: str) -> Iterator[Path]:
     """A detached checkout of ``sha`` in a temporary folder (the same subfolder of the
     repository as ``root``), removed afterwards."""
-    top = Path(git(root, "rev-parse", "--show-toplevel"))
+    top = toplevel(root)
     folder = Path(tempfile.mkdtemp(prefix="ci-bench-base-"))
     git(top, "worktree", "add", "--detach", "--force", str(folder), sha)
     try:
@@ -123,3 +128,16 @@ def worktree(root: Path, sha: str) -> Iterator[Path]:
     finally:
         with contextlib.suppress(InputError):
             git(top, "worktree", "remove", "--force", str(folder))
+
+
+def changed_files(root: Path, sha: str) -> set[str]:
+    """Paths (from the top level) that differ between ``sha`` and the checkout as it is,
+    uncommitted edits included: what a pull request (or a local A/B) changed."""
+    out = _maybe(toplevel(root), "diff", "--name-only", "--no-renames", sha)
+    return set(out.splitlines()) if out else set()
+
+
+def tracked_files(root: Path) -> set[str]:
+    """Every file git tracks in the checkout (paths from the top level)."""
+    out = _maybe(toplevel(root), "ls-files")
+    return set(out.splitlines()) if out else set()

@@ -128,23 +128,27 @@ def lower_step(ctx: Context) -> None:
     out_dir = request.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
-    structural = 0
+    structural = same = 0
     if request.base is not None:
         analysis = analyze_cases(request, specs, lowered.meta.chips, _progress(request))
         atomic_write_text(out_dir / "analysis.json", dump_model(analysis))
         structural = sum(
             bool(c.against and c.against.verdict == "structural") for c in analysis.cases
         )
+        same = sum(r.state == "same-code" for r in analysis.run_states)
     event = actions.event
     if isinstance(event, PullRequest):
         pr = {"number": event.number, "head_sha": event.head_sha, "run_url": actions.run_url}
         atomic_write_text(out_dir / "pr.json", json.dumps(pr) + "\n")
     ctx.save_to = out_dir / "smoke.json"
-    ctx.after.append(lambda ctx: _lowered_and_smoke(ctx, lowered, structural))
+    ctx.after.append(lambda ctx: _lowered_and_smoke(ctx, lowered, structural, same))
 
 
-def _lowered_and_smoke(ctx: Context, lowered: LoweringResults, structural: int) -> None:
-    """The lower job's line and outcome: lowering errors and wrong smoke cases fail."""
+def _lowered_and_smoke(
+    ctx: Context, lowered: LoweringResults, structural: int, same: int = 0
+) -> None:
+    """The lower job's line and outcome: lowering errors and wrong smoke cases fail; a
+    structural change and a comparison of a kernel with itself as the policy says."""
     smoke = ctx.results
     assert smoke is not None
     bad = sum(c.status == "error" for c in lowered.cases)
@@ -156,7 +160,7 @@ def _lowered_and_smoke(ctx: Context, lowered: LoweringResults, structural: int) 
         f"TPU{hosted}; {len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
     )
     ctx.outcome = Outcome(
-        states={"error": bad + wrong, "structural": structural},
+        states={"error": bad + wrong, "structural": structural, "same-code": same},
         policy=_LoweringPolicy(ctx.request),
     )
 

@@ -17,14 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ci_bench.contract.registry import Isolated
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.measure.workers import Done, Failed, Job, Started
 from ci_bench.pipeline.session import Bench
-from ci_bench.schema import CaseResult, Report, Results, RunMeta
+from ci_bench.schema import NOT_MEASURED, CaseResult, Report, Results, RunMeta
 from ci_bench.store.files import Checkpoint, dump_model
 
 Save = Callable[[Results], None]
+# A pair whose worker hung or died: the base's side of it (whose fault is found later).
+PAIR_FAILED = f"{NOT_MEASURED} the pair's worker failed: "
 
 
 def saver(path: Path | None, *, replace: bool) -> Save:
@@ -48,13 +51,18 @@ class Runs(Protocol):
 
 @dataclass(frozen=True)
 class BaseCheckout:
-    """The A/B base: a checkout of the base commit, its kernel modules and their SPECs."""
+    """The A/B base: a checkout of the base commit, its kernel modules and their SPECs
+    (imported beside the head's, ``contract.isolation``; ``tree``/``head_tree``: the two
+    checkouts' top levels)."""
 
     root: Path
     modules: tuple[str, ...]
     ref: str  # how it was named, e.g. "merge base 1a2b3c4d5e6f" or "v0.1.0"
     sha: str
     specs: Mapping[str, KernelSpec]
+    tree: Path
+    head_tree: Path
+    isolated: Isolated
 
     @property
     def label(self) -> str:
@@ -78,6 +86,8 @@ def worker_runs(bench: Bench, base: BaseCheckout | None = None) -> Iterator[Runs
         cache_dir=bench.meta.settings.compilation_cache,
         base_root=str(base.root) if base else None,
         base_modules=list(base.modules) if base else [],
+        base_tree=str(base.tree) if base else None,
+        head_tree=str(base.head_tree) if base else None,
     )
     pool = Pool(
         setup,
@@ -116,9 +126,12 @@ class InProcess:
                 done(i, [measure_case(head, job.case, settings, peaks)])
                 continue
             assert self.base is not None
+            isolated = self.base.isolated
             base = self.base.specs[job.case.kernel]
             seed = job.order_seed or job.case.id
-            done(i, measure_pair(head, base, job.case, settings, peaks, seed))
+            with isolated.sides.held():
+                paired = isolated.head({job.case.kernel: head})[job.case.kernel]
+                done(i, measure_pair(paired, base, job.case, settings, peaks, seed))
 
 
 @contextlib.contextmanager
@@ -135,7 +148,10 @@ def _failed(bench: Bench, base: BaseCheckout | None) -> Failed:
         head = error_result(bench.specs[job.case.kernel], job.case, message)
         if not job.pair or base is None:
             return [head]
-        return [head, error_result(base.specs[job.case.kernel], job.case, message)]
+        # Whose fault it was is not known yet (base_side_failures finds out): never the
+        # base's own failure, so never "also failing at the merge base".
+        alone = f"{PAIR_FAILED}{message}"
+        return [head, error_result(base.specs[job.case.kernel], job.case, alone)]
 
     return failed
 
@@ -265,7 +281,9 @@ def base_side_failures(
     both = [
         c
         for c in results.cases
-        if c.status != "ok" and c.id in base_of and base_of[c.id].status != "ok"
+        if c.status != "ok"
+        and c.id in base_of
+        and (base_of[c.id].error or "").startswith(PAIR_FAILED)
     ]
     if not both:
         return results, bases
@@ -283,7 +301,7 @@ def base_side_failures(
         if head is None or head.status != "ok":
             heads.append(case)
             continue
-        why = base_of[case.id].error or "error"
+        why = (base_of[case.id].error or "error").removeprefix(PAIR_FAILED)
         kind = "hung" if "timed out" in why else "crashed"
         note = f"the merge base's kernel {kind} ({why}); head measured alone"
         heads.append(head)

@@ -56,6 +56,7 @@ def analysis_table(analysis: Analysis) -> str:
     if errors:
         lines.append("\nDoes not fit VMEM (an error on that chip):")
         lines += [f"  {e}" for e in errors]
+    lines += [f"\n{r.state}: {r.reason}" for r in analysis.run_states]
     lines.append("\nµs: compute counted: MXU only (vector and EUP work is not timed)")
     seconds = analysis.meta.seconds or 0.0
     lines.append(f"\n{analysis.verdict}: {len(analysis.cases)} cases in {seconds:.1f} s")

@@ -94,10 +94,22 @@ def _footer(report: Report) -> list[str]:
     lines = [f"{md_inline(f'{where} · {device.software}')} · {head} {shown} · {profile}{run}"]
     if report.mode in ("ab", "pr") and report.base_ref:
         lines.append(f"A/B base: {md_inline(short_ref(report.base_ref) or '')}")
+        lines += _changed_code(report)
     lines += [
         f"Baseline: {md_inline(_provenance(k))}" for k in report.kernels if report.mode != "ab"
     ]
     return [f"<sub>{line}</sub><br>" for line in lines]
+
+
+def _changed_code(report: Report, most: int = 5) -> list[str]:
+    """The kernel files this PR changed, each side traced from its own checkout: what the
+    A/B compared (issue 37)."""
+    changed = sorted({f for k in report.kernels if k.sources for f in k.sources.changed})
+    if not changed:
+        return []
+    more = f" and {len(changed) - most} more" if len(changed) > most else ""
+    files = ", ".join(changed[:most]) + more
+    return [f"A/B code: {md_inline(files)}, changed by this PR: the base ran its own copy"]
 
 
 def _provenance(k: KernelSummary) -> str:
@@ -285,6 +297,13 @@ def markdown_report(
         shown = errors if max_rows is None else errors[:max_rows]
         parts += ["", "#### Errors", ""]
         parts += [f"- {case_cell(v)}: {md_inline(v.reason)}" for v in shown]
+    inherited = [v for v in report.cases if STATE[v.verdict].listed == "inherited"]
+    if inherited:  # issue 37: what the merge base already fails is not this PR's doing
+        shown = inherited if max_rows is None else inherited[:max_rows]
+        parts += ["", "#### Also failing at the merge base (not this PR)", ""]
+        parts += [f"- {case_cell(v)}: {md_inline(v.reason)}" for v in shown]
+        if len(shown) < len(inherited):
+            parts += ["", f"… and {len(inherited) - len(shown)} more."]
     if full_matrix:
         parts += ["", f"<details><summary>All {case_count(len(report.cases))}</summary>", ""]
         parts += full_tables(report)

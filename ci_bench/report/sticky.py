@@ -269,7 +269,9 @@ def lowering_section(
                 f"⚠️ {len(partial)} cases have a partial model (no modelled time, not judged):"
             )
             lines += [f"- {md_id(c.id)}: {md_inline(c.reason or '')}" for c in partial[:max_rows]]
-        if not moved:
+        # Both sides traced from one file: "no structural change" would be about nothing.
+        lines += [f"🪞 `{r.state}`: {md_inline(r.reason)}" for r in analysis.run_states]
+        if not moved and not analysis.run_states:
             lines.append(f"✅ no structural change by the cost model against {base}")
         else:
             lines.append(f"📐 {len(moved)} cases slower on TPU by the cost model against {base}:")

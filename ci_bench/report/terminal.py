@@ -191,6 +191,7 @@ def terminal_report(report: Report, *, wide: bool = False) -> str:
     if left_out:
         notes.append(f"(left out to fit {WIDTH} columns: {', '.join(left_out)}; --wide shows them)")
     notes.append(report.headline)
+    notes += [f"{r.state}: {short_shas(r.reason)}" for r in report.run_states]
     if report.cases and not any(v.current and v.current.status == "ok" for v in report.cases):
         notes.append(
             "nothing measured (exit 3): every case failed; `ci-bench check-spec` checks a "

@@ -13,12 +13,14 @@ from pydantic import Field
 
 from ci_bench.schema.base import Model
 from ci_bench.schema.model import CaseModel
-from ci_bench.schema.report import ModelChange
+from ci_bench.schema.report import ModelChange, RunState
 
-ANALYSIS_SCHEMA_VERSION = 2
+ANALYSIS_SCHEMA_VERSION = 3
 # 2: a case may be ``partial`` (parts not modelled: no modelled time, never judged) and the
-# verdict ``partial``; chips v4i, 7, 8i; ``vmem_warning`` per chip. Version 1 is still read.
-ANALYSIS_READABLE = (1, 2)
+# verdict ``partial``; chips v4i, 7, 8i; ``vmem_warning`` per chip. 3: ``--base`` records
+# the run states of the comparison (``same-code``: both sides traced a kernel from one file)
+# and the verdict ``same_code``. Versions 1 and 2 are still read.
+ANALYSIS_READABLE = (1, 2, 3)
 
 
 class AnalyzedCase(CaseModel):
@@ -49,9 +51,15 @@ class AnalysisMeta(Model):
 class Analysis(Model):
     """``ci-bench analyze --format json`` / ``--output``: a small versioned document."""
 
-    schema_version: Literal[1, 2] = ANALYSIS_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = ANALYSIS_SCHEMA_VERSION
     kind: Literal["analysis"] = "analysis"
-    verdict: Literal["pass", "structural", "improved", "error", "not_modelled", "partial"]
+    verdict: Literal[
+        "pass", "structural", "improved", "error", "not_modelled", "partial", "same_code"
+    ]
     exit_code: int
     meta: AnalysisMeta
     cases: list[AnalyzedCase]
+    run_states: list[RunState] = Field(
+        default_factory=list,
+        description="--base: facts about the comparison (same-code: nothing compared), v3",
+    )

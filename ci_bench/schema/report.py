@@ -36,11 +36,12 @@ class Thresholds(Model):
     )
 
 
-REPORT_SCHEMA_VERSION = 6
+REPORT_SCHEMA_VERSION = 7
 # 3 adds run-level states and the acceptance; 4 the cost model's verdict per case; 5 cases
-# (current and baseline CaseResults) that record their mode and implementations. Older
-# versions read as none of these.
-REPORT_READABLE = (2, 3, 4, 5, 6)
+# (current and baseline CaseResults) that record their mode and implementations; 7 each
+# kernel's source files on both sides of an A/B (``sources``) and the ``inherited`` and
+# ``same-code`` states. Older versions read as none of these.
+REPORT_READABLE = (2, 3, 4, 5, 6, 7)
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
 MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
 # The cost model is exact too: modelled time past the threshold on a target chip is
@@ -105,6 +106,30 @@ class CaseVerdict(Model):
     )
 
 
+class SourceFile(Model):
+    """A file a side's implementation was traced from (version 7)."""
+
+    path: str = Field(
+        max_length=1000,
+        description="relative to that side's checkout, or absolute when outside it",
+    )
+    inside: bool = Field(description="inside that side's checkout of the repository")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    kernel: bool = Field(False, description="a Pallas kernel's body or call comes from it")
+
+
+class KernelSources(Model):
+    """What an A/B's two sides ran for one kernel: the files their traces came from, and
+    which of the head's this pull request changed (version 7)."""
+
+    head: list[SourceFile] = Field(default_factory=list)
+    base: list[SourceFile] = Field(default_factory=list)
+    changed: list[str] = Field(
+        default_factory=list, description="the head's files this pull request changed"
+    )
+    error: str | None = Field(None, description="why a side's files are not known")
+
+
 class KernelSummary(Model):
     """Which baseline a kernel was compared with, and anything a reader must know."""
 
@@ -116,6 +141,7 @@ class KernelSummary(Model):
     provenance: Provenance | None = None
     baseline_device: DeviceFingerprint | None = None
     warnings: list[str] = Field(default_factory=list)
+    sources: KernelSources | None = Field(None, description="A/B: each side's files (version 7)")
 
 
 class RunState(Model):
@@ -139,7 +165,7 @@ class Acceptance(Model):
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2, 3, 4, 5, 6] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[2, 3, 4, 5, 6, 7] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "

@@ -56,6 +56,9 @@ RESULTS_SCHEMA_VERSION = 5
 RESULTS_READABLE = (1, 2, 3, 4, 5)
 
 CaseStatus = Literal["ok", "error"]
+# The error of a contestant that was fine, or never ran, but could not be timed because
+# another one of its case failed (an A/B pair, a worker that died): not its own failure.
+NOT_MEASURED = "not measured:"
 
 
 def _finite_non_negative(value: float, what: str) -> float:

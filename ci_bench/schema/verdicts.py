@@ -36,12 +36,13 @@ class VerdictState:
     # a pull request's report; neither: the state's name. ``settled``: nothing to fix here,
     # the title says "no regression" ("no slowdown from this PR"). ``listed``: the section
     # its cases are listed in above the fold ("changed": what the deciding comparison
-    # changed or cannot rule out; "drift"; "errors"), none: counted only.
+    # changed or cannot rule out; "drift"; "errors"; "inherited": failing at the merge base
+    # too), none: counted only.
     headline: str = ""
     pr_headline: str = ""
     count: str = ""
     settled: bool = False
-    listed: Literal["changed", "drift", "errors"] | None = None
+    listed: Literal["changed", "drift", "errors", "inherited"] | None = None
 
     @property
     def field(self) -> str:
@@ -144,6 +145,22 @@ VERDICTS: tuple[VerdictState, ...] = (
         headline="a kernel of the merge base is not in this PR's config",
     ),
     VerdictState(
+        "same-code",
+        "🪞",
+        "error",
+        True,
+        True,
+        "a kernel's code came from outside the repository (site-packages, a vendored path "
+        "elsewhere): the A/B's base and head ran the same file, so it cannot see this pull "
+        "request's change to it",
+        action="The A/B ran the same kernel file on both sides: install the kernel's package "
+        "from the checkout (`pip install -e .`, or keep it under the config's folder) so the "
+        "merge base's copy is measured; for a pinned dependency set "
+        "`fail-on.same-code = false`.",
+        scope="run",
+        headline="the A/B compared a kernel with itself",
+    ),
+    VerdictState(
         "missing",
         "❔",
         "warning",
@@ -186,6 +203,21 @@ VERDICTS: tuple[VerdictState, ...] = (
         action="Timings moved since the baseline, not because of this PR: nothing to do here.",
         settled=True,
         listed="drift",
+    ),
+    VerdictState(
+        "inherited",
+        "🩹",
+        "warning",
+        False,
+        True,
+        "the case fails (an error or a wrong output) at the merge base too: not caused by "
+        "this pull request, and not timed, so its effect on the case is unknown",
+        action="Some cases fail at the merge base too (not this PR): see Also failing at the "
+        "merge base; fix them on the base branch.",
+        pr_headline="no slowdown from this PR; {n} case{s} also failing at the merge base",
+        headline="{n} case{s} also failing at the base",
+        count="inherited",
+        listed="inherited",
     ),
     VerdictState(
         "toolchain",
