@@ -246,7 +246,7 @@ def acceptance_refusal(by: str, author: str | None, role: str, legacy: str) -> s
 def label_gone(label: str) -> str:
     """Why an acceptance from an earlier event no longer holds (a re-run, a late run)."""
     return (
-        f"the `{label}` label is no longer on the pull request (it was removed after the "
+        f"the {label} label is no longer on the pull request (it was removed after the "
         "event this run is for): a re-run or a late run never brings back a withdrawn "
         "acceptance, so the verdict is judged without it"
     )

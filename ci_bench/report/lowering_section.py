@@ -121,6 +121,8 @@ def _lowering_lines(lowering: LoweringResults, max_rows: int | None, where: str)
             f"⚠️ {len(host)} of {total} cases could not be lowered on this runner "
             f"(`host_error`: the machine, not the kernel): {md_inline(host[0].error or '')}"
         )
+    if not total:
+        return [f"⚠️ the lowering file lists no case: nothing was lowered for {platform}"]
     lowered = total - len(host) - len(failed)
     on = f" {on_chips(chips, chips)}" if chips else ""
     if lowered == total == 1:
