@@ -69,19 +69,30 @@ def vmem_advice(model: CaseModel | None, chips: Sequence[str]) -> str:
         )
     elif call.scratch_bytes:
         block = f"the largest part is its VMEM scratch ({_mib(call.scratch_bytes)})"
-    per = [model.chips[c] for c in misfits]
-    capacity = min(c.vmem_capacity_bytes for c in per)
-    if any(c.smem_bytes > c.smem_capacity_bytes for c in per):
+    per = {c: model.chips[c] for c in misfits}
+    capacity = min(c.vmem_capacity_bytes for c in per.values())
+    raise_ = [n for n, c in per.items() if need <= c.vmem_capacity_bytes]
+    shrink = [n for n, c in per.items() if need > c.vmem_capacity_bytes]
+    limit = "its" if next(iter(per.values())).vmem_limit_source == "kernel" else "a"
+    if any(c.smem_bytes > c.smem_capacity_bytes for c in per.values()):
         what = "move scalar data out of SMEM (scalar prefetch, SMEM blocks and scratch)"
-    elif any(c.vmem_limit_source == "kernel" and c.vmem_limit_bytes > capacity for c in per):
+    elif any(
+        c.vmem_limit_source == "kernel" and c.vmem_limit_bytes > capacity for c in per.values()
+    ):
         what = f"lower the kernel's vmem_limit_bytes to at most {_mib(capacity)}"
-    elif need > capacity:
+    elif not shrink:
+        what = (
+            f"{limit} vmem_limit_bytes (pltpu.CompilerParams) of at least {_mib(need)}, "
+            "or smaller blocks"
+        )
+    elif not raise_:
         what = f"smaller blocks: {_mib(need)} is more than the {_mib(capacity)} of VMEM there"
     else:
-        where = "its" if per[0].vmem_limit_source == "kernel" else "a"
+        small = min(per[n].vmem_capacity_bytes for n in shrink)
         what = (
-            f"{where} vmem_limit_bytes (pltpu.CompilerParams) of at least {_mib(need)}, "
-            "or smaller blocks"
+            f"{limit} vmem_limit_bytes (pltpu.CompilerParams) of at least {_mib(need)} "
+            f"{on_chips(raise_, list(chips))}; smaller blocks {on_chips(shrink, list(chips))}, "
+            f"whose VMEM is {_mib(small)}"
         )
     return f"{block + '. ' if block else ''}What to change: {what}"
 
