@@ -33,8 +33,12 @@ def test_a_case_that_lowers_everywhere_but_passes_its_vmem_limit_does_not_fit_vm
     """Through the workflows' own steps: the lower job of a pull request that adds a
     kernel whose blocks need 24 MiB under its own vmem_limit_bytes of 8 MiB."""
     kernel = (FIXTURES / "vmem_limit_kernel.py").read_text()
-    pyproject = (world.repo / "pyproject.toml").read_text().replace(
-        'kernels = ["pipeline_kernel"]', 'kernels = ["pipeline_kernel", "vmem_limit_kernel"]'
+    pyproject = (
+        (world.repo / "pyproject.toml")
+        .read_text()
+        .replace(
+            'kernels = ["pipeline_kernel"]', 'kernels = ["pipeline_kernel", "vmem_limit_kernel"]'
+        )
     )
     files = {"vmem_limit_kernel.py": kernel, "pyproject.toml": pyproject}
     head = world.commit("vmem", world.base, "a kernel with its own VMEM limit", files)
