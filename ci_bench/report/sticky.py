@@ -40,6 +40,28 @@ def sections_of(body: str | None) -> dict[str, str]:
     return {m[1]: m[2].strip("\n") for m in _SECTION.finditer(body) if m[1] in SECTIONS}
 
 
+# An absolute file path in a message (a traceback frame, a worker's last words): the
+# runner's own layout (its interpreter's install path, its home) is nobody's business in a
+# public comment. Not after a URL's scheme or host, a word, or an ellipsis already put.
+_PATH = re.compile(r"(?<![\w.:/~…-])/(?:[^\s/\"'`|<>()\[\]\\,;]+/)+[^\s/\"'`|<>()\[\]\\,;]+")
+_PACKAGES = re.compile(r"(?<=/)(?:site-packages|dist-packages|lib/python\d+(?:\.\d+)?)/")
+
+
+def runner_paths_out(text: str) -> str:
+    """``text`` with each absolute path cut to what names the file: past ``site-packages``
+    (or the standard library's folder) when it is an installed module, else its last two
+    parts (``…/ctypes/__init__.py``)."""
+
+    def short(match: re.Match[str]) -> str:
+        path = match[0]
+        packages = list(_PACKAGES.finditer(path))
+        if packages:
+            return "…/" + path[packages[-1].end() :]
+        return "…/" + "/".join(path.rsplit("/", 2)[-2:])
+
+    return _PATH.sub(short, text)
+
+
 def within_budget(name: str, text: str) -> str:
     """A section held to its budget: whole lines kept, open ``<details>`` closed, and a
     last line that says it was cut (each writer fits its own section first; this is for a
@@ -59,9 +81,9 @@ def within_budget(name: str, text: str) -> str:
 
 
 def compose(existing: str | None, updates: Mapping[str, str]) -> str:
-    """The comment body with ``updates`` replacing their sections, the others kept; each
-    section within its budget."""
-    merged = {**sections_of(existing), **updates}
+    """The comment body with ``updates`` (no runner paths in them) replacing their sections,
+    the others kept; each section within its budget."""
+    merged = {**sections_of(existing), **{k: runner_paths_out(v) for k, v in updates.items()}}
     parts = []
     for name in SECTIONS:
         if merged.get(name):
