@@ -113,6 +113,13 @@ def test_init_pins_a_commit_that_zizmors_default_persona_accepts(tmp_path):
         # A commit is never labelled with a version: nothing here knows which it is.
         assert f"@{PIN}  # pinned: ci-bench init --pin" in path.read_text()
         assert f"# v{__version__}" not in path.read_text()
+        # The package too: pip installs ci-bench from that commit, whatever its version.
+        assert f"with: {{ci-bench: git+{HOMEPAGE}@{PIN}}}" in path.read_text()
+    # The runner groups admit the called workflows by the ref the callers use.
+    checklist = pinned.stdout[pinned.stdout.index("Runner-side checklist") :]
+    assert f"{REPOSITORY}/.github/workflows/ci-bench.yml@{PIN}" in checklist
+    assert f"{REPOSITORY}/.github/workflows/ci-bench-release.yml@{PIN}" in checklist
+    assert f"@v{__version__}" not in checklist
     clean = _zizmor(repo)
     assert clean.returncode == 0, clean.stdout + clean.stderr
 

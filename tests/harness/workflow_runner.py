@@ -126,6 +126,10 @@ class Runner:
     before_job: Callable[[str, str], None] | None = None
     # Every install step's ``with:`` (the setup action's requirements), by job.
     installs: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    # An install run for real gets these requirements in place of the given ones: ci-bench
+    # pinned to a commit (``git+…@<commit>``) is this checkout's wheel here, as its
+    # repository at that commit is this checkout's .github.
+    packages: dict[str, str] = field(default_factory=dict)
     # GitHub Enterprise Server: ``job.workflow_sha`` and ``job.workflow_repository`` are
     # empty there (GitHub's contexts reference: "not available on GitHub Enterprise Server").
     enterprise: bool = False
@@ -345,7 +349,9 @@ class Runner:
         step_env = {k: interpolate(v, step_ctx) for k, v in (step.get("env") or {}).items()}
         with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
         if kind == INSTALL:
-            self.installs.append((leg.name, with_))
+            self.installs.append((leg.name, dict(with_)))
+            for given, stand_in in self.packages.items():
+                with_ = {k: v.replace(given, stand_in) for k, v in with_.items()}
         if kind == INSTALL and not self._installs_for_real(leg.name):
             leg.env.update(self.installed)
             return StepResult(label, "skipped")
