@@ -181,3 +181,12 @@ def test_the_comment_names_the_chip_a_model_change_is_on_as_a_chip():
     change = _change("improved", {"7": -0.71, "v5e": -0.2})
     verdict = CaseVerdict(id="k/a", kernel="k", verdict="pass", reason="", model=change)
     assert model_cell(verdict) == "🚀 -71% TPU 7"
+
+
+def test_the_verdicts_structural_list_names_chips_as_chips():
+    from ci_bench.report.comment import markdown_report
+    from tests.harness.comment_data import STRUCTURAL, rich_pr_report
+
+    text = markdown_report(rich_pr_report())
+    structural = text[text.index("#### Structural (cost model, exact)") :].splitlines()[2]
+    assert structural.startswith(f"- `{STRUCTURAL}`: modelled time on TPU v5e +38% (")

@@ -32,6 +32,7 @@ from ci_bench.report.render import (
 )
 from ci_bench.report.rows import VERDICT_ICONS, ordered, short_ref, short_shas
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
+from ci_bench.schema.chips import chips_named
 from ci_bench.text import case_count
 
 # States a reviewer should see above the fold, besides drift (which has its own section):
@@ -261,7 +262,9 @@ def markdown_report(
     if structural:
         shown = structural if max_rows is None else structural[:max_rows]
         parts += ["", "#### Structural (cost model, exact)", ""]
-        parts += [f"- {case_cell(v)}: {md_inline(v.model.reason)}" for v in shown if v.model]
+        parts += [  # chips named as chips ("on TPU 7")
+            f"- {case_cell(v)}: {md_inline(chips_named(v.model.reason))}" for v in shown if v.model
+        ]
     partial = [
         v
         for v in ordered(report.cases)

@@ -105,7 +105,7 @@ def _vmem_row(case: LoweredCase, chips: Sequence[str]) -> str:
     )
 
 
-def _change_text(change: ModelChange, faster: bool) -> str:
+def model_change_text(change: ModelChange, faster: bool) -> str:
     """The model's change on the chip that moved most, and on how many chips it moved so."""
     moved = [n for n, c in change.chips.items() if (c.change < 0) == faster and c.change != 0]
     word = "faster" if faster else "slower"
@@ -170,13 +170,15 @@ def _model_lines(analysis: Analysis, max_rows: int | None, where: str) -> list[s
             f"📐 {case_count(len(slower))} slower on TPU by the cost model against {base} "
             "(a structural change):"
         )
-        rows = [f"- {md_id(c.id)}: {md_inline(_change_text(c.against, False))}" for c in slower]
+        rows = [
+            f"- {md_id(c.id)}: {md_inline(model_change_text(c.against, False))}" for c in slower
+        ]
         lines += _capped(rows, max_rows, where)
     if faster:
         lines.append(
             f"🚀 {case_count(len(faster))} faster on TPU by the cost model against {base}:"
         )
-        rows = [f"- {md_id(c.id)}: {md_inline(_change_text(c.against, True))}" for c in faster]
+        rows = [f"- {md_id(c.id)}: {md_inline(model_change_text(c.against, True))}" for c in faster]
         lines += _capped(rows, max_rows, where)
     if partial:
         lines.append(

@@ -7,6 +7,7 @@ cost model's per-chip figures live in ``ci_bench.measure.model.chips``.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 ChipName = Literal["v4i", "v4", "v5e", "v5p", "v6e", "7", "7x", "8i"]
@@ -31,3 +32,12 @@ def on_chips(names: list[str] | tuple[str, ...], targets: list[str] | tuple[str,
     if len(names) > 1 and set(names) == set(targets):
         return f"on all {len(names)} target chips"
     return f"on {chip_list(names)}"
+
+
+_LONGEST_FIRST = sorted(map(re.escape, CHIP_NAMES), key=len, reverse=True)
+_BARE = re.compile(r"\bon (" + "|".join(_LONGEST_FIRST) + r")\b")
+
+
+def chips_named(text: str) -> str:
+    """A judge's reason with each ``on <chip>`` read as a chip (``on 7`` -> ``on TPU 7``)."""
+    return _BARE.sub(lambda m: f"on {chip_label(m[1])}", text)
