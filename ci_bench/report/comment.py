@@ -342,6 +342,12 @@ def fit_markdown(report: Report, limit: int, where: str) -> str:
     rows: int | None = None
     while True:
         body = markdown_report(report, full_matrix=False, max_rows=rows, pointer=pointer)
-        if len(body) <= limit or rows == 0:
-            return body[:limit]
+        if len(body) <= limit:
+            return body
+        if rows == 0:  # still too long (notes, run states): whole lines, and it says so
+            tail = f"\n\n… cut to fit the comment: see {where}.\n"
+            kept = body[: max(0, limit - len(tail) - 40)]
+            kept = kept[: kept.rfind("\n")] if "\n" in kept else ""
+            opened = kept.count("<details>") - kept.count("</details>")
+            return kept + "\n\n</details>" * max(0, opened) + tail
         rows = len(report.cases) // 2 if rows is None else rows // 2
