@@ -30,6 +30,18 @@ def one_line(text: str | BaseException, limit: int | None = None) -> str:
     return line
 
 
+def cut_words(text: str, limit: int) -> str:
+    """``text`` held to ``limit`` characters, cut after a whole word (``… and more``
+    never ends in half a word): at the last space in the limit's last third, else hard."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit * 2 // 3:
+        head = head[:space].rstrip(" ,;:")
+    return head + "…"
+
+
 def split_list(values: object) -> list[str]:
     """``["a,b", " c "]`` or ``"a, b"`` -> ``["a", "b", "c"]``: comma-separated and repeated
     values alike, blanks dropped, order kept."""

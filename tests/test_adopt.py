@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ci_bench import HOMEPAGE, REPOSITORY, __version__
+from ci_bench.pipeline.adopt import package_at
 from tests.conftest import run_cli
 from tests.harness.adopt import ADOPTER, PIN, ROOT, ZIZMOR
 from tests.harness.adopt import zizmor as _zizmor
@@ -129,6 +131,7 @@ def adopter(tmp_path, wheel):
         tool_cache=tmp_path / "tool-cache",
         workflows=repo / ".github" / "workflows",
         run_install=frozenset({"measure"}),
+        packages={package_at(PIN): str(wheel)},  # ci-bench at the pinned commit: this one
         extra_env={
             "PIP_FIND_LINKS": _find_links(wheel),
             "JAX_PLATFORMS": "cpu",  # jax[tpu] on a CPU host: no TPU to look for
@@ -203,7 +206,10 @@ def test_an_adopters_repository_runs_the_pipeline_from_its_caller_workflows(adop
     venvs = [p for p in (runner.tool_cache / "ci-bench").glob("venv-*") if p.is_dir()]
     assert venvs
     resolved = (venvs[0] / ".resolved").read_text().splitlines()
-    assert f"ci-bench=={__version__}" in resolved
+    assert any(line.startswith(f"ci-bench=={__version__} @ ") for line in resolved)
+    # The callers' own requirement: ci-bench at the commit they pin, never by version.
+    asked = {w["requirements"].split()[0] for job, w in runner.installs}
+    assert asked == {package_at(PIN)}
     assert {"jax==0.10.2", "jaxlib==0.10.2"} <= set(resolved)
     assert any(line.startswith("libtpu==0.0.42") for line in resolved)
     # Later runs stand in for the install with that venv (the runners keep it).
@@ -306,5 +312,5 @@ def test_an_adopter_from_the_wheel_alone_inits_pins_and_previews_its_first_pull_
     comment = (repo / "ci-bench-preview" / "comment.md").read_text()
     assert comment.startswith("<!-- ci-bench sticky: benchmark|pr 1 -->\n")
     assert "<!-- ci-bench section: verdict -->" in comment
-    assert "lower for tpu" in comment
+    assert re.search(r"lowers? for TPU", comment)
     assert f"{HOMEPAGE}/blob/v{__version__}/docs/VERDICTS.md" in comment

@@ -16,6 +16,8 @@ from tests.conftest import run_cli
 from tests.harness.adopt import ADOPTER, PIN, ROOT, ZIZMOR
 from tests.harness.adopt import zizmor as _zizmor
 
+GHES_REF = "no-job.workflow_sha-on-GitHub-Enterprise-Server-which-ci-bench-does-not-support"
+
 
 def test_the_reusable_workflows_install_their_own_version_never_the_latest():
     """A caller at @vX gets ci-bench X: every reusable workflow's default names this
@@ -38,7 +40,8 @@ def test_the_reusable_workflows_install_their_own_version_never_the_latest():
                 fetched = steps[index - 1]
                 assert str(fetched["uses"]).startswith("actions/checkout@"), path.name
                 assert fetched["with"]["repository"] == "${{ job.workflow_repository }}"
-                assert fetched["with"]["ref"] == "${{ job.workflow_sha }}"
+                # GitHub Enterprise Server has no job.workflow_sha: the ref says why it fails.
+                assert fetched["with"]["ref"] == "${{ job.workflow_sha || '" + GHES_REF + "' }}"
                 assert fetched["with"]["path"] == ".ci-bench"
                 assert fetched["with"]["persist-credentials"] is False
         assert setups, path.name
@@ -102,10 +105,21 @@ def test_init_pins_a_commit_that_zizmors_default_persona_accepts(tmp_path):
 
     pinned = run_cli("init", "--pin", PIN, "--force", cwd=repo)
     assert pinned.returncode == 0, pinned.stderr
-    assert f"They run ci-bench at commit {PIN} (v{__version__})." in pinned.stdout
+    assert f"They run ci-bench at commit {PIN}: the reusable workflows and the package" in (
+        pinned.stdout
+    )
     for path in sorted((repo / ".github" / "workflows").glob("*.yml")):
         assert f"{REPOSITORY}/.github/workflows/" in path.read_text()
-        assert f"@{PIN}  # v{__version__}" in path.read_text()
+        # A commit is never labelled with a version: nothing here knows which it is.
+        assert f"@{PIN}  # pinned: ci-bench init --pin" in path.read_text()
+        assert f"# v{__version__}" not in path.read_text()
+        # The package too: pip installs ci-bench from that commit, whatever its version.
+        assert f"with: {{ci-bench: git+{HOMEPAGE}@{PIN}}}" in path.read_text()
+    # The runner groups admit the called workflows by the ref the callers use.
+    checklist = pinned.stdout[pinned.stdout.index("Runner-side checklist") :]
+    assert f"{REPOSITORY}/.github/workflows/ci-bench.yml@{PIN}" in checklist
+    assert f"{REPOSITORY}/.github/workflows/ci-bench-release.yml@{PIN}" in checklist
+    assert f"@v{__version__}" not in checklist
     clean = _zizmor(repo)
     assert clean.returncode == 0, clean.stdout + clean.stderr
 

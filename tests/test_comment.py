@@ -153,6 +153,16 @@ def test_a_long_report_is_cut_to_the_limit_and_says_where_the_rest_is(report, li
     render(body)  # still valid, balanced markdown
 
 
+def test_a_report_too_long_even_without_rows_is_cut_at_a_line_and_says_so(report):  # noqa: F811
+    body = fit_markdown(report, 700, "the job summary")
+    assert len(body) <= 700
+    assert body.endswith("\n\n… cut to fit the comment: see the job summary.\n")
+    kept = body.removesuffix("\n\n… cut to fit the comment: see the job summary.\n")
+    whole = markdown_report(report, full_matrix=False, max_rows=0)
+    assert whole.startswith(kept.removesuffix("\n\n</details>") + "\n")  # whole lines
+    render(body)  # still valid, balanced markdown
+
+
 def _sections(markdown: str) -> dict[str, list[object]]:
     """Blocks under each h4 heading (before the first collapsed block)."""
     sections: dict[str, list[object]] = {}

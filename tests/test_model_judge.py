@@ -145,7 +145,7 @@ def test_a_case_that_does_not_fit_a_target_chips_vmem_is_an_error_naming_chip_by
     (row,) = report.cases
     assert row.verdict == "error"
     assert row.reason == (
-        "does not fit VMEM: v5e: 24.00 MiB of VMEM blocks and scratch exceed the default "
+        "does not fit VMEM: on TPU v5e: 24.00 MiB of VMEM blocks and scratch exceed the default "
         "scoped VMEM limit of 16.00 MiB"
     )
     assert report.exit_code == 1
@@ -258,9 +258,10 @@ def test_the_pr_comment_shows_model_improvements_partial_models_and_host_errors(
         ],
     )
     text = lowering_section(lowering, None, "abc", "https://x", analysis=analysis)
-    assert "📉 1 cases faster on TPU by the cost model against main:" in text
-    assert change.reason in text
-    assert "⚠️ 1 cases have a partial model (no modelled time, not judged):" in text
+    assert "🚀 1 case faster on TPU by the cost model against main:" in text
+    assert f"modelled {change.time_change:+.1%} on TPU {change.chip}" in text
+    assert "⚠️ 1 case with a partial model (no modelled time, not judged):" in text
+    assert "no structural change" not in text  # a faster case is a change
     assert "`host_error`: the machine, not the kernel" in text
     assert "❌" not in text  # a host failure is never a red mark
 

@@ -173,7 +173,7 @@ def test_every_pr_gets_lowering_in_the_one_comment_forks_included(world):
     assert lower.result("lower") == "success", failures(lower)
     assert relay.result("relay") == "success", failures(relay)
     body = world.the_comment()
-    assert "cases lower for tpu" in body
+    assert "cases lower for TPU" in body
     # Exact feedback with nothing timed: the cost model against the merge base.
     assert f"no structural change by the cost model against merge base {world.base[:12]}" in body
     assert f"`{head[:12]}` is not measured yet" in body  # waiting for the label
@@ -182,7 +182,7 @@ def test_every_pr_gets_lowering_in_the_one_comment_forks_included(world):
     assert labelled.result("comment") == "success", failures(labelled)
     body = world.the_comment()  # the verdict joined the lowering section: one comment
     keep(world, body)
-    assert "cases lower for tpu" in body
+    assert "cases lower for TPU" in body
     assert "not measured yet" not in body
     assert f"/actions/runs/{labelled.run_id}" in body
 

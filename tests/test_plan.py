@@ -100,7 +100,7 @@ def dispatch(**inputs: str):
                 action="unlabeled",
             ),
             "both",
-            {"measure": False, "notice": "needs-label"},
+            {"measure": False, "notice": "withdrawn"},  # the accepted verdict is taken down
         ),
         (
             lambda: pr("pull_request_labeled.json", label="bug", action="unlabeled"),
@@ -183,18 +183,20 @@ def test_each_role_runs_its_steps_and_a_report_expects_the_planned_ab():
 
 
 @pytest.mark.parametrize(
-    ("by", "permission", "refused"),
+    ("by", "role", "legacy", "refused"),
     [
-        ("lead", "write", None),
-        ("lead", "maintain", None),
-        ("lead", "admin", None),
-        ("Codertocat", "admin", "opened this pull request"),  # the author, whatever their rights
-        ("codertocat", "admin", "opened this pull request"),  # logins are case-insensitive
-        ("helper", "triage", "has triage permission"),
-        ("helper", "read", "has read permission"),
-        ("stranger", "none", "has none permission"),
+        ("lead", "write", "write", None),
+        ("lead", "maintain", "write", None),  # the legacy field reads maintain as write
+        ("lead", "admin", "admin", None),
+        ("lead", "release-manager", "write", None),  # a custom role based on write
+        ("Codertocat", "admin", "admin", "opened this pull request"),  # the author, whatever
+        ("codertocat", "admin", "admin", "opened this pull request"),  # case-insensitive
+        ("helper", "triage", "read", "has the triage role"),  # never "read permission"
+        ("helper", "read", "read", "has the read role"),
+        ("helper", "labeller", "read", "custom role 'labeller' here (based on read)"),
+        ("stranger", "none", "none", "is not a collaborator"),
     ],
 )
-def test_an_acceptance_counts_like_an_approval(by, permission, refused):
-    why = acceptance_refusal(by, "Codertocat", permission)
+def test_an_acceptance_counts_like_an_approval(by, role, legacy, refused):
+    why = acceptance_refusal(by, "Codertocat", role, legacy)
     assert (why is None) if refused is None else (refused in (why or ""))

@@ -9,8 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ci_bench.commands.preview import comment_markdown
 from ci_bench.report.sticky import sections_of
-from tests.harness.pipeline_repo import git
+from tests.harness import pipeline_fixtures
+from tests.harness.pipeline_fixtures import keep
+from tests.harness.pipeline_repo import NUMBER, REPO, World, failures, git
+from tests.harness.workflow_runner import WorkflowRun
+
+template, jax_cache = pipeline_fixtures.template, pipeline_fixtures.jax_cache
+world = pipeline_fixtures.world
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent / "ci-bench")
@@ -71,9 +78,9 @@ def test_preview_writes_the_comment_a_pull_request_would_get_and_opens_it(tmp_pa
     base = git(repo, "rev-parse", "main")
     assert f"PR head `{head[:12]}`" in sections["verdict"]
     assert f"merge base {base[:12]}" in sections["verdict"]  # the A/B ran against it
-    assert "all 1 cases lower for tpu" in sections["lowering"]
+    assert "the 1 case lowers for TPU on all 8 target chips" in sections["lowering"]
     assert f"against merge base {base[:12]}" in sections["lowering"]
-    assert "the smoke profile's 1 cases are correct" in sections["lowering"]
+    assert "the smoke profile's 1 case is correct" in sections["lowering"]
     page = repo / "ci-bench-preview" / "comment.html"
     assert opened.read_text().strip() == page.resolve().as_uri()
     assert "<table>" in page.read_text()
@@ -90,3 +97,71 @@ def test_a_base_that_is_no_commit_is_one_line_exit_2(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("ci-bench: error: --base: no-such-branch is not a commit")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+# -- preview renders exactly what the relay and comment jobs post (issue 38) -----------
+
+# The pipeline test's kernel with its unit count as a tunable, shipped at a slow default:
+# the lower job's tiling search finds the faster one (tests/test_tiling_hint.py).
+TUNABLE = """
+import dataclasses
+
+from ci_bench.spec import Tunables
+
+
+def work_units(a, b, units=UNITS):
+    return _work(a, b, units=units)
+
+
+SPEC = dataclasses.replace(
+    SPEC,
+    tunables=Tunables(
+        space={"units": (1, 64)},
+        default={"units": 64},
+        build=lambda config: functools.partial(work_units, **config),
+    ),
+)
+"""
+
+
+def _tunable_pr(world: World) -> tuple[str, WorkflowRun, WorkflowRun]:
+    """A pull request whose kernel ships a slow tiling, through the workflows' own steps:
+    its benchmark run and its lowering run (the relay posted after it)."""
+    kernel = (world.repo / "pipeline_kernel.py").read_text()
+    head = world.commit(
+        "tunable", world.base, "tunables, default 64", {"pipeline_kernel.py": kernel + TUNABLE}
+    )
+    benchmark = world.on_pr(world.pull_request("opened", head), lowering=True)
+    lower, relay = world.lowering_runs
+    assert benchmark.result("comment") == "success", failures(benchmark)
+    assert relay.result("relay") == "success", failures(relay)
+    return head, benchmark, lower
+
+
+def test_preview_composes_the_posted_comment_byte_for_byte_from_the_same_jobs_files(
+    world, tmp_path
+):
+    head, benchmark, lower = _tunable_pr(world)
+    posted = world.the_comment()
+    assert "💡 a faster tiling by the cost model" in posted
+    assert "Reported by the pull request's own code" in posted
+    jobs = tmp_path / "jobs"  # preview's --out-dir layout, filled from the runs' artifacts
+    shutil.copytree(benchmark.artifacts / "ci-bench-report", jobs / "benchmark")
+    shutil.copytree(lower.artifacts / "ci-bench-lowering", jobs / "lowering")
+    links = tuple(f"https://github.com/{REPO}/actions/runs/{r.run_id}" for r in (benchmark, lower))
+    shown = comment_markdown(jobs, head, "benchmark", 1.5, number=NUMBER, runs=links)
+    assert shown == posted
+
+
+def test_preview_shows_the_lowering_section_the_relay_posts_tiling_hints_and_claim(world, tmp_path):
+    head, _benchmark, lower = _tunable_pr(world)
+    posted = sections_of(world.the_comment().split("\n", 1)[1])["lowering"]
+    git(world.repo, "checkout", "-q", head)
+    done = _preview(world.repo, "--base", "master", "--out-dir", str(tmp_path / "preview"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    comment = (tmp_path / "preview" / "comment.md").read_text()
+    shown = sections_of(comment.split("\n", 1)[1])["lowering"]
+    keep(world, comment, "preview.md")
+    # The lowering section is exact (no timing in it): only the run link differs.
+    link = f"[lowering run](https://github.com/{REPO}/actions/runs/{lower.run_id}) · "
+    assert shown == posted.replace(link, "")

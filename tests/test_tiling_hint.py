@@ -83,7 +83,7 @@ def test_a_slow_default_tiling_gets_the_faster_tiling_line_and_the_check_stays_g
 def test_a_good_default_tiling_gets_no_line(world):
     body = _pr_with_default(world, 1)
     assert "faster tiling" not in body
-    assert "cases lower for tpu" in body
+    assert "cases lower for TPU" in body
 
 
 def _lowering(hints: list[dict]) -> LoweringResults:

@@ -174,7 +174,7 @@ def test_a_failed_removal_of_a_stale_accept_label_still_posts_the_verdict(world)
     ("sender", "permission", "why"),
     [
         (AUTHOR, "admin", "opened this pull request"),
-        ("drive-by", "read", "has read permission"),
+        ("drive-by", "read", "has the read role"),
         (None, None, "names no sender"),
     ],
 )

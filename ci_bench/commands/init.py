@@ -22,9 +22,12 @@ from ci_bench.errors import InputError
 from ci_bench.pipeline.adopt import (
     BASELINES_README,
     COMMIT,
+    INSTALLED_LABEL,
+    PIN_LABEL,
     callers,
     checklist,
     constraints_files,
+    package_at,
     plan_files,
     with_config,
     yaml_lines,
@@ -55,9 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     init.add_argument(
         "--pin",
         metavar="COMMIT",
-        help="the ci-bench commit (40 hex digits) the caller workflows run, e.g. the commit "
-        "of the release tag (default: the commit ci-bench was installed from, where pip "
-        "recorded one; else the tag v<version>)",
+        help="the ci-bench commit (40 hex digits) the caller workflows run and install the "
+        "package from (pip's git+ URL of that commit), e.g. the commit of the release tag; "
+        "the runner checklist names it (default: the commit ci-bench was installed from, "
+        "where pip recorded one; else the tag v<version>)",
     )
     init.add_argument("--force", action="store_true", help="replace files that differ")
     init.add_argument(
@@ -144,8 +148,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     pin = args.pin if args.pin is not None else installed_commit()
     if pin is not None and not COMMIT.fullmatch(pin):
         raise InputError(f"--pin {pin[:80]!r}: a commit is 40 lowercase hex digits")
+    label = PIN_LABEL if args.pin is not None else INSTALLED_LABEL
     wanted = {
-        **callers(__version__, pin),
+        **callers(__version__, pin, label),
         **constraints_files(
             metadata.version("jax"), metadata.version("jaxlib"), {"libtpu": _libtpu()}
         ),
@@ -182,7 +187,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     workflows = sum(yaml_lines(t) for p, t in wanted.items() if p.startswith(".github/"))
     out.write(f"\nThe caller workflows: {workflows} lines; the pipeline is ci-bench's.\n")
     if pin:
-        out.write(f"They run ci-bench at commit {pin} (v{__version__}).\n")
+        out.write(
+            f"They run ci-bench at commit {pin}: the reusable workflows and the package "
+            f"({package_at(pin)}), whatever version that commit is.\n"
+        )
     else:
         out.write(
             f"They run ci-bench by its tag v{__version__}, which can be moved: "
@@ -197,5 +205,5 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
             f"Not imported here ({unread}): if a kernel is TPU-only, name it in "
             "[tool.ci-bench] cpu-interpret-tpu.\n"
         )
-    out.write("\n" + checklist())
+    out.write("\n" + checklist(__version__, pin))
     return 0

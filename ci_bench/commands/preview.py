@@ -98,23 +98,36 @@ def _flags(args: argparse.Namespace, **more: Any) -> dict[str, Any]:
     }
 
 
-def comment_markdown(out_dir: Path, head: str, key: str) -> str:
-    """The comment as the comment job (the verdict) and the relay job (the lowering
-    section) write it, from the jobs' files in ``out_dir``."""
+def comment_markdown(
+    out_dir: Path,
+    head: str,
+    key: str,
+    tune_hint: float = 0.0,
+    *,
+    number: int = NUMBER,
+    runs: tuple[str | None, str | None] = (None, None),
+) -> str:
+    """The comment exactly as the comment job (the verdict) and the relay job (the lowering
+    section) write it, from the jobs' files in ``out_dir`` (``benchmark/``, ``lowering/``),
+    through the same functions; ``runs``: the benchmark and lowering runs' links (a
+    preview has none)."""
     from ci_bench.github.api import marker
     from ci_bench.pipeline.judging import load_report
     from ci_bench.pipeline.lowering import lowering_section_of
-    from ci_bench.pipeline.publish import verdict_section
+    from ci_bench.pipeline.publish import verdict_text
     from ci_bench.report.sticky import compose
 
+    benchmark_run, lowering_run = runs
     sections = {}
     report_path = out_dir / "benchmark" / "report.json"
     if report_path.is_file():
-        report = load_report(report_path).model_copy(update={"head_sha": head})
-        sections["verdict"] = verdict_section(report, None)
+        update = {"head_sha": head, "run_url": benchmark_run}
+        report = load_report(report_path).model_copy(update=update)
+        sections["verdict"] = verdict_text(report, benchmark_run)
     if (out_dir / "lowering" / "lowering.json").is_file():
-        sections["lowering"] = lowering_section_of(out_dir / "lowering", head, None)
-    return f"{marker(key, NUMBER)}\n{compose(None, sections)}"
+        folder = out_dir / "lowering"
+        sections["lowering"] = lowering_section_of(folder, head, lowering_run, tune_hint)
+    return f"{marker(key, number)}\n{compose(None, sections)}"
 
 
 def html_page(markdown: str) -> str:
@@ -194,7 +207,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         local,
         out,
     )
-    markdown = comment_markdown(out_dir, head, comment_key(config))
+    markdown = comment_markdown(out_dir, head, comment_key(config), config.tune_hint)
     written = out_dir / "comment.md"
     atomic_write_text(written, markdown)  # a generated folder: rewritten each time
     if args.output is not None:

@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from github import Auth, Github, GithubException, GithubRetry, UnknownObjectException
@@ -26,6 +27,26 @@ from urllib3.util.retry import Retry
 from ci_bench.errors import CiBenchError, ExitCode
 
 COMMENT_LIMIT = 65_536  # GitHub's maximum issue comment body, in characters
+# A repository's base roles (``role_name``) and the legacy permission each reads as.
+BASE_ROLES = ("admin", "maintain", "write", "triage", "read")
+_LEGACY = {"maintain": "write", "triage": "read"}
+
+
+@dataclass(frozen=True)
+class Role:
+    """A collaborator's role: ``name`` as GitHub names it (``role_name``), and the legacy
+    permission it maps to (admin, write, read or none)."""
+
+    name: str
+    legacy: str
+
+
+@dataclass(frozen=True)
+class PullNow:
+    """What a writer of the comment reads of the pull request before writing."""
+
+    head_sha: str
+    labels: tuple[str, ...]
 
 
 class GitHubError(CiBenchError):
@@ -273,18 +294,29 @@ class GitHubClient:
                 raise
         return True
 
-    def permission(self, login: str) -> str:
-        """``login``'s permission on the repository (admin, write, read or none); an
-        account that is no collaborator has none."""
-        with api_step(f"reading the permission of @{login}"):
+    def role(self, login: str) -> Role:
+        """``login``'s role on the repository: GitHub's ``role_name`` (admin, maintain,
+        write, triage, read, or a custom role's name), and for a custom role the legacy
+        ``permission`` its base maps to (maintain reads as write there, triage as read,
+        so only ``role_name`` tells them apart). No collaborator: role ``none``."""
+        with api_step(f"reading the role of @{login}"):
             try:
-                return self._repo.get_collaborator_permission(login)
+                name = self._repo.get_collaborator_role_name(login)
+                legacy = (
+                    None if name in BASE_ROLES else self._repo.get_collaborator_permission(login)
+                )
             except UnknownObjectException:
-                return "none"
+                return Role("none", "none")
+        return Role(str(name), str(legacy or _LEGACY.get(name, name)))
+
+    def pull_now(self, number: int) -> PullNow:
+        """The pull request as it is now: its head and its labels (one request)."""
+        with api_step(f"reading pull request #{number}"):
+            pull = self._repo.get_pull(number)
+            return PullNow(pull.head.sha, tuple(label.name for label in pull.labels))
 
     def pull_head_sha(self, number: int) -> str:
-        with api_step(f"reading pull request #{number}"):
-            return self._repo.get_pull(number).head.sha
+        return self.pull_now(number).head_sha
 
     def default_branch(self) -> str:
         with api_step("reading the repository"):

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from ci_bench.schema import CaseModel, CaseVerdict, ChipChange, ModelChange, RunMeta, Thresholds
+from ci_bench.schema.chips import on_chips
 from ci_bench.schema.model import TPU_DEVICE_KINDS
 
 KIB = 1024
@@ -45,13 +46,31 @@ def modelled(model: CaseModel | None) -> CaseModel | None:
 
 
 def vmem_errors(model: CaseModel | None, chips: Sequence[str]) -> list[str]:
-    """Why the case does not fit each target chip's VMEM (empty: it fits them all). A
-    partial model's VMEM is a lower bound: past the limit it is an error all the same."""
+    """Why the case does not fit each target chip's VMEM, one entry per chip (empty: it
+    fits them all). A partial model's VMEM is a lower bound: past the limit it is an error
+    all the same."""
     found = model if model is not None and model.status in ("ok", "partial") else None
     if found is None:
         return []
     misfits = [c for c in chips if c in found.chips and not found.chips[c].fits]
     return [found.chips[c].why_not or c for c in misfits]
+
+
+def vmem_reason(model: CaseModel | None, chips: Sequence[str]) -> str | None:
+    """The error of a case that does not fit VMEM, each reason said once with the chips it
+    holds on (``does not fit VMEM: on all 8 target chips: 24.00 MiB of VMEM blocks and
+    scratch exceed its vmem_limit_bytes of 16.00 MiB``); None when it fits them all."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in zip(
+        [c for c in chips if model and c in model.chips and not model.chips[c].fits],
+        vmem_errors(model, chips),
+        strict=True,
+    ):
+        by_reason.setdefault(why.removeprefix(f"{name}: "), []).append(name)
+    if not by_reason:
+        return None
+    said = "; ".join(f"{on_chips(names, list(chips))}: {why}" for why, names in by_reason.items())
+    return f"does not fit VMEM: {said}"
 
 
 def _size(n: int) -> str:
@@ -175,10 +194,10 @@ def with_model(
     change = judge_model(current, reference, chips, t)
     if change is not None:
         update["model"] = change
-    too_big = vmem_errors(current, chips)
+    too_big = vmem_reason(current, chips)
     if too_big and update.get("verdict", verdict.verdict) != "error":
         update["verdict"] = "error"
-        update["reason"] = f"does not fit VMEM: {'; '.join(too_big)}"
+        update["reason"] = too_big
     return verdict.model_copy(update=update) if update else verdict
 
 

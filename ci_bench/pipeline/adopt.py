@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import tomlkit
 
-from ci_bench import REPOSITORY, __version__, docs_url
+from ci_bench import HOMEPAGE, REPOSITORY, __version__, docs_url
 from ci_bench.errors import InputError
 from ci_bench.schema.platforms import PLATFORM
 from ci_bench.text import one_line
@@ -29,18 +29,35 @@ Action = Literal["create", "unchanged", "replace", "conflict"]
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
-def _uses(workflow: str, version: str, pin: str | None = None) -> str:
-    """A reusable workflow by tag, or by commit (``pin``) with the tag as a comment: the
-    form zizmor's default persona accepts, since a tag can be moved."""
+# The label beside a pinned commit: never a version (a commit is not a tag, and zizmor's
+# ref-version-mismatch compares such comments with the tag's commit).
+PIN_LABEL = "# pinned: ci-bench init --pin"
+INSTALLED_LABEL = "# the ci-bench commit installed where init ran"
+
+
+def _uses(workflow: str, version: str, pin: str | None = None, label: str = PIN_LABEL) -> str:
+    """A reusable workflow by tag, or by commit (``pin``, with what it is as a comment):
+    the form zizmor's default persona accepts, since a tag can be moved."""
     where = f"{REPOSITORY}/.github/workflows/{workflow}"
-    return f"{where}@{pin}  # v{version}" if pin else f"{where}@v{version}"
+    return f"{where}@{pin}  {label}" if pin else f"{where}@v{version}"
 
 
-def callers(version: str, pin: str | None = None) -> dict[str, str]:
+def package_at(pin: str) -> str:
+    """ci-bench itself at the pinned commit, as pip installs it (the reusable workflows'
+    ``ci-bench`` input): the package matches the YAML, whatever version that commit is."""
+    return f"git+{HOMEPAGE}@{pin}"
+
+
+def callers(version: str, pin: str | None = None, label: str = PIN_LABEL) -> dict[str, str]:
     """The caller workflows, short enough to audit: the pipeline is in the called ones.
     ``pin``: the ci-bench commit every caller runs (the reusable workflows then run their
-    setup action at that same commit)."""
+    setup action at that same commit, and install the package from it)."""
     docs = docs_url("docs/ADOPTING.md")
+    package = f"    with: {{ci-bench: {package_at(pin)}}}\n" if pin else ""
+
+    def uses(workflow: str) -> str:
+        return f"    uses: {_uses(workflow, version, pin, label)}\n"
+
     return {
         ".github/workflows/benchmark.yml": (
             f"# ci-bench on every pull request and manual run: {docs}\n"
@@ -50,7 +67,7 @@ def callers(version: str, pin: str | None = None) -> dict[str, str]:
             "  workflow_dispatch:\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench.yml', version, pin)}\n"
+            f"{uses('ci-bench.yml')}{package}"
             "    permissions: {contents: read, pull-requests: write}\n"
             "    cache-mode: none  # no actions cache is written from a pull request's run\n"
         ),
@@ -59,7 +76,7 @@ def callers(version: str, pin: str | None = None) -> dict[str, str]:
             'on: {push: {tags: ["v*", "*-v*"]}}\n'
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench-release.yml', version, pin)}\n"
+            f"{uses('ci-bench-release.yml')}{package}"
             "    permissions: {contents: write, pull-requests: write}\n"
         ),
         ".github/workflows/lower.yml": (
@@ -68,7 +85,7 @@ def callers(version: str, pin: str | None = None) -> dict[str, str]:
             "on: {pull_request: {types: [opened, synchronize, reopened]}}\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench-lower.yml', version, pin)}\n"
+            f"{uses('ci-bench-lower.yml')}{package}"
             "    permissions: {contents: read}\n"
         ),
         ".github/workflows/lower-relay.yml": (
@@ -77,7 +94,7 @@ def callers(version: str, pin: str | None = None) -> dict[str, str]:
             "  # zizmor: ignore[dangerous-triggers] default-branch code, the artifact as data\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"    uses: {_uses('ci-bench-relay.yml', version, pin)}\n"
+            f"{uses('ci-bench-relay.yml')}{package}"
             "    permissions: {actions: read, contents: read, pull-requests: write}\n"
             "    cache-mode: none\n"
         ),
@@ -280,11 +297,12 @@ def plan_files(
 CHECKLIST = """\
 Runner-side checklist (organisation settings > Actions > Runner groups):
   1. The pull-request TPU runners (labels self-hosted, tpu) in a group of their own.
-     Workflow access: selected workflows, ci-bench's reusable one:
-     {repository}/.github/workflows/ci-bench.yml@v{version}
-     (for a reusable workflow, the group admits the called workflow).
+     Workflow access: selected workflows, ci-bench's reusable one at the ref your callers
+     use:
+     {repository}/.github/workflows/ci-bench.yml@{ref}
+     (for a reusable workflow, the group admits the called workflow, by that ref).
   2. The release runners (self-hosted, tpu-trusted) in a second group that never runs
-     pull-request code: {repository}/.github/workflows/ci-bench-release.yml@v{version}.
+     pull-request code: {repository}/.github/workflows/ci-bench-release.yml@{ref}.
   3. Labels: `benchmark` (a fork's commit may be measured) and `benchmark-accept` (this
      commit's slowdowns are an accepted trade-off).
   4. Settings > Actions > General: require approval for outside collaborators; restrict
@@ -293,5 +311,7 @@ Runner-side checklist (organisation settings > Actions > Runner groups):
 """
 
 
-def checklist(version: str = __version__) -> str:
-    return CHECKLIST.format(repository=REPOSITORY, version=version)
+def checklist(version: str = __version__, pin: str | None = None) -> str:
+    """The runner-side checklist, naming the reusable workflows at the ref the callers use
+    (a runner group's selected workflows must match it: a pinned commit, else the tag)."""
+    return CHECKLIST.format(repository=REPOSITORY, ref=pin or f"v{version}")

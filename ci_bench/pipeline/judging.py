@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci_bench.errors import InputError
-from ci_bench.judge.compare import compare
+from ci_bench.judge.compare import build_report, compare
 from ci_bench.judge.pr import accept, pr_report, with_run_states
 from ci_bench.pipeline.git import export_folder
 from ci_bench.pipeline.request import Request
@@ -109,3 +109,43 @@ def final_report(
     else:
         raise InputError("nothing to judge: no results and no A/B report")
     return accept(report, acceptance)
+
+
+def withdrawn(report: Report) -> Report:
+    """The report as judged without its acceptance (the label was removed while the run
+    measured): every accepted part back to what the ladder found (``judge.pr.accept``'s
+    inverse), the verdict, counts, headline and exit code recomputed."""
+    given = report.acceptance
+    if given is None:
+        return report
+    note = f"accepted by @{given.by} for {given.head_sha[:12]} ({given.label})"
+
+    def without(reason: str | None, suffix: str) -> str | None:
+        if reason is None or not reason.endswith(suffix):
+            return reason
+        kept = reason.removesuffix(suffix)
+        return None if kept == "None" else kept
+
+    cases = []
+    for v in report.cases:
+        update: dict = {}
+        if v.verdict == "accepted":
+            update = {"verdict": "regression", "reason": without(v.reason, f"; {note}")}
+        if v.memory_verdict == "accepted":
+            update["memory_verdict"] = "regression"
+            update["reason"] = without(update.get("reason", v.reason), f"; memory growth {note}")
+        if v.model is not None and v.model.verdict == "accepted":
+            reason = without(v.model.reason, f"; {note}") or v.model.reason
+            update["model"] = v.model.model_copy(update={"verdict": "structural", "reason": reason})
+        cases.append(v.model_copy(update=update) if update else v)
+    rebuilt = build_report(
+        cases,
+        report.kernels,
+        report.meta,
+        report.thresholds,
+        report.policy,
+        mode=report.mode,
+        base_ref=report.base_ref,
+        run_states=report.run_states,
+    )
+    return rebuilt.model_copy(update={"head_sha": report.head_sha, "run_url": report.run_url})

@@ -14,9 +14,10 @@ from typing import Any
 
 from ci_bench import __version__
 from ci_bench.contract.spec import Case, KernelSpec
-from ci_bench.errors import InputError
+from ci_bench.errors import CiBenchError, InputError
 from ci_bench.github.api import legacy_marker, marker
 from ci_bench.github.context import PullRequest, WorkflowRun
+from ci_bench.github.outputs import append_summary
 from ci_bench.outcome import ERRORS_FAIL, Outcome
 from ci_bench.pipeline.analysis import analyze_cases
 from ci_bench.pipeline.context import Context
@@ -26,7 +27,13 @@ from ci_bench.pipeline.publish import api_client, comment_key, pull_number
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import cases_for, utc_now
 from ci_bench.pipeline.tune_hint import tiling_hints
-from ci_bench.report.sticky import claimed, compose, lowering_section, sections_of, waiting
+from ci_bench.report.sticky import (
+    LOWERING_BUDGET,
+    compose,
+    lowering_section,
+    sections_of,
+    waiting,
+)
 from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
 from ci_bench.schema.lowering import (
@@ -37,6 +44,7 @@ from ci_bench.schema.lowering import (
 )
 from ci_bench.schema.platforms import LOWER_ROLE_TARGET
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
+from ci_bench.text import one_line
 
 
 def lower_all(
@@ -99,16 +107,16 @@ def with_vmem_check(
 ) -> LoweredCase:
     """The lowered case with its cost model; an error if its VMEM does not fit a target
     chip (and it lowered: a lowering failure stays the first error)."""
-    from ci_bench.judge.model import vmem_errors
+    from ci_bench.judge.model import vmem_reason
     from ci_bench.measure.model import analyze_case
 
     model = analyze_case(
         spec, case, chips, seed=request.harness.seed, flops_factor=request.harness.cost_model_factor
     )
     update: dict[str, Any] = {"model": model}
-    too_big = vmem_errors(model, chips)
+    too_big = vmem_reason(model, chips)
     if too_big and lowered.status == "ok":
-        update |= {"status": "error", "error": f"does not fit VMEM: {'; '.join(too_big)}"}
+        update |= {"status": "error", "error": too_big}
     return lowered.model_copy(update=update)
 
 
@@ -163,6 +171,23 @@ def _lowered_and_smoke(
         states={"error": bad + wrong, "structural": structural, "same-code": same},
         policy=_LoweringPolicy(ctx.request),
     )
+    _whole_section(ctx)
+
+
+def _whole_section(ctx: Context) -> None:
+    """Every row of the lowering section (the comment shows it within its budget): in the
+    artifact as ``lowering.md`` and, unless --no-publish, in the job summary."""
+    request, actions = ctx.request, ctx.actions
+    out_dir = request.outputs.out_dir
+    text = lowering_section_of(
+        out_dir, ctx.head, actions.run_url, request.config.tune_hint, budget=None
+    )
+    atomic_write_text(out_dir / "lowering.md", text + "\n")
+    if request.publishing.publish and actions.step_summary:
+        try:
+            append_summary(actions.step_summary, text + "\n")
+        except (OSError, CiBenchError) as exc:  # the artifact still has it
+            sys.stderr.write(f"ci-bench: GITHUB_STEP_SUMMARY: {one_line(str(exc))}\n")
 
 
 class _LoweringPolicy:
@@ -185,11 +210,17 @@ def _progress(request: Request) -> Callable[[str], None]:
 
 
 def lowering_section_of(
-    folder: Path, head_sha: str | None, run_url: str | None, tune_hint: float = 0.0
+    folder: Path,
+    head_sha: str | None,
+    run_url: str | None,
+    tune_hint: float = 0.0,
+    *,
+    budget: int | None = LOWERING_BUDGET,
 ) -> str:
     """The comment's lowering section from a lowering job's files (``lowering.json``, and
-    ``smoke.json`` and ``analysis.json`` where the job wrote them), read as data; its
-    tiling hints above ``tune-hint`` (this side's config) as lines."""
+    ``smoke.json`` and ``analysis.json`` where the job wrote them), read as data, exactly as
+    the relay posts it: the pull request code's claim, its tiling hints above ``tune-hint``
+    (this side's config) as lines, within its budget (None: whole, for the job summary)."""
     lowering = read_model(
         folder / "lowering.json", LoweringResults, what="lowering", schema_version=LOWERING_READABLE
     )
@@ -205,7 +236,14 @@ def lowering_section_of(
         else None
     )
     return lowering_section(
-        lowering, smoke, head_sha, run_url, analysis=analysis, tune_hint=tune_hint
+        lowering,
+        smoke,
+        head_sha,
+        run_url,
+        analysis=analysis,
+        tune_hint=tune_hint,
+        claim=True,
+        budget=budget,
     )
 
 
@@ -236,9 +274,7 @@ def relay_step(ctx: Context) -> None:
             f"{folder}: no lowering.json in the artifact: the relay writes only the lowering "
             "section (a verdict comes from the benchmark workflow's own jobs); not commenting"
         )
-    section = claimed(
-        lowering_section_of(folder, event.head_sha, run_url, request.config.tune_hint)
-    )
+    section = lowering_section_of(folder, event.head_sha, run_url, request.config.tune_hint)
     now = against_now(
         event.head_sha,
         client.pull_head_sha(number),

@@ -13,6 +13,7 @@ files, the environment, git or the network.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
@@ -61,7 +62,9 @@ class Step(StrEnum):
     RECORD = "record"  # one history record (pushes to the default branch)
 
 
-Notice = Literal["needs-label"]
+# needs-label: a fork's new head awaits a label; withdrawn: a fork's accept label was removed
+# (its head is measured again only on a label).
+Notice = Literal["needs-label", "withdrawn"]
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,8 @@ def gate(event: Event | None, pr_mode: str, shards: int = 2) -> Gate:
         go = not event.from_fork
         reason = f"the {ACCEPT_LABEL!r} label was removed: judged again without it"
         if not go:
-            return Gate(**common, reason=reason, notice="needs-label")
+            reason = f"the {ACCEPT_LABEL!r} label was removed: a fork's head waits for a label"
+            return Gate(**common, reason=reason, notice="withdrawn")
     elif event.action == "labeled":
         if event.label not in GO_LABELS:
             return Gate(**common, reason=f"the label {event.label!r} starts nothing")
@@ -213,25 +217,61 @@ def gate(event: Event | None, pr_mode: str, shards: int = 2) -> Gate:
 
 
 # Who may accept: like an approval, someone with write access who did not write the change.
-ACCEPTING_PERMISSIONS = ("admin", "maintain", "write")
+# Roles as GitHub names them (``role_name``); a custom role counts by the base it maps to.
+ACCEPTING_ROLES = ("admin", "maintain", "write")
+BASE_ROLES = ("admin", "maintain", "write", "triage", "read")
+_ACCEPTING_LEGACY = ("admin", "write")
+_WHO = "a maintainer other than the author accepts a regression"
 
 
-def acceptance_refusal(by: str, author: str | None, permission: str) -> str | None:
+def acceptance_refusal(by: str, author: str | None, role: str, legacy: str) -> str | None:
     """Why ``by``'s accept label is no acceptance (None: it is one): the pull request's
-    author cannot approve their own change, nor can an account without write access."""
+    author cannot approve their own change, nor can an account whose role (``role``,
+    GitHub's ``role_name``; ``legacy``: the permission a custom role maps to) has no write
+    access. The legacy permission alone would read maintain as write and triage as read."""
     if author is not None and by.lower() == author.lower():
-        return f"@{by} opened this pull request: an author cannot accept their own change"
-    if permission not in ACCEPTING_PERMISSIONS:
-        return f"@{by} has {permission} permission here; accepting needs write, maintain or admin"
-    return None
+        return f"@{by} opened this pull request: an author cannot accept their own change ({_WHO})"
+    allowed = role in ACCEPTING_ROLES if role in BASE_ROLES else legacy in _ACCEPTING_LEGACY
+    if allowed:
+        return None
+    if role == "none":
+        held = "is not a collaborator here"
+    elif role in BASE_ROLES:
+        held = f"has the {role} role here"
+    else:
+        held = f"has the custom role {role!r} here (based on {legacy})"
+    return f"@{by} {held}; accepting needs the write, maintain or admin role ({_WHO})"
 
 
-def with_acceptance_vetted(gate_: Gate, author: str | None, permission: str) -> Gate:
-    """The gate with its acceptance kept or refused (``permission``: the labeller's, read
-    from GitHub by the plan job)."""
+def label_gone(label: str) -> str:
+    """Why an acceptance from an earlier event no longer holds (a re-run, a late run)."""
+    return (
+        f"the {label} label is no longer on the pull request (it was removed after the "
+        "event this run is for): a re-run or a late run never brings back a withdrawn "
+        "acceptance, so the verdict is judged without it"
+    )
+
+
+def role_unread(by: str) -> str:
+    """Why an acceptance was not taken when GitHub did not answer (the public text: the
+    error itself is in the plan job's log)."""
+    return (
+        f"@{by}'s role could not be read from GitHub (GitHub's answer is in the plan job's "
+        "log); re-run this workflow once GitHub answers and the label is read again"
+    )
+
+
+def with_acceptance_vetted(
+    gate_: Gate, author: str | None, role: str, legacy: str, labels_now: Sequence[str]
+) -> Gate:
+    """The gate with its acceptance kept or refused: the accept label must be on the pull
+    request now (``labels_now``, read from GitHub by the plan job) and the labeller's role
+    (``role``, ``legacy``) must allow it."""
     if gate_.acceptance is None:
         return gate_
-    why = acceptance_refusal(gate_.acceptance.by, author, permission)
+    if gate_.acceptance.label not in labels_now:
+        return replace(gate_, acceptance=None, refused=label_gone(gate_.acceptance.label))
+    why = acceptance_refusal(gate_.acceptance.by, author, role, legacy)
     if why is None:
         return gate_
     return replace(gate_, acceptance=None, refused=why)

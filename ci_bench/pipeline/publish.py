@@ -12,19 +12,21 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from ci_bench.errors import CiBenchError, InputError
-from ci_bench.github.api import COMMENT_LIMIT, GitHubClient, GitHubError, legacy_marker, marker
+from ci_bench.github.api import GitHubClient, GitHubError, legacy_marker, marker
 from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.pipeline.config import Config
 from ci_bench.pipeline.current import against_now
-from ci_bench.pipeline.judging import load_report
+from ci_bench.pipeline.judging import load_report, withdrawn
 from ci_bench.pipeline.plan import ACCEPT_LABEL, MEASURE_LABEL, Gate
 from ci_bench.report.comment import fit_markdown, markdown_report
 from ci_bench.report.sticky import (
+    VERDICT_BUDGET,
     acceptance_note,
     base_failures,
     compose,
@@ -35,6 +37,8 @@ from ci_bench.report.sticky import (
     refused_accept,
     sections_of,
     stale_accept,
+    withdrawn_accept,
+    withdrawn_notice,
 )
 from ci_bench.schema import Report
 from ci_bench.schema.status import RoleStatus
@@ -43,8 +47,6 @@ from ci_bench.text import one_line
 
 ARTIFACT = "ci-bench-report"
 REPORT_FILES = {"baseline": "report", "ab": "ab-report", "pr": "report"}
-# Room left in the comment for the other sections and the marker.
-_SECTION_ROOM = 8_000
 
 
 def api_client(context: ActionsContext, config: Config) -> GitHubClient:
@@ -106,18 +108,29 @@ def read_statuses(folder: Path) -> list[RoleStatus]:
     return found
 
 
-def verdict_section(report: Report, run_url: str | None) -> str:
-    """The report as the comment's verdict section, cut to fit beside the other sections."""
+def verdict_section(report: Report, run_url: str | None, room: int = VERDICT_BUDGET) -> str:
+    """The report as the comment's verdict section, cut to fit its budget (``room``)."""
     where = f"the job summary and the `{ARTIFACT}` artifact"
     url = report.run_url or run_url
     if url:
         where += f" of {url}"
-    text = fit_markdown(report, COMMENT_LIMIT - _SECTION_ROOM, where)
     note = base_failures(report)
+    text = fit_markdown(report, room - (len(note) + 2 if note else 0), where)
     if not note:
         return text
     heading, _, rest = text.partition("\n\n")
     return f"{heading}\n\n{note}\n\n{rest}"
+
+
+def verdict_text(report: Report, run_url: str | None, room: int = VERDICT_BUDGET) -> str:
+    """The verdict section as the comment job posts it (and ``preview`` shows it): the
+    report, and the hidden record of an acceptance (checked against this run's event)."""
+    given = report.acceptance
+    note = ""
+    if given is not None:
+        cases = [c.id for c in report.cases if c.verdict == "accepted"]
+        note = "\n" + acceptance_note(given.label, given.by, given.head_sha, cases)
+    return verdict_section(report, run_url, room - len(note)) + note
 
 
 def _jobs(env: Mapping[str, str]) -> dict[str, str]:
@@ -138,6 +151,16 @@ def _jobs(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Posted:
+    """What the comment job did, and the verdict it posted when that is not the report
+    job's: an acceptance withdrawn while the run measured (the job then fails as that
+    verdict does, so a green check never stands for a withdrawn acceptance)."""
+
+    message: str | None
+    rejudged: Report | None = None
+
+
 def comment_role(
     gate: Gate,
     context: ActionsContext,
@@ -145,49 +168,58 @@ def comment_role(
     report_dir: Path,
     env: Mapping[str, str],
     out: TextIO,
-) -> str | None:
+) -> Posted:
     """The comment job: the verdict, the failure, or the fork's notice, in ONE comment.
 
     Runs no pull-request code: the report artifact is read as data (schema-validated, its
-    head checked against the event's) and re-rendered. Returns what happened, or None when
-    there was nothing to say.
+    head checked against the event's) and re-rendered. What it writes is about the pull
+    request as it is now (one ``GET /pulls/N``): its head, and whether the accept label this
+    run was given is still on it.
     """
     event = context.event
     if not isinstance(event, PullRequest):
         raise InputError(f"comment needs a pull request event, got {context.event_name or 'none'}")
     # The artifact is checked before any API call: a crafted one is refused as such.
-    report = _checked_report(report_dir, gate, event) if gate.notice != "needs-label" else None
+    report = _checked_report(report_dir, gate, event) if gate.notice is None else None
     client = api_client(context, config)
     tag, legacy = marker(comment_key(config), event.number), legacy_marker(comment_key(config))
-    head_now = client.pull_head_sha(event.number)
+    pull = client.pull_now(event.number)
     now = against_now(
         event.head_sha,
-        head_now,
+        pull.head_sha,
         fork=event.from_fork,
         measured=gate.report,
         label=MEASURE_LABEL,
     )
     if not now.current:
         if now.section is None:
-            return now.line
+            return Posted(now.line)
         text = now.section + "\n\n" + footer(context.run_url, None)
-        done = write_verdict(client, event.number, tag, legacy, text, unless=head_now)
-        return f"{now.line}; {done}"
+        done = write_verdict(client, event.number, tag, legacy, text, unless=pull.head_sha)
+        return Posted(f"{now.line}; {done}")
     notes = []
     if gate.refused:
         notes.append(refused_accept(ACCEPT_LABEL, gate.refused))
     # An acceptance holds for the commit it was given for.
-    stale = event.action == "synchronize" and ACCEPT_LABEL in event.labels
-    if stale:
+    if event.action == "synchronize" and ACCEPT_LABEL in pull.labels:
         try:
             if client.remove_label(event.number, ACCEPT_LABEL):
                 notes.append(stale_accept(ACCEPT_LABEL, None))
         except GitHubError as exc:  # the verdict still goes up, saying so
             notes.append(label_not_removed(ACCEPT_LABEL, str(exc)))
-    section = _comment_body(gate, context, report_dir, report, env, client, tag, legacy, event)
+    rejudged = None
+    if report is not None and report.acceptance and report.acceptance.label not in pull.labels:
+        given = report.acceptance  # removed while this run measured: never posted as given
+        report = rejudged = withdrawn(report)
+        notes.append(withdrawn_accept(given.label, given.by))
+    room = VERDICT_BUDGET - sum(len(n) + 2 for n in notes)
+    section = _comment_body(
+        gate, context, report_dir, report, env, client, tag, legacy, event, room
+    )
     if section is None:
-        return None
-    return write_verdict(client, event.number, tag, legacy, "\n\n".join([*notes, section]))
+        return Posted(None)
+    text = "\n\n".join([*notes, section])
+    return Posted(write_verdict(client, event.number, tag, legacy, text), rejudged)
 
 
 def write_verdict(
@@ -246,21 +278,20 @@ def _comment_body(
     tag: str,
     legacy: str,
     event: PullRequest,
+    room: int,
 ) -> str | None:
-    if gate.notice == "needs-label":
+    if gate.notice is not None:
         if client.find_comment(event.number, tag, legacy) is None:
             return None  # nothing measured before: no comment to correct
-        return needs_label(event.head_sha, MEASURE_LABEL, measured_before=True) + (
-            "\n\n" + footer(context.run_url, None)
+        notice = (
+            withdrawn_notice(event.head_sha, ACCEPT_LABEL, MEASURE_LABEL)
+            if gate.notice == "withdrawn"
+            else needs_label(event.head_sha, MEASURE_LABEL, measured_before=True)
         )
+        return notice + "\n\n" + footer(context.run_url, None)
     if report is not None:
         report = report.model_copy(update={"head_sha": event.head_sha, "run_url": context.run_url})
-        section = verdict_section(report, context.run_url)
-        if report.acceptance is not None:  # checked above against this run's own event
-            given = report.acceptance
-            cases = [c.id for c in report.cases if c.verdict == "accepted"]
-            section += "\n" + acceptance_note(given.label, given.by, given.head_sha, cases)
-        return section
+        return verdict_text(report, context.run_url, room)
     if not gate.report:
         return None
     jobs = {

@@ -13,6 +13,7 @@ runs them (``steps.execute``) on one ``Context``. Measuring goes through the ``P
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +28,16 @@ from ci_bench.pipeline import publish as pub
 from ci_bench.pipeline.config import Config
 from ci_bench.pipeline.context import Context, Ports
 from ci_bench.pipeline.parts import AbBase
-from ci_bench.pipeline.plan import Gate, Plan, Role, Step, gate, plan_for, with_acceptance_vetted
+from ci_bench.pipeline.plan import (
+    Gate,
+    Plan,
+    Role,
+    Step,
+    gate,
+    plan_for,
+    role_unread,
+    with_acceptance_vetted,
+)
 from ci_bench.pipeline.request import MODES, Request, build_request
 from ci_bench.pipeline.steps import execute, gate_step
 from ci_bench.schema import Report
@@ -52,20 +62,23 @@ def the_gate(config: Config, actions: ActionsContext, env: Mapping[str, str]) ->
 
 
 def _vetted(gate_: Gate, config: Config, actions: ActionsContext) -> Gate:
-    """An accept label counts like an approval: the labeller's permission is read from
-    GitHub here, where the plan is decided (default-branch code)."""
+    """An accept label counts like an approval, and only while it is on the pull request:
+    the labeller's role and the pull request's labels now are read from GitHub here, where
+    the plan is decided (default-branch code). GitHub's own error goes to the log only."""
     event = actions.event
     if gate_.acceptance is None or not isinstance(event, PullRequest):
         return gate_
+    by = gate_.acceptance.by
     if not actions.token:
-        why = f"no GITHUB_TOKEN to read @{gate_.acceptance.by}'s permission"
-        return replace(gate_, acceptance=None, refused=why)
+        return replace(gate_, acceptance=None, refused=f"no GITHUB_TOKEN to read @{by}'s role")
     try:
-        permission = pub.api_client(actions, config).permission(gate_.acceptance.by)
+        client = pub.api_client(actions, config)
+        pull = client.pull_now(event.number)
+        role = client.role(by)
     except GitHubError as exc:  # measured all the same; the acceptance waits for a re-run
-        why = f"@{gate_.acceptance.by}'s permission could not be read ({one_line(str(exc))})"
-        return replace(gate_, acceptance=None, refused=why)
-    return with_acceptance_vetted(gate_, event.author, permission)
+        sys.stderr.write(f"ci-bench: {one_line(str(exc))}\n")
+        return replace(gate_, acceptance=None, refused=role_unread(by))
+    return with_acceptance_vetted(gate_, event.author, role.name, role.legacy, pull.labels)
 
 
 def _with_plan(

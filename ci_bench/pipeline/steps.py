@@ -162,7 +162,7 @@ def comment_step(ctx: Context) -> None:
     elif _left_to_comment_job(ctx):
         return
     try:
-        message = pub.comment_role(
+        posted = pub.comment_role(
             ctx.plan.gate, ctx.actions, request.config, folder, ctx.env, ctx.out
         )
     except CiBenchError as exc:
@@ -172,6 +172,10 @@ def comment_step(ctx: Context) -> None:
         sys.stderr.write(f"ci-bench: error: {said}\n")
         ctx.outcome = replace(ctx.outcome, github=str(exc))
         return
+    message, rejudged = posted.message, posted.rejudged
+    if rejudged is not None:  # the acceptance was withdrawn: the job fails as its verdict
+        ctx.outcome = outcome_of(rejudged.cases, rejudged.policy, rejudged.run_states)
+        ctx.out.write(f"{rejudged.headline} (the acceptance was withdrawn while this ran)\n")
     if ctx.report is None:
         ctx.out.write(f"ci-bench: {message or 'nothing to say on the pull request'}\n")
     elif message:

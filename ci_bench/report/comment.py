@@ -32,6 +32,7 @@ from ci_bench.report.render import (
 )
 from ci_bench.report.rows import VERDICT_ICONS, ordered, short_ref, short_shas
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
+from ci_bench.schema.chips import chips_named
 from ci_bench.text import case_count
 
 # States a reviewer should see above the fold, besides drift (which has its own section):
@@ -273,7 +274,9 @@ def markdown_report(
     if structural:
         shown = structural if max_rows is None else structural[:max_rows]
         parts += ["", "#### Structural (cost model, exact)", ""]
-        parts += [f"- {case_cell(v)}: {md_inline(v.model.reason)}" for v in shown if v.model]
+        parts += [  # chips named as chips ("on TPU 7")
+            f"- {case_cell(v)}: {md_inline(chips_named(v.model.reason))}" for v in shown if v.model
+        ]
     partial = [
         v
         for v in ordered(report.cases)
@@ -358,6 +361,12 @@ def fit_markdown(report: Report, limit: int, where: str) -> str:
     rows: int | None = None
     while True:
         body = markdown_report(report, full_matrix=False, max_rows=rows, pointer=pointer)
-        if len(body) <= limit or rows == 0:
-            return body[:limit]
+        if len(body) <= limit:
+            return body
+        if rows == 0:  # still too long (notes, run states): whole lines, and it says so
+            tail = f"\n\n… cut to fit the comment: see {where}.\n"
+            kept = body[: max(0, limit - len(tail) - 40)]
+            kept = kept[: kept.rfind("\n")] if "\n" in kept else ""
+            opened = kept.count("<details>") - kept.count("</details>")
+            return kept + "\n\n</details>" * max(0, opened) + tail
         rows = len(report.cases) // 2 if rows is None else rows // 2

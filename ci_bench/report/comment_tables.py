@@ -22,6 +22,7 @@ from ci_bench.report.render import (
 )
 from ci_bench.report.rows import VERDICT_ICONS, grouped, p_text
 from ci_bench.schema import CaseVerdict, Report
+from ci_bench.schema.chips import chip_label
 from ci_bench.text import case_count
 
 
@@ -51,12 +52,12 @@ def with_bar(change: float | None, text: str, unit: float) -> str:
 
 def model_cell(v: CaseVerdict) -> str:
     """The cost model's change on the chip that moved most, compactly: ``–`` without a
-    model, ``+1.2%`` within the threshold, ``📐 +97% v5e`` structural."""
+    model, ``+1.2%`` within the threshold, ``📐 +97% TPU v5e`` structural."""
     m = v.model
     if m is None or m.time_change is None:
         return "–"
     change = f"{m.time_change:+.0%}" if abs(m.time_change) >= 0.1 else f"{m.time_change:+.1%}"
-    chip = f" {md_inline(m.chip)}" if m.chip else ""
+    chip = f" {md_inline(chip_label(m.chip))}" if m.chip else ""  # "TPU 7", never a bare 7
     icon = {"structural": "📐 ", "improved": "🚀 ", "accepted": "🤝 "}.get(m.verdict, "")
     return f"{icon}{change}{chip if icon else ''}"
 

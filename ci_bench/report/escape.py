@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ci_bench.schema.base import HTTP_URL
-from ci_bench.text import one_line
+from ci_bench.text import cut_words, one_line
 
 # Zero-width joiner: ``@user`` and ``#123`` stay readable but no longer notify or link.
 ZWJ = "\u200d"
@@ -31,7 +31,7 @@ def md_inline(text: str, limit: int = 300) -> str:
     a zero-width joiner, and so do bare URLs (``https:``, ``www.``), which GitHub would
     link; newlines become spaces, so no heading or list can start.
     """
-    line = one_line(text, limit)
+    line = cut_words(one_line(text), limit)
     line = "".join(_HTML.get(c, c) for c in line)
     line = _MARKDOWN.sub(r"\\\1", line)
     line = _WWW.sub(rf"\1{ZWJ}.", _SCHEME.sub(rf"\1:{ZWJ}", line))

@@ -14,11 +14,20 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ci_bench.report.escape import md_id, md_inline, safe_url
+from ci_bench.report.lowering_section import WHERE, lowering_lines, tiling_lines
 from ci_bench.schema import Report, Results
 from ci_bench.schema.analysis import Analysis
-from ci_bench.schema.lowering import LoweringResults, TilingHint
+from ci_bench.schema.lowering import LoweringResults
+
+__all__ = ["lowering_section", "tiling_lines"]
 
 SECTIONS = ("verdict", "lowering")
+# Each section's share of GitHub's 65,536 characters, the verdict's first: with the marker
+# line (at most ~110 characters) and each section's hidden delimiter (~40), they always fit,
+# so no section's size can keep another out of the comment.
+BUDGETS = {"verdict": 50_000, "lowering": 14_000}
+VERDICT_BUDGET = BUDGETS["verdict"]
+LOWERING_BUDGET = BUDGETS["lowering"]
 _SECTION = re.compile(
     r"<!-- ci-bench section: (\w+) -->\n(.*?)(?=<!-- ci-bench section: |\Z)", re.S
 )
@@ -31,13 +40,55 @@ def sections_of(body: str | None) -> dict[str, str]:
     return {m[1]: m[2].strip("\n") for m in _SECTION.finditer(body) if m[1] in SECTIONS}
 
 
+# An absolute file path in a message (a traceback frame, a worker's last words): the
+# runner's own layout (its interpreter's install path, its home) is nobody's business in a
+# public comment. Not after a URL's scheme or host, a word, or an ellipsis already put.
+_PATH = re.compile(r"(?<![\w.:/~…-])/(?:[^\s/\"'`|<>()\[\]\\,;]+/)+[^\s/\"'`|<>()\[\]\\,;]+")
+_PACKAGES = re.compile(r"(?<=/)(?:site-packages|dist-packages|lib/python\d+(?:\.\d+)?)/")
+
+
+def runner_paths_out(text: str) -> str:
+    """``text`` with each absolute path cut to what names the file: past ``site-packages``
+    (or the standard library's folder) when it is an installed module, else its last two
+    parts (``…/ctypes/__init__.py``)."""
+
+    def short(match: re.Match[str]) -> str:
+        path = match[0]
+        packages = list(_PACKAGES.finditer(path))
+        if packages:
+            return "…/" + path[packages[-1].end() :]
+        return "…/" + "/".join(path.rsplit("/", 2)[-2:])
+
+    return _PATH.sub(short, text)
+
+
+def within_budget(name: str, text: str) -> str:
+    """A section held to its budget: whole lines kept, open ``<details>`` closed, and a
+    last line that says it was cut (each writer fits its own section first; this is for a
+    section an older ci-bench, or a writer that did not, left too long)."""
+    budget = BUDGETS[name]
+    text = text.strip()
+    if len(text) <= budget:
+        return text
+    tail = (
+        f"\n\n<sub>… cut: this section passed its {budget:,}-character share of the "
+        f"comment; the {name} job's summary has all of it.</sub>"
+    )
+    kept = text[: budget - len(tail) - 40]
+    kept = kept[: kept.rfind("\n")] if "\n" in kept else kept
+    kept += "\n\n</details>" * max(0, kept.count("<details>") - kept.count("</details>"))
+    return kept + tail
+
+
 def compose(existing: str | None, updates: Mapping[str, str]) -> str:
-    """The comment body with ``updates`` replacing their sections, the others kept."""
-    merged = {**sections_of(existing), **updates}
+    """The comment body with ``updates`` (no runner paths in them) replacing their sections,
+    the others kept; each section within its budget."""
+    merged = {**sections_of(existing), **{k: runner_paths_out(v) for k, v in updates.items()}}
     parts = []
     for name in SECTIONS:
         if merged.get(name):
-            parts.append(f"<!-- ci-bench section: {name} -->\n{merged[name].strip()}\n")
+            text = within_budget(name, merged[name])
+            parts.append(f"<!-- ci-bench section: {name} -->\n{text}\n")
     return "\n".join(parts)
 
 
@@ -154,10 +205,32 @@ def label_not_removed(label: str, why: str) -> str:
 
 
 def refused_accept(label: str, why: str) -> str:
-    """An accept label that is no acceptance (like a refused approval)."""
+    """An accept label that is no acceptance (like a refused approval); ``why`` says what
+    to do, since that depends on the reason."""
     return (
-        f"> The `{md_inline(label)}` label was not taken as an acceptance: {md_inline(why)}. "
-        "A maintainer other than the author accepts a regression."
+        f"> The `{md_inline(label)}` label was not taken as an acceptance: {md_inline(why, 600)}."
+    )
+
+
+def withdrawn_accept(label: str, by: str) -> str:
+    """An acceptance this run was given and the pull request no longer has: the label was
+    removed while the run measured (or before a re-run)."""
+    return (
+        f"> The acceptance by @{md_inline(by)} was withdrawn: the `{md_inline(label)}` label "
+        "was removed from the pull request while this run measured, so the verdict below is "
+        "judged without it (a late run never brings back a withdrawn acceptance)."
+    )
+
+
+def withdrawn_notice(head_sha: str, label: str, measure_label: str) -> str:
+    """A fork's accept label removed: its head is measured again only for a label, so the
+    verdict that was up (accepted) no longer stands."""
+    head = md_inline(head_sha[:12])
+    return (
+        f"### ⏸️ ci-bench: the acceptance of `{head}` was withdrawn\n\n"
+        f"The `{md_inline(label)}` label was removed: the accepted verdict no longer stands. "
+        f"**What to do:** a maintainer applies the `{md_inline(measure_label)}` label to judge "
+        f"`{head}` again without it, or `{md_inline(label)}` to accept it again."
     )
 
 
@@ -195,100 +268,33 @@ def acceptance_in(body: str | None) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-def tiling_lines(lowering: LoweringResults, threshold: float, max_rows: int) -> list[str]:
-    """One line per case whose modelled best tiling beats the shipped default by more than
-    ``threshold`` (on the chip where it gains most, the other such chips named), escaped:
-    the file is the pull request's claim. Collapsed past ``max_rows``; never a verdict."""
-    from ci_bench.report.tune import faster_sentence
-
-    above: dict[str, list[TilingHint]] = {}
-    for h in lowering.tiling:
-        if faster_sentence(h.chip, h.config, h.modelled_us, h.default_us, threshold):
-            above.setdefault(h.case, []).append(h)
-    rows = []
-    for case, hints in above.items():
-        top = max(hints, key=lambda h: h.default_us / h.modelled_us)
-        text = faster_sentence(top.chip, top.config, top.modelled_us, top.default_us, threshold)
-        others = [h.chip for h in hints if h is not top]
-        also = f" (also faster on {', '.join(others)})" if others else ""
-        rows.append(f"- {md_id(case)}: {md_inline(f'{text}{also}')}")
-    if not rows:
-        return []
-    cases = f"{len(rows)} case{'' if len(rows) == 1 else 's'}"
-    head = f"💡 a faster tiling by the cost model (> {threshold:g}x; a hint) in {cases}:"
-    if len(rows) <= max_rows:
-        return [head, *rows]
-    return [head, "", "<details><summary>all of them</summary>", "", *rows, "", "</details>", ""]
-
-
 def lowering_section(
     lowering: LoweringResults | None,
     smoke: Results | None,
     head_sha: str | None,
     run_url: str | None,
-    max_rows: int = 10,
+    max_rows: int | None = 10,
     analysis: Analysis | None = None,
     tune_hint: float = 0.0,
+    *,
+    claim: bool = False,
+    budget: int | None = LOWERING_BUDGET,
+    where: str = WHERE,
 ) -> str:
     """The lowering job's section: every case lowered for TPU (and fitting VMEM), the cost
     model against the merge base, the smoke profile correct, and (``tune_hint`` > 0) the
-    tilings the model finds faster than the shipped one by more than that ratio."""
-    lines = ["#### Lowering, cost model and correctness (no accelerator)", ""]
-    if lowering is not None:
-        bad = [c for c in lowering.cases if c.status == "error"]
-        host = [c for c in lowering.cases if c.status == "host_error"]
-        total, platform = len(lowering.cases), md_inline(lowering.meta.platform)
-        if host:
-            lines.append(
-                f"⚠️ {len(host)} of {total} cases could not be lowered on this runner "
-                f"(`host_error`: the machine, not the kernel): {md_inline(host[0].error or '')}"
-            )
-        if not bad and not host:
-            lines.append(f"✅ all {total} cases lower for {platform}")
-        elif not bad:
-            lines.append(f"✅ the other {total - len(host)} cases lower for {platform}")
-        else:
-            lines.append(f"❌ {len(bad)} of {total} cases do not lower for {platform}:")
-            lines += [f"- {md_id(c.id)}: {md_inline(c.error or 'error')}" for c in bad[:max_rows]]
-            if len(bad) > max_rows:
-                lines.append(f"- … and {len(bad) - max_rows} more")
-    if analysis is not None and analysis.meta.base_ref:
-        moved = [c for c in analysis.cases if c.against and c.against.verdict == "structural"]
-        base = md_inline(analysis.meta.base_ref)
-        faster = [c for c in analysis.cases if c.against and c.against.verdict == "improved"]
-        partial = [c for c in analysis.cases if c.status == "partial"]
-        if faster:
-            lines.append(f"📉 {len(faster)} cases faster on TPU by the cost model against {base}:")
-            lines += [
-                f"- {md_id(c.id)}: {md_inline(c.against.reason)}"
-                for c in faster[:max_rows]
-                if c.against
-            ]
-        if partial:
-            lines.append(
-                f"⚠️ {len(partial)} cases have a partial model (no modelled time, not judged):"
-            )
-            lines += [f"- {md_id(c.id)}: {md_inline(c.reason or '')}" for c in partial[:max_rows]]
-        # Both sides traced from one file: "no structural change" would be about nothing.
-        lines += [f"🪞 `{r.state}`: {md_inline(r.reason)}" for r in analysis.run_states]
-        if not moved and not analysis.run_states:
-            lines.append(f"✅ no structural change by the cost model against {base}")
-        else:
-            lines.append(f"📐 {len(moved)} cases slower on TPU by the cost model against {base}:")
-            lines += [
-                f"- {md_id(c.id)}: {md_inline(c.against.reason)}"
-                for c in moved[:max_rows]
-                if c.against
-            ]
-    if lowering is not None and tune_hint:
-        lines += tiling_lines(lowering, tune_hint, max_rows)
-    if smoke is not None:
-        wrong = [c for c in smoke.cases if c.status != "ok"]
-        n = len(smoke.cases)
-        if not wrong:
-            lines.append(f"✅ the smoke profile's {n} cases are correct in the CPU interpreter")
-        else:
-            lines.append(f"❌ {len(wrong)} of {n} smoke cases fail in the CPU interpreter:")
-            lines += [f"- {md_id(c.id)}: {md_inline(c.error or 'error')}" for c in wrong[:max_rows]]
-    lines += ["", footer(run_url, head_sha).replace("benchmark run", "lowering run")]
-    return "\n".join(lines)
+    tilings the model finds faster than the shipped one by more than that ratio. ``claim``:
+    as the relay writes it (the pull request's code reported it). Its lists shrink until
+    it fits ``budget`` (None: every row, for the job summary)."""
+    foot = footer(run_url, head_sha).replace("benchmark run", "lowering run")
+    rows = None if budget is None else max_rows
+    while True:
+        lines = lowering_lines(
+            lowering, smoke, analysis, tune_hint=tune_hint, max_rows=rows, where=where
+        )
+        text = "\n".join([*lines, "", foot])
+        if claim:
+            text = claimed(text)
+        if budget is None or len(text) <= budget or not rows:
+            return text
+        rows //= 2

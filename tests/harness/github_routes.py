@@ -58,7 +58,9 @@ class Routes:
             for side in ("head", "base")
         }
         repo_json = self._repo_json(repo)
-        return self._shapes.pull(repo.full_name, number, issue, shas, repo_json, self.login)
+        data = self._shapes.pull(repo.full_name, number, issue, shas, repo_json, self.login)
+        data["labels"] = [self._label_json(repo, name) for name in issue.get("labels", [])]
+        return data
 
     def _comment_json(self, repo: Repo, comment_id: int) -> dict[str, Any]:
         comment = repo.comments[comment_id]
@@ -229,17 +231,20 @@ class Routes:
         return 201, data, {"Location": data["url"]}
 
     def _permission(self, c: Call) -> Answer:
-        """A collaborator's permission; GitHub answers 404 for an account that is none."""
+        """A collaborator's role and legacy permission, as GitHub maps them (maintain reads
+        as write, triage as read); GitHub answers 404 for an account that is none."""
         login = c.args["username"]
-        permission = c.repo.permissions.get(login.lower())
-        if permission is None:
+        found = c.repo.permissions.get(login.lower())
+        if found is None:
             raise ApiError(404, f"{login} is not a user")
+        role, legacy = found
+        permission = legacy or {"maintain": "write", "triage": "read"}.get(role, role)
         data = api.example(
             "repository-collaborator-permission-response-if-user-has-admin-permissions"
         )
         data = json.loads(json.dumps(data).replace('"octocat"', json.dumps(login)))
-        data.update(permission=permission, role_name=permission)
-        data["user"]["role_name"] = permission  # required by the schema; the example lacks it
+        data.update(permission=permission, role_name=role)
+        data["user"]["role_name"] = role  # required by the schema; the example lacks it
         return 200, self._shapes.localize(data), {}
 
     def _get_user(self, c: Call) -> Answer:

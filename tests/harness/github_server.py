@@ -117,9 +117,12 @@ class FakeGitHub(Routes):
             "base_sha": base_sha,
         }
 
-    def set_permission(self, full_name: str, login: str, permission: str) -> None:
-        """Make ``login`` a collaborator with ``permission`` (admin, write or read)."""
-        self.repos[full_name.lower()].permissions[login.lower()] = permission
+    def set_permission(
+        self, full_name: str, login: str, role: str, legacy: str | None = None
+    ) -> None:
+        """Make ``login`` a collaborator with ``role`` (admin, maintain, write, triage,
+        read, or a custom role's name with the ``legacy`` permission its base maps to)."""
+        self.repos[full_name.lower()].permissions[login.lower()] = (role, legacy)
 
     def labels(self, full_name: str, number: int) -> list[str]:
         return list(self.repos[full_name.lower()].issues[number].get("labels", []))

@@ -33,8 +33,9 @@ class Repo:
     commits: dict[str, Commit] = field(default_factory=dict)
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
-    # A collaborator's permission (admin, write, read); anyone else has none.
-    permissions: dict[str, str] = field(default_factory=dict)
+    # A collaborator's role (``role_name``) and, for a custom role, the legacy permission
+    # its base maps to (None: GitHub's own mapping of a base role); anyone else has none.
+    permissions: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 @dataclass

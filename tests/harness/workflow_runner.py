@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -120,6 +121,18 @@ class Runner:
     # Every checkout of another repository: (repository, ref, path), for the tests to see
     # what a job ran at which commit.
     foreign_checkouts: list[tuple[str, str, str]] = field(default_factory=list)
+    # Called with (workflow file, job name) before each job starts: what happens on GitHub
+    # while a run is under way (a maintainer removes a label, another run ends first).
+    before_job: Callable[[str, str], None] | None = None
+    # Every install step's ``with:`` (the setup action's requirements), by job.
+    installs: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    # An install run for real gets these requirements in place of the given ones: ci-bench
+    # pinned to a commit (``git+…@<commit>``) is this checkout's wheel here, as its
+    # repository at that commit is this checkout's .github.
+    packages: dict[str, str] = field(default_factory=dict)
+    # GitHub Enterprise Server: ``job.workflow_sha`` and ``job.workflow_repository`` are
+    # empty there (GitHub's contexts reference: "not available on GitHub Enterprise Server").
+    enterprise: bool = False
 
     def dispatch(
         self, event: str, payload: dict[str, Any], ref: str, sha: str, target: str | None = None
@@ -241,6 +254,8 @@ class Runner:
                 "failure": any(done[n] == "failure" for n in needs),
             }
             job_ctx = {**context, "needs": needs_ctx}
+            if self.before_job is not None:
+                self.before_job(run.name, job_name)
             if not condition(job.get("if"), job_ctx, status):
                 run.jobs.append(JobResult(job_name, {}, "skipped"))
                 done[job_name] = "skipped"
@@ -261,6 +276,8 @@ class Runner:
         given = {k: interpolate(v, job_ctx) for k, v in (job.get("with") or {}).items()}
         inputs = {k: v.get("default", "") for k, v in declared.items()} | given
         job_info = called_job_context(job["uses"], self.repository, context["github"]["sha"])
+        if self.enterprise:
+            job_info = {**job_info, "workflow_sha": "", "workflow_repository": ""}
         return self._jobs(run, called, {**context, "inputs": inputs, "job": job_info})
 
     def _legs(
@@ -330,10 +347,14 @@ class Runner:
         """One step that runs, handled by what it does (``workflow_steps.kind_of``)."""
         label, kind = label_of(step), kind_of(step, self.own)
         step_env = {k: interpolate(v, step_ctx) for k, v in (step.get("env") or {}).items()}
+        with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
+        if kind == INSTALL:
+            self.installs.append((leg.name, dict(with_)))
+            for given, stand_in in self.packages.items():
+                with_ = {k: v.replace(given, stand_in) for k, v in with_.items()}
         if kind == INSTALL and not self._installs_for_real(leg.name):
             leg.env.update(self.installed)
             return StepResult(label, "skipped")
-        with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
         if "uses" in step and kind in (INSTALL, COMPOSITE):
             outcome, text = self._composite(step["uses"], with_, leg)
             return StepResult(label, outcome, text)

@@ -46,8 +46,16 @@ trap 'rm -f "${report}"' EXIT
 resolved="$("${python}" - "${report}" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1], encoding="utf-8"))
+def row(item):
+    """name==version, and for a direct URL (ci-bench pinned to a git commit) that URL and
+    commit: two commits of one version are two venvs."""
+    text = f"{item['metadata']['name'].lower()}=={item['metadata']['version']}"
+    info = item.get("download_info", {}) if item.get("is_direct") else {}
+    if info.get("url"):
+        text += f" @ {info['url']}#{info.get('vcs_info', {}).get('commit_id', '')}"
+    return text
 rows = sorted(
-    f"{i['metadata']['name'].lower()}=={i['metadata']['version']}"
+    row(i)
     for i in report["install"]
     if not i.get("is_direct") or not i.get("download_info", {}).get("dir_info", {}).get("editable")
 )
