@@ -46,27 +46,26 @@ def lower_all(
     platform: str,
     chips: Sequence[str] = (),
 ) -> LoweringResults:
-    """Export every case for ``platform`` (TPU: as each of ``chips``, else config
-    ``target-chips``, else this machine's TPU, else every chip); a case that cannot lower is
+    """Export every case for ``platform`` as each of ``chips`` (TPU chips for tpu, GPUs for
+    cuda; else config ``target-chips`` of that platform, else this machine's chip, else
+    every one the tables know); a case that cannot lower is
     an error row (a ``host_error`` when the machine, not the kernel, is to blame), and (TPU)
     so is one whose cost model does not fit a target chip's VMEM: it would lower, then fail
     to compile in libtpu on that chip."""
     import jax
 
     from ci_bench.measure.lowering import check_platform, lower_for_chips
-    from ci_bench.measure.model.chips import resolve_chips
+    from ci_bench.measure.model.targets import resolve_targets
 
     checked = check_platform(platform)
     if not cases:
         raise InputError("the selection is empty: nothing to lower")
-    if checked != "tpu" and chips:
-        raise InputError("--chip names TPU chips: it goes with --platform tpu")
-    chips = resolve_chips(chips, request.config.target_chips) if checked == "tpu" else []
+    chips = resolve_targets(chips, request.config.target_chips, checked)
     done = []
     for index, case in enumerate(cases, start=1):
         seed = request.harness.seed
         lowered = lower_for_chips(specs[case.kernel], case, checked, chips, seed)
-        if chips:
+        if checked == "tpu":
             lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
         done.append(lowered)
         if not request.outputs.quiet:
