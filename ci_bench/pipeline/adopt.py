@@ -36,10 +36,25 @@ def _uses(workflow: str, version: str, pin: str | None = None) -> str:
     return f"{where}@{pin}  # v{version}" if pin else f"{where}@v{version}"
 
 
-def callers(version: str, pin: str | None = None) -> dict[str, str]:
+def _with(platform: str, release: bool = False) -> str:
+    """The ``with:`` of a measuring caller on ``platform``'s runners (none for TPU: the
+    reusable workflows' defaults are TPU's)."""
+    entry = PLATFORM[platform]
+    if platform == "tpu":
+        return ""
+    labels = json.dumps(list(entry.release_labels if release else entry.runner_labels))
+    return (
+        "    with:\n"
+        f"      runner: '{labels}'\n"
+        f"      install: -e . {entry.install}\n"
+        f"      constraints: constraints/{platform}.txt\n"
+    )
+
+
+def callers(version: str, pin: str | None = None, platform: str = "tpu") -> dict[str, str]:
     """The caller workflows, short enough to audit: the pipeline is in the called ones.
     ``pin``: the ci-bench commit every caller runs (the reusable workflows then run their
-    setup action at that same commit)."""
+    setup action at that same commit). ``platform``: the self-hosted runners' (tpu, gpu)."""
     docs = docs_url("docs/ADOPTING.md")
     return {
         ".github/workflows/benchmark.yml": (
@@ -53,6 +68,7 @@ def callers(version: str, pin: str | None = None) -> dict[str, str]:
             f"    uses: {_uses('ci-bench.yml', version, pin)}\n"
             "    permissions: {contents: read, pull-requests: write}\n"
             "    cache-mode: none  # no actions cache is written from a pull request's run\n"
+            + _with(platform)
         ),
         ".github/workflows/release.yml": (
             "# A release tag (v1.2.0, or <kernel>-v0.2.0) promotes the baselines.\n"
@@ -61,6 +77,7 @@ def callers(version: str, pin: str | None = None) -> dict[str, str]:
             "  ci-bench:\n"
             f"    uses: {_uses('ci-bench-release.yml', version, pin)}\n"
             "    permissions: {contents: write, pull-requests: write}\n"
+            + _with(platform, release=True)
         ),
         ".github/workflows/lower.yml": (
             "# Every pull request, forks included: lowering, cost model, correctness.\n"
@@ -91,11 +108,18 @@ def yaml_lines(text: str) -> int:
     )
 
 
-def config_block(kernels: Sequence[str], tpu_only: Sequence[str] = ()) -> str:
-    """The ``[tool.ci-bench]`` block: the kernel modules, and the kernels (by SPEC name)
-    that run on a CPU only under jax's TPU interpreter."""
+def config_block(
+    kernels: Sequence[str], tpu_only: Sequence[str] = (), targets: Sequence[str] = ()
+) -> str:
+    """The ``[tool.ci-bench]`` block: the kernel modules, the kernels (by SPEC name) that run
+    on a CPU only under jax's TPU interpreter, and the target chips (``init --platform gpu``:
+    the GPUs the lowering check and the cost model are about)."""
     listed = ", ".join(f'"{k}"' for k in kernels)
     block = f"[tool.ci-bench]\nkernels = [{listed}]\n"
+    if targets:
+        names = ", ".join(f'"{k}"' for k in targets)
+        block += "# The GPUs the lowering check and the cost model are about: keep yours.\n"
+        block += f"target-chips = [{names}]\n"
     if tpu_only:
         names = ", ".join(f'"{k}"' for k in tpu_only)
         block += (
@@ -106,7 +130,11 @@ def config_block(kernels: Sequence[str], tpu_only: Sequence[str] = ()) -> str:
 
 
 def with_config(
-    pyproject: str | None, kernels: Sequence[str], force: bool, tpu_only: Sequence[str] = ()
+    pyproject: str | None,
+    kernels: Sequence[str],
+    force: bool,
+    tpu_only: Sequence[str] = (),
+    targets: Sequence[str] = (),
 ) -> tuple[Action, str]:
     """The pyproject.toml with ``[tool.ci-bench] kernels`` (and ``cpu-interpret-tpu`` when
     some kernels are TPU-only): added, kept, or (``force``) set.
@@ -124,6 +152,8 @@ def with_config(
     wanted: dict[str, list[str]] = {"kernels": list(kernels)}
     if tpu_only:
         wanted["cpu-interpret-tpu"] = list(tpu_only)
+    if targets:
+        wanted["target-chips"] = list(targets)
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return "unchanged", text
     if current is not None and any(k in current for k in wanted) and not force:
@@ -132,7 +162,9 @@ def with_config(
     expected.setdefault("tool", {}).setdefault("ci-bench", {}).update(wanted)
     action: Action = "create" if current is None or "kernels" not in current else "replace"
     if current is None:  # appended as its own table when the file allows (most do)
-        block = config_block(wanted["kernels"], wanted.get("cpu-interpret-tpu", ()))
+        block = config_block(
+            wanted["kernels"], wanted.get("cpu-interpret-tpu", ()), wanted.get("target-chips", ())
+        )
         appended = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
         if _parses_to(appended, expected):
             return action, appended
@@ -233,7 +265,7 @@ def constraints_files(
     platforms: Sequence[str] = ("tpu",),
 ) -> dict[str, str]:
     """What ``init`` writes under constraints/, one file per platform the runners are
-    (today's callers run on TPU runners)."""
+    (``init --platform``: tpu, the default, or gpu)."""
     return {
         f"constraints/{p}.txt": constraints_template(
             jax_version, jaxlib_version, platform=p, pins=pins
@@ -279,19 +311,31 @@ def plan_files(
 
 CHECKLIST = """\
 Runner-side checklist (organisation settings > Actions > Runner groups):
-  1. The pull-request TPU runners (labels self-hosted, tpu) in a group of their own.
+  1. The pull-request {kind} runners (labels {labels}) in a group of their own.
      Workflow access: selected workflows, ci-bench's reusable one:
      {repository}/.github/workflows/ci-bench.yml@v{version}
      (for a reusable workflow, the group admits the called workflow).
-  2. The release runners (self-hosted, tpu-trusted) in a second group that never runs
+  2. The release runners ({release}) in a second group that never runs
      pull-request code: {repository}/.github/workflows/ci-bench-release.yml@v{version}.
   3. Labels: `benchmark` (a fork's commit may be measured) and `benchmark-accept` (this
      commit's slowdowns are an accepted trade-off).
   4. Settings > Actions > General: require approval for outside collaborators; restrict
      who can label (triage and above).
-  5. Each TPU runner: Python 3.11+, python3-venv, git, flock; disk for a ~2 GB venv.
+  5. Each {kind} runner: Python 3.11+, python3-venv, git, flock; disk for a ~2 GB venv.{extra}
 """
+_GPU_RUNNER = (
+    "\n     One GPU job per runner (one worker per visible GPU); the NVIDIA driver is the\n"
+    "     runner's (the fingerprint records it: a driver bump reads as toolchain)."
+)
 
 
-def checklist(version: str = __version__) -> str:
-    return CHECKLIST.format(repository=REPOSITORY, version=version)
+def checklist(version: str = __version__, platform: str = "tpu") -> str:
+    entry = PLATFORM[platform]
+    return CHECKLIST.format(
+        repository=REPOSITORY,
+        version=version,
+        kind=platform.upper(),
+        labels=", ".join(entry.runner_labels),
+        release=", ".join(entry.release_labels),
+        extra=_GPU_RUNNER if platform == "gpu" else "",
+    )

@@ -29,13 +29,14 @@ from ci_bench.pipeline.tune_hint import tiling_hints
 from ci_bench.report.sticky import claimed, compose, lowering_section, sections_of, waiting
 from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
+from ci_bench.schema.gpus import GPU_NAMES
 from ci_bench.schema.lowering import (
     LOWERING_READABLE,
     LoweredCase,
     LoweringMeta,
     LoweringResults,
 )
-from ci_bench.schema.platforms import LOWER_ROLE_TARGET
+from ci_bench.schema.platforms import LOWER_ROLE_TARGET, lower_role_platform
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
 
 
@@ -121,8 +122,14 @@ def lower_step(ctx: Context) -> None:
     request, actions = ctx.request, ctx.actions
     specs = ctx.specs()
     cases = cases_for(request.selection, specs)
-    lowered = lower_all(request, specs, cases, LOWER_ROLE_TARGET)  # the platform table's
-    hints = tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
+    # The platform table's target (TPU), or CUDA when the config targets GPUs only.
+    platform = lower_role_platform(request.config.target_chips, GPU_NAMES)
+    lowered = lower_all(request, specs, cases, platform)
+    hints = (
+        tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
+        if platform == LOWER_ROLE_TARGET
+        else []  # the tiling search ranks TPU tilings
+    )
     lowered = lowered.model_copy(update={"tiling": hints})
     out_dir = request.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -152,7 +159,8 @@ def _lowered_and_smoke(ctx: Context, lowered: LoweringResults, structural: int) 
     hosted = f" ({host} could not be lowered on this machine: host_error)" if host else ""
     ctx.out.write(
         f"ci-bench: {len(lowered.cases) - bad - host}/{len(lowered.cases)} cases lower for "
-        f"TPU{hosted}; {len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
+        f"{lowered.meta.platform.upper()}{hosted}; "
+        f"{len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
     )
     ctx.outcome = Outcome(
         states={"error": bad + wrong, "structural": structural},

@@ -7,11 +7,12 @@ peaks are *dense* (NVIDIA's datasheets quote them "with sparsity": halved here).
 
 - H100 (SXM5): NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100,
   "H100 SXM" column): FP32 67 TFLOPS, TF32 989, BF16/FP16 1,979, FP8/INT8 3,958 (sparse),
-  HBM3 3.35 TB/s; 132 SMs: NVIDIA H100 Tensor Core GPU Architecture whitepaper ("the H100
-  SXM5 GPU has 132 SMs"; jax's ``pallas/ops/gpu/collective_matmul_mgpu.py`` says the same).
+  HBM3 3.35 TB/s; the dense figures and 132 SMs: NVIDIA H100 Tensor Core GPU Architecture
+  whitepaper (H100 SXM5: FP32 66.9, TF32 494.7, BF16 989.4, FP8 1,978.9 TFLOPS; jax's
+  ``pallas/ops/gpu/collective_matmul_mgpu.py`` also says 132 SMs).
 - H200 (SXM): NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200,
-  "H200 SXM" column): the H100 SXM's compute figures, HBM3e 4.8 TB/s; the same GH100 die
-  and 132 SMs.
+  "H200 SXM" column): the H100 SXM's compute figures (TF32 989, BF16 1,979, FP8 3,958
+  TFLOPS sparse), HBM3e 4.8 TB/s; the same GH100 die, 132 SMs.
 - B200 (HGX, 1,000 W): NVIDIA HGX B200 datasheet, per GPU (transcribed at
   glennklockwood.com/garden/processors/B200): FP32 80 TFLOPS, TF32 1,100, BF16/FP16 2,250,
   FP8/INT8 4,500 (dense), HBM3e 8 TB/s; 148 SMs (as the CUDA runtime reports it on B200s,
@@ -66,14 +67,15 @@ class Gpu:
 
 _SMEM = {"smem_per_block_bytes": 227 * KIB, "smem_per_sm_bytes": 228 * KIB}
 _LIMITS = {"max_blocks_per_sm": 32, "max_warps_per_sm": 64}
+# The whitepaper's dense figures for the H100 SXM5 (the datasheet's sparse ones, halved).
 _HOPPER = {
     "compute_capability": "9.0",
     "sms": 132,
-    "bf16_flops_per_s": 1979 / 2 * TERA,
-    "tf32_flops_per_s": 989 / 2 * TERA,
-    "fp8_flops_per_s": 3958 / 2 * TERA,
-    "int8_ops_per_s": 3958 / 2 * TERA,
-    "fp32_flops_per_s": 67 * TERA,
+    "bf16_flops_per_s": 989.4 * TERA,
+    "tf32_flops_per_s": 494.7 * TERA,
+    "fp8_flops_per_s": 1978.9 * TERA,
+    "int8_ops_per_s": 1978.9 * TERA,
+    "fp32_flops_per_s": 66.9 * TERA,
 }
 GPUS: dict[str, Gpu] = {
     "h100": Gpu(

@@ -307,6 +307,7 @@ class Runner:
         }
         leg.env.update(leg.job_env)
         result = JobResult(leg.name, leg.matrix, "success", workspace=leg.workspace)
+        result.runs_on = interpolate(leg.spec.get("runs-on", ""), leg.context)
         failed = False
         for index, step in enumerate(leg.spec["steps"]):
             step_ctx = {**leg.context, "env": {**leg.job_env}, "steps": leg.steps}
@@ -330,10 +331,10 @@ class Runner:
         """One step that runs, handled by what it does (``workflow_steps.kind_of``)."""
         label, kind = label_of(step), kind_of(step, self.own)
         step_env = {k: interpolate(v, step_ctx) for k, v in (step.get("env") or {}).items()}
+        with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
         if kind == INSTALL and not self._installs_for_real(leg.name):
             leg.env.update(self.installed)
-            return StepResult(label, "skipped")
-        with_ = {k: interpolate(v, step_ctx) for k, v in (step.get("with") or {}).items()}
+            return StepResult(label, "skipped", inputs=with_)
         if "uses" in step and kind in (INSTALL, COMPOSITE):
             outcome, text = self._composite(step["uses"], with_, leg)
             return StepResult(label, outcome, text)
