@@ -90,3 +90,30 @@ def test_occupancy_is_limited_by_shared_memory_warps_and_block_slots():
     assert occupancy(h100, 0, 4) == 16  # 64 warps per SM, 4 per program
     assert occupancy(h100, 0, 1) == 32  # 32 resident blocks per SM
     assert occupancy(h100, 300 * 1024, 4) == 1
+
+
+def test_a_time_under_the_gpus_tensor_core_floor_is_an_error_and_hbm_is_not_its_floor():
+    """On a GPU runner the floor guard reads the runner's GPU entry: its tensor-core time
+    (a true floor); its modelled HBM time is not one (L2 serves repeated calls)."""
+    from ci_bench.judge.model import floor_error, runner_chip
+
+    assert runner_chip("NVIDIA H200") == "h200"
+    assert runner_chip("TPU v5 lite") == "v5e"
+    assert runner_chip("cpu") is None
+    case = Case("matmul", {"B": 1, "M": 1024, "K": 1024, "N": 1024}, "bfloat16")
+    model = analyze_case(MATMUL, case, ["h200"])
+    chip = model.chips["h200"]
+    floor_ms = chip.compute_us / 1000
+    too_fast = floor_error(model, floor_ms * 0.4, "h200")
+    assert too_fast is not None
+    assert "faster than the chip allows" in too_fast
+    assert "on h200" in too_fast
+    assert floor_error(model, floor_ms * 0.6, "h200") is None
+    # A memory-bound GPU entry: far under its modelled HBM time, over its tensor-core time.
+    slow_memory = chip.model_copy(update={"memory_us": 100 * chip.compute_us})
+    bound = model.model_copy(update={"chips": {"h200": slow_memory}})
+    assert floor_error(bound, floor_ms * 0.6, "h200") is None
+    # The same figures on a TPU entry (no ``gpu``): its HBM time is a floor there.
+    tpu_like = slow_memory.model_copy(update={"gpu": None})
+    as_tpu = model.model_copy(update={"chips": {"h200": tpu_like}})
+    assert floor_error(as_tpu, floor_ms * 0.6, "h200") is not None
