@@ -10,6 +10,13 @@ from typing import Any
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.schema.model import CaseModel, not_modelled
 
+# What jax's ``plgpu.kernel`` (and ``pl.core_map``) trace to: no block specs to read.
+KERNEL_PRIMITIVES = ("mpmd_map", "core_map")
+PLGPU_KERNEL = (
+    "a Mosaic GPU kernel written with plgpu.kernel (its own copies and wgmma/tcgen05 MMAs, "
+    "no block specs) is not read by the GPU model"
+)
+
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
@@ -34,15 +41,16 @@ def gpu_model(
         with as_gpu(name):
             closed, inputs = trace(spec, case, seed)
             walked = walk(closed.jaxpr, Scope(closed.jaxpr, closed.consts, inputs), "gpu")
-        models.append(
-            gpu_case_model(
-                walked,
-                [gpu(name)],
-                spec_flops=spec_flops,
-                flops_factor=flops_factor,
-                check_flops=not vector,
-            )
+        model = gpu_case_model(
+            walked,
+            [gpu(name)],
+            spec_flops=spec_flops,
+            flops_factor=flops_factor,
+            check_flops=not vector,
         )
+        if model.status == "not_modelled" and any(p in str(closed) for p in KERNEL_PRIMITIVES):
+            model = not_modelled(PLGPU_KERNEL)
+        models.append(model)
     first = models[0]
     for name, model in zip(names, models, strict=True):
         if model.status == "not_modelled":
