@@ -141,3 +141,23 @@ def test_rules_are_named_from_jax_messages():
     assert why is not None
     assert "CUDA plugin" in why
     assert host_reason("AssertionError") is None
+
+
+def test_run_lower_cuda_on_a_cpu_lowers_as_a_gpu_and_runs_what_lowers(tmp_path):
+    """``run --lower cuda`` on this CPU: no GPU to ask, so the table's first GPU answers
+    (jax 0.11's Triton lowering refuses to guess); a kernel that breaks a rule is an error
+    case, not measured: here every one does, so nothing is measured."""
+    write_project(tmp_path, ["gpu_rule_breakers"])
+    out = tmp_path / "run.json"
+    done = run_cli(
+        "run", "--lower", "cuda", "--repeats", "1", "--warmup", "0", "-o", str(out), cwd=tmp_path
+    )
+    assert done.returncode == ExitCode.NOTHING_MEASURED, done.stderr
+    cases = {c["id"]: c for c in json.loads(out.read_text())["cases"]}
+    assert cases["gpu_rule_breakers/KIND1/float32"]["status"] == "error"
+    assert (
+        "lowering for cuda as h100 failed: power-of-2 rule"
+        in (cases["gpu_rule_breakers/KIND1/float32"]["error"])
+    )
+    assert [c["status"] for c in cases.values()] == ["error"] * 3
+    assert all(c["pallas"] is None for c in cases.values())

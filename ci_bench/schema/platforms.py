@@ -113,6 +113,9 @@ PLATFORM = {p.name: p for p in PLATFORMS}
 PLATFORM_NAMES: tuple[str, ...] = tuple(PLATFORM)
 # The platform the lower role exports for on every pull request.
 LOWER_ROLE_TARGET: str = next(p.lowering or p.name for p in PLATFORMS if p.lowered_on_every_pr)
+# jax.export's names of the platforms ci-bench lowers for (``lower --platform``, ``run
+# --lower``): "tpu", "cuda".
+LOWERING_NAMES: tuple[str, ...] = tuple(p.lowering for p in PLATFORMS if p.lowering)
 # Platforms ``init --platform`` writes callers and constraints for (self-hosted runners).
 INIT_PLATFORMS: tuple[str, ...] = tuple(p.name for p in PLATFORMS if p.runner_labels)
 
