@@ -77,6 +77,9 @@ def test_significant_non_matmul_work_makes_the_gpu_model_partial(tmp_path):
     gla = by_id["gla/B1-T256-H2-K64-V64/bfloat16"]
     assert gla["status"] == "partial"
     assert "non-matmul work in the body" in gla["reason"]
+    # GLA's Triton body: its costliest dot's tiles (a lower bound) fit a block's 227 KB.
+    assert 0 < gla["chips"]["h200"]["vmem_bytes"] <= 227 * 1024
+    assert gla["chips"]["h200"]["vmem_warning"] is None
     assert doc["verdict"] == "partial"
 
 

@@ -25,7 +25,8 @@ class GpuDetail(Model):
     smem_per_program_bytes: int = Field(
         ge=0,
         description="shared memory one program holds: exact for Mosaic GPU's blocks, "
-        "Triton's pipelined dot operands (num_stages x tiles) an estimate",
+        "Triton's: its costliest dot's operand tiles (num_stages copies of those it loads in a "
+        "loop), a lower bound",
     )
     vector_us: float = Field(
         0.0, ge=0, description="non-matmul work at the CUDA cores' rate: not in modelled_us"

@@ -79,8 +79,9 @@ class GpuWork:
     tensor_flops: dict[str, float] = field(default_factory=dict)  # kind -> FLOPs
     element_ops: float = 0.0  # elementwise results (not the MMA accumulator's adds)
     transcendental_ops: float = 0.0
-    dot_tiles: list[tuple[int, int]] = field(default_factory=list)  # (lhs, rhs) bytes per dot
-    loop_depth_of_dots: int = 0  # dots inside a loop (Triton pipelines their loads)
+    # Each dot operand's tile: (the dot's id, operand, bytes, staged). Staged: loaded from a
+    # ref inside a loop, so Triton's software pipeline keeps ``num_stages`` copies of it.
+    dot_tiles: list[tuple[int, int, int, bool]] = field(default_factory=list)
     not_modelled: list[str] = field(default_factory=list)
 
     def add(self, other: GpuWork, times: float = 1) -> None:
@@ -89,7 +90,6 @@ class GpuWork:
         self.element_ops += other.element_ops * times
         self.transcendental_ops += other.transcendental_ops * times
         self.dot_tiles += [t for t in other.dot_tiles if t not in self.dot_tiles]
-        self.loop_depth_of_dots = max(self.loop_depth_of_dots, other.loop_depth_of_dots)
         self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
 
     @property
@@ -109,17 +109,20 @@ def dot_kind(eqn: Any) -> str:
     return "bf16"
 
 
-def _dot(eqn: Any) -> GpuWork:
+def _dot(eqn: Any, loaded: set[Any], in_loop: bool) -> GpuWork:
     (contract, _), _ = eqn.params["dimension_numbers"]
-    lhs, rhs = (v.aval for v in eqn.invars[:2])
+    lhs = eqn.invars[0].aval
     k = math.prod(lhs.shape[d] for d in contract)
     work = GpuWork(tensor_flops={dot_kind(eqn): 2.0 * math.prod(eqn.outvars[0].aval.shape) * k})
-    tile = (
-        math.prod(lhs.shape) * np.dtype(lhs.dtype).itemsize,
-        math.prod(rhs.shape) * np.dtype(rhs.dtype).itemsize,
-    )
-    work.dot_tiles.append(tile)
+    for index, var in enumerate(eqn.invars[:2]):
+        nbytes = math.prod(var.aval.shape) * np.dtype(var.aval.dtype).itemsize
+        staged = in_loop and not hasattr(var, "val") and var in loaded
+        work.dot_tiles.append((id(eqn), index, nbytes, staged))
     return work
+
+
+# What a loaded operand may pass through on its way to a dot and stay a staged load.
+_PASS_THROUGH = ("convert_element_type", "transpose", "reshape", "broadcast_in_dim")
 
 
 def _subs(eqn: Any) -> list[Any]:
@@ -131,12 +134,17 @@ def _subs(eqn: Any) -> list[Any]:
 def gpu_work(jaxpr: Any, in_loop: bool = False) -> GpuWork:
     """The work of one execution of ``jaxpr`` (a kernel body, or part of one)."""
     total = GpuWork()
-    dots = set()
+    dots: set[Any] = set()
+    loaded: set[Any] = set()
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
+        passes = name in _PASS_THROUGH and any(
+            not hasattr(v, "val") and v in loaded for v in eqn.invars
+        )
+        if name in ("get", "load", "masked_load") or passes:
+            loaded |= set(eqn.outvars)
         if name == "dot_general":
-            total.add(_dot(eqn))
-            total.loop_depth_of_dots = max(total.loop_depth_of_dots, int(in_loop))
+            total.add(_dot(eqn, loaded, in_loop))
             dots |= set(eqn.outvars)
         elif name in ("add", "sub") and any(
             not hasattr(v, "val") and v in dots for v in eqn.invars
