@@ -1,4 +1,4 @@
-"""``ci-bench analyze``: the cost model read from each case's Pallas grid, per TPU chip.
+"""``ci-bench analyze``: the cost model read from each case's Pallas grid, per TPU chip or GPU.
 
 No accelerator, nothing executed (``ci_bench.pipeline.analysis``). ``--base REF`` also
 models the base's kernels and judges every case against them, exactly.
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     analyze = sub.add_parser(
         NAME,
         help="the cost model read from the Pallas grid: HBM bytes, grid steps, VMEM and "
-        "modelled time per TPU chip (no accelerator; nothing is executed)",
+        "modelled time per TPU chip or GPU (no accelerator; nothing is executed)",
     )
     add_selection(analyze)
     add_target(analyze, "trace and model each case")
