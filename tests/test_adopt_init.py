@@ -114,7 +114,7 @@ def test_init_pins_a_commit_that_zizmors_default_persona_accepts(tmp_path):
         assert f"@{PIN}  # pinned: ci-bench init --pin" in path.read_text()
         assert f"# v{__version__}" not in path.read_text()
         # The package too: pip installs ci-bench from that commit, whatever its version.
-        assert f"with: {{ci-bench: git+{HOMEPAGE}@{PIN}}}" in path.read_text()
+        assert f"    with:\n      ci-bench: git+{HOMEPAGE}@{PIN}\n" in path.read_text()
     # The runner groups admit the called workflows by the ref the callers use.
     checklist = pinned.stdout[pinned.stdout.index("Runner-side checklist") :]
     assert f"{REPOSITORY}/.github/workflows/ci-bench.yml@{PIN}" in checklist

@@ -54,7 +54,8 @@ def test_unknown_chips_and_empty_selections_are_one_line_usage_errors(tmp_path):
     bad = run_cli("analyze", "--chip", "v9", cwd=tmp_path)
     assert bad.returncode == ExitCode.USAGE
     assert bad.stderr.strip() == (
-        "ci-bench: error: --chip: unknown TPU chip(s) v9; known: v4i, v4, v5e, v5p, v6e, 7, 7x, 8i"
+        "ci-bench: error: --chip: unknown chip(s) v9; TPU chips: v4i, v4, v5e, v5p, v6e, 7, "
+        "7x, 8i; GPUs: h100, h200, b200"
     )
     empty = run_cli("analyze", "--case", "nothing/*", cwd=tmp_path)
     assert empty.returncode == ExitCode.USAGE

@@ -178,3 +178,15 @@ def test_the_reusable_workflows_install_the_tpu_entrys_jax() -> None:
     for name in ("ci-bench.yml", "ci-bench-release.yml"):
         text = (root / name).read_text()
         assert f"default: -e . {PLATFORM['tpu'].install}\n" in text, name
+
+
+def test_the_lowering_names_are_the_tables_and_the_files_type() -> None:
+    """``lower --platform``, ``run --lower`` and the lowering file's ``platform`` are the
+    platform table's lowering names, one list (issue 40: they were typed in five places)."""
+    from typing import get_args
+
+    from ci_bench.schema.lowering import LoweringPlatform
+    from ci_bench.schema.platforms import LOWERING_NAMES
+
+    assert LOWERING_NAMES == ("tpu", "cuda")
+    assert set(get_args(LoweringPlatform)) == set(LOWERING_NAMES)

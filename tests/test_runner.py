@@ -82,4 +82,4 @@ def test_peak_overrides_win_and_cpu_has_no_table_entry():
     h200 = DeviceFingerprint(
         **{**cpu.model_dump(), "platform": "gpu", "device_kind": "NVIDIA H200"}
     )
-    assert peak_lookup(h200.device_kind, h200.platform)("bfloat16") == (989.0, 4800.0)
+    assert peak_lookup(h200.device_kind, h200.platform)("bfloat16") == (989.4, 4800.0)

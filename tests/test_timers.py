@@ -142,3 +142,31 @@ def test_results_of_another_timer_are_incomparable_never_a_regression():
     assert "baseline timed by wallclock, this run by profiler" in report.cases[0].reason
     same = compare(slow, lookup(base), Thresholds(), FailPolicy())
     assert same.cases[0].verdict == "regression"
+
+
+def test_a_gpu_trace_without_an_xla_modules_line_is_cut_into_calls_at_the_widest_gaps():
+    """jax's CUDA plugin writes CUPTI's kernel events on the device plane's stream lines;
+    each call blocks until done, so the host's gap between calls is wider than the launch
+    gap between one call's kernels."""
+    stream = Line(
+        "Stream #13(Compute)",
+        [
+            Event("triton_matmul", 1_000, 400),  # call 1: two kernels, 2 µs apart
+            Event("fusion_cast", 3_400, 100),
+            Event("triton_matmul", 60_000, 500),  # call 2, 56 µs later
+            Event("fusion_cast", 62_500, 100),
+            Event("cublas_gemm", 120_000, 300),  # call 3, another fn
+        ],
+    )
+    copies = Line("Stream #14(MemcpyH2D)", [Event("memcpy", 90_000, 5_000)])
+    device = Plane("/device:GPU:0", [stream, copies])
+    found = executions_in(Profile([device]), calls=3)
+    assert [e.module for e in found] == [
+        "triton_matmul+fusion_cast",
+        "triton_matmul+fusion_cast",
+        "cublas_gemm",
+    ]
+    assert [e.device_ns for e in found] == [500, 600, 300]  # the kernels, not the gap
+    assert assign(found, [0, 0, 1], 2) == [[500e-9, 600e-9], [300e-9]]
+    with pytest.raises(TimerError, match="5 GPU kernels for 6 timed calls"):
+        executions_in(Profile([device]), calls=6)

@@ -1,4 +1,4 @@
-"""``ci-bench analyze``: the cost model read from each case's Pallas grid, per TPU chip.
+"""``ci-bench analyze``: the cost model read from each case's Pallas grid, per TPU chip or GPU.
 
 No accelerator, nothing executed (``ci_bench.pipeline.analysis``). ``--base REF`` also
 models the base's kernels and judges every case against them, exactly.
@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.commands.common_args import (
-    add_chip,
     add_fail_on,
     add_output,
     add_quiet,
     add_seed,
     add_selection,
     add_shape,
+    add_target,
 )
 from ci_bench.commands.shared import request_from
 from ci_bench.pipeline.session import load_specs
@@ -32,10 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     analyze = sub.add_parser(
         NAME,
         help="the cost model read from the Pallas grid: HBM bytes, grid steps, VMEM and "
-        "modelled time per TPU chip (no accelerator; nothing is executed)",
+        "modelled time per TPU chip or GPU (no accelerator; nothing is executed)",
     )
     add_selection(analyze)
-    add_chip(analyze, "trace and model each case")
+    add_target(analyze, "trace and model each case")
     analyze.add_argument("--format", choices=("table", "json"), default="table")
     add_output(analyze, "the analysis JSON")
     analyze.add_argument(
@@ -51,12 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     # --output was checked when the command line was parsed (Output), before any tracing.
-    from ci_bench.measure.model.chips import resolve_chips
+    from ci_bench.measure.model.targets import resolve_targets
     from ci_bench.pipeline.analysis import analyze_cases
     from ci_bench.report.analysis import analysis_table
 
     request = request_from(args, cwd)
-    chips = resolve_chips(args.chip, request.config.target_chips)
+    chips = resolve_targets(args.chip, request.config.target_chips)
     specs = load_specs(request)
 
     def progress(line: str) -> None:

@@ -27,6 +27,7 @@ from ci_bench.commands.validate import (
 from ci_bench.contract.spec import PROFILES
 from ci_bench.defaults import ADAPTIVE_MAX_S, CASE_TIMEOUT_S, DTYPE, REPEATS, SEED, WARMUP
 from ci_bench.schema.chips import CHIP_NAMES
+from ci_bench.schema.gpus import GPU_NAMES
 from ci_bench.schema.timers import TIMER_NAMES
 
 # Something the parser may add flags to: a subcommand's parser or one of its groups.
@@ -37,7 +38,8 @@ EXISTING = Existing()
 
 
 def add_chip(parser: Flags, what: str) -> None:
-    """``--chip NAME`` (repeatable): the TPU chips a command traces, lowers or models as."""
+    """``--chip NAME`` (repeatable): the TPU chips (or GPUs) a command traces, lowers or
+    models as."""
     parser.add_argument(
         "--chip",
         action="append",
@@ -45,6 +47,19 @@ def add_chip(parser: Flags, what: str) -> None:
         metavar="NAME",
         help=f"{what} as this TPU chip; jax's names: {', '.join(CHIP_NAMES)} (repeatable; "
         "default: config target-chips, else this machine's TPU, else all of them)",
+    )
+
+
+def add_target(parser: Flags, what: str) -> None:
+    """``--chip NAME`` (repeatable) for commands that also take GPUs (``lower``, ``analyze``)."""
+    parser.add_argument(
+        "--chip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"{what} as this TPU chip or GPU: {', '.join(CHIP_NAMES)}; "
+        f"{', '.join(GPU_NAMES)} (repeatable; default: config target-chips, else this "
+        "machine's accelerator, else every TPU chip, or every GPU for lower --platform cuda)",
     )
 
 

@@ -32,6 +32,8 @@ from ci_bench.pipeline.adopt import (
     with_config,
     yaml_lines,
 )
+from ci_bench.schema.gpus import GPU_NAMES
+from ci_bench.schema.platforms import INIT_PLATFORMS, PLATFORM
 from ci_bench.store.files import atomic_write_text, decode_text, read_bytes
 from ci_bench.store.writer import target_problem
 from ci_bench.text import one_line
@@ -62,6 +64,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "package from (pip's git+ URL of that commit), e.g. the commit of the release tag; "
         "the runner checklist names it (default: the commit ci-bench was installed from, "
         "where pip recorded one; else the tag v<version>)",
+    )
+    init.add_argument(
+        "--platform",
+        choices=INIT_PLATFORMS,
+        default="tpu",
+        help="the self-hosted runners' accelerator: tpu (labels self-hosted, tpu) or gpu "
+        "(self-hosted, gpu: NVIDIA, jax[cuda12], constraints/gpu.txt, target-chips the "
+        "GPUs); default tpu",
     )
     init.add_argument("--force", action="store_true", help="replace files that differ")
     init.add_argument(
@@ -133,6 +143,21 @@ def _libtpu() -> str | None:
     return None
 
 
+def _extra_pins(extra: str) -> dict[str, str]:
+    """The packages jax's own ``extra`` pins to one version (``jax-cuda12-plugin[with-cuda]
+    <=0.10.2,>=0.10.2; extra == "cuda12"`` -> ``{"jax-cuda12-plugin": "0.10.2"}``)."""
+    found = {}
+    for requirement in metadata.requires("jax") or []:
+        match = re.match(
+            rf"([\w.-]+)(?:\[[^\]]*\])?\s*(?:==\s*([\w.*]+)|<=\s*([\w.]+)\s*,\s*>=\s*\3)"
+            rf"\s*;.*extra\s*==\s*.{re.escape(extra)}.",
+            requirement,
+        )
+        if match and match[1] not in ("jaxlib",):
+            found[match[1]] = match[2] or match[3]
+    return found
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     try:
         root = (cwd / args.dir).resolve()
@@ -149,18 +174,19 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     if pin is not None and not COMMIT.fullmatch(pin):
         raise InputError(f"--pin {pin[:80]!r}: a commit is 40 lowercase hex digits")
     label = PIN_LABEL if args.pin is not None else INSTALLED_LABEL
+    platform = getattr(args, "platform", "tpu")
+    pins = {"libtpu": _libtpu()} if platform == "tpu" else _extra_pins(PLATFORM[platform].extra)
     wanted = {
-        **callers(__version__, pin, label),
-        **constraints_files(
-            metadata.version("jax"), metadata.version("jaxlib"), {"libtpu": _libtpu()}
-        ),
+        **callers(__version__, pin, label, platform),
+        **constraints_files(metadata.version("jax"), metadata.version("jaxlib"), pins, (platform,)),
         "baselines/README.md": BASELINES_README.format(docs=docs_url("docs/FORMATS.md")),
     }
     existing = {path: _read(root / path) for path in wanted}
     planned = plan_files(existing, wanted, force=args.force)
     tpu_only, unread = tpu_only_kernels(kernels, root)
+    targets = GPU_NAMES if platform == "gpu" else ()
     config_action, pyproject = with_config(
-        _read(root / "pyproject.toml"), kernels, args.force, tpu_only
+        _read(root / "pyproject.toml"), kernels, args.force, tpu_only, targets
     )
     conflicts = [p.path for p in planned if p.action == "conflict"]
     if config_action == "conflict":
@@ -205,5 +231,5 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
             f"Not imported here ({unread}): if a kernel is TPU-only, name it in "
             "[tool.ci-bench] cpu-interpret-tpu.\n"
         )
-    out.write("\n" + checklist(__version__, pin))
+    out.write("\n" + checklist(__version__, pin, platform=platform))
     return 0

@@ -1,4 +1,5 @@
-"""``ci-bench lower``: Pallas lowered for a platform this machine lacks (TPU or CUDA)."""
+"""``ci-bench lower``: Pallas lowered for a platform this machine lacks (TPU or CUDA), as
+each target chip or GPU, no accelerator or plugin needed."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from typing import TextIO
 from tabulate import tabulate
 
 from ci_bench.commands.common_args import (
-    add_chip,
     add_output,
     add_quiet,
     add_seed,
     add_selection,
     add_shape,
     add_shard,
+    add_target,
 )
 from ci_bench.commands.shared import request_from
 from ci_bench.outcome import ERRORS_FAIL, Outcome, exit_code
@@ -32,8 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         NAME, help="lower every selected case's Pallas kernel for TPU or CUDA, on this machine"
     )
     add_selection(parser)
-    parser.add_argument("--platform", required=True, help="tpu, or cuda (needs jax's CUDA plugin)")
-    add_chip(parser, "tpu: lower each case")
+    parser.add_argument(
+        "--platform",
+        required=True,
+        help="tpu (Mosaic), or cuda (Triton or Mosaic GPU, as each kernel chose; no CUDA "
+        "plugin needed)",
+    )
+    add_target(parser, "lower each case")
     add_shape(parser)
     add_shard(parser, "lower")
     add_seed(parser, "input shapes")
@@ -69,7 +75,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     out.write(tabulate(rows, headers=headers, disable_numparse=True))
     failed = sum(c.status == "error" for c in done)
     host = sum(c.status == "host_error" for c in done)
-    fit = f" as {', '.join(chips)} and fit VMEM there" if chips else ""
+    fit = f" as {', '.join(chips)}" if chips else ""
+    if chips and results.meta.platform == "tpu":
+        fit += " and fit VMEM there"
     out.write(
         f"\n\n{len(done) - failed - host}/{len(done)} cases lower for "
         f"{results.meta.platform}{fit}\n"
@@ -84,7 +92,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
 
 
 def _chips(lowered: LoweredCase) -> str:
-    """'n/m' chips it lowered as (TPU), naming those that did not."""
+    """'n/m' chips it lowered as, naming those that did not."""
     if not lowered.chips:
         return "–"
     bad = [name for name, c in lowered.chips.items() if c.status != "ok"]

@@ -12,6 +12,7 @@ from ci_bench.commands.shared import check_given_file, request_from
 from ci_bench.commands.validate import Output, path_arg
 from ci_bench.outcome import Outcome, exit_code
 from ci_bench.pipeline.session import load_specs, open_bench
+from ci_bench.schema.platforms import LOWERING_NAMES
 from ci_bench.store.files import dump_model
 
 NAME = "run"
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_shape(parser)
     parser.add_argument(
         "--lower",
-        choices=("tpu", "cuda"),
+        choices=LOWERING_NAMES,
         help="first lower each case for this platform; a case that cannot is an error",
     )
     # A resumed run rewrites the file it resumes: that is what it is for.

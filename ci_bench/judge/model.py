@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ci_bench.schema import CaseModel, CaseVerdict, ChipChange, ModelChange, RunMeta, Thresholds
 from ci_bench.schema.chips import on_chips
+from ci_bench.schema.gpus import gpu_for_device_kind
 from ci_bench.schema.model import TPU_DEVICE_KINDS
 
 KIB = 1024
@@ -33,10 +34,16 @@ def target_chips(
     have = list(dict.fromkeys(available))
     if configured:
         return [c for c in configured if c in have] or list(configured)
-    runner = TPU_DEVICE_KINDS.get((device_kind or "").strip())
+    runner = runner_chip(device_kind)
     if runner and runner in have:
         return [runner]
     return have
+
+
+def runner_chip(device_kind: str | None) -> str | None:
+    """The model's name for the runner's TPU chip or GPU (``schema.gpus``), None otherwise."""
+    kind = (device_kind or "").strip()
+    return TPU_DEVICE_KINDS.get(kind) or gpu_for_device_kind(kind)
 
 
 def modelled(model: CaseModel | None) -> CaseModel | None:
@@ -155,7 +162,7 @@ def judge_model(
 def floor_error(
     model: CaseModel | None, measured_ms: float | None, runner: str | None
 ) -> str | None:
-    """``error: faster than the chip allows`` when a time measured on TPU chip ``runner`` is
+    """``error: faster than the chip allows`` when a time measured on chip ``runner`` is
     under ``FLOOR_SLACK`` x the model's physical floor there; None otherwise (no model for
     that chip, or a model with upper-bound parts, e.g. a conditional's costliest branch)."""
     if model is None or model.status == "not_modelled" or runner not in model.chips:
@@ -163,7 +170,9 @@ def floor_error(
     if measured_ms is None or any(u in n for n in model.notes for u in _UPPER_BOUND_NOTES):
         return None
     chip = model.chips[runner]  # type: ignore[index]
-    floor_us = max(chip.compute_us, chip.memory_us)
+    # A GPU's floor is its tensor cores alone: its modelled bytes assume no L2 reuse between
+    # waves, and repeated calls on arrays that fit L2 beat HBM legitimately.
+    floor_us = chip.compute_us if chip.gpu is not None else max(chip.compute_us, chip.memory_us)
     measured_us = measured_ms * 1000
     if floor_us <= 0 or measured_us >= floor_us * FLOOR_SLACK:
         return None
@@ -232,7 +241,7 @@ def judge_models(
         for name in v.current.model.chips
     ]
     targets = target_chips(chips, meta.device.device_kind, available)
-    runner = TPU_DEVICE_KINDS.get((meta.device.device_kind or "").strip())
+    runner = runner_chip(meta.device.device_kind)
     out = []
     for v in verdicts:
         if v.current is None:

@@ -10,14 +10,19 @@ runner does. Nothing is executed: the inputs are shapes (the SPEC's ``input_spec
 
 A TPU case is lowered *as each target chip* (``model.aschip``): jax's chip queries during
 tracing and lowering (``emit_pipeline``'s tiling, Mosaic's ``sign`` rule) answer for that
-chip instead of failing on this machine's CPU. A failure that still comes from the machine
-rather than the kernel (``HOST_FAILURES``: a device kind, a missing backend or plugin) is a
-``host_error``: reported, never a red check on a pull request.
+chip instead of failing on this machine's CPU. A CUDA case is lowered as each target GPU
+(``model.asgpu``: compute capability, SM count) through Triton or Mosaic GPU, whichever the
+kernel chose (its compiler params; jax's default otherwise), with no CUDA plugin: both
+lowerings are Python in jaxlib (Mosaic GPU imports ``absl``). ``jax.export`` refuses
+Triton's custom call, whose target has no compatibility guarantee; the check never
+serialises, so that target is allowed. A failure names the rule it broke
+(``lowering_rules``). A failure that still comes from the machine rather than the kernel
+(``HOST_FAILURES``: a device kind, a missing backend or plugin) is a ``host_error``:
+reported, never a red check on a pull request.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -28,9 +33,12 @@ import jax
 from ci_bench.contract.spec import MODES, Case, KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.measure.failures import full_traceback, one_line
+from ci_bench.measure.lowering_rules import host_reason, named
 from ci_bench.measure.modes import case_workload
 from ci_bench.schema import CaseResult
+from ci_bench.schema.gpus import GPU_NAMES
 from ci_bench.schema.lowering import ChipLowering, LoweredCase, LoweringPlatform
+from ci_bench.schema.platforms import LOWERING_NAMES
 
 Clock = Callable[[], float]
 
@@ -43,7 +51,9 @@ PALLAS_TARGETS = {
     "mosaic_gpu_v2": "mosaic_gpu",
 }
 _CUSTOM_CALL = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]+)\"")
-CUDA_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin")
+# Pallas custom calls jax.export refuses (no compatibility guarantee): allowed for the
+# check, which never serialises what it exports.
+UNSTABLE_TARGETS = ("__gpu$xla.gpu.triton", "triton_kernel_call")
 # jax's messages for a failure of this machine, not of the kernel (one regex each).
 HOST_FAILURES = (
     r"Unsupported TPU device kind",
@@ -60,17 +70,12 @@ NO_PALLAS_CALL = (
 
 
 def check_platform(platform: str) -> LoweringPlatform:
-    """The platform if this jax can lower Pallas for it; else a one-line InputError."""
-    if platform == "tpu":
-        return "tpu"  # Mosaic's lowering ships in every jaxlib
-    if platform == "cuda":
-        if not any(importlib.util.find_spec(name) for name in CUDA_PLUGINS):
-            raise InputError(
-                "--platform cuda needs jax's CUDA plugin (pip install 'jax[cuda12]'), "
-                "which is not installed here"
-            )
-        return "cuda"
-    raise InputError(f"--platform wants tpu or cuda, got {platform!r}")
+    """The platform if ci-bench lowers Pallas for it (the platform table's lowering names:
+    Mosaic for TPU, Triton and Mosaic GPU for CUDA, all inside every jaxlib, no plugin);
+    else a one-line InputError."""
+    if platform in LOWERING_NAMES:
+        return platform  # type: ignore[return-value]
+    raise InputError(f"--platform wants {' or '.join(LOWERING_NAMES)}, got {platform!r}")
 
 
 def custom_calls(mlir_text: str) -> list[str]:
@@ -91,6 +96,49 @@ def is_host_failure(message: str) -> bool:
     return _HOST.search(message) is not None
 
 
+def _as_target(platform: LoweringPlatform, chip: str | None) -> Any:
+    """The context that makes jax's chip queries answer for ``chip`` on ``platform``."""
+    from ci_bench.measure.model.aschip import as_chip
+    from ci_bench.measure.model.asgpu import as_gpu
+
+    return as_gpu(chip) if platform == "cuda" else as_chip(chip)
+
+
+def export_for(fn: Callable[..., Any], args: Sequence[Any], platform: LoweringPlatform) -> Any:
+    """``jax.export`` of ``fn`` for ``platform``, Triton's custom call allowed (the check
+    never serialises the module, so its missing compatibility guarantee does not matter)."""
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in UNSTABLE_TARGETS]
+    return jax.export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)(*args)
+
+
+def _failure(exc: Exception, platform: LoweringPlatform) -> tuple[str, str | None, str]:
+    """(status, rule, message) of a failed export: the rule named from jax's message, and
+    ``host_error`` when the machine rather than the kernel is to blame."""
+    text = full_traceback(exc)
+    rule, message = named(one_line(exc))
+    if rule is None and (why := host_reason(text)) is not None:
+        return "host_error", None, f"{one_line(exc)}: {why}"
+    if is_host_failure(message):
+        return "host_error", rule, message
+    if platform == "cuda" and "Cannot lower pallas_call on platform: gpu" in message:
+        if not _mosaic_gpu_importable():
+            why = "jax's Mosaic GPU lowering cannot be imported here (pip install absl-py)"
+            return "host_error", None, f"{message} ({why})"
+        message += (
+            " (no GPU lowering for the kernel's compiler params: params of another "
+            "platform, e.g. TPU's, pick no GPU backend)"
+        )
+    return "error", rule, message
+
+
+def _mosaic_gpu_importable() -> bool:
+    try:
+        from jax._src.pallas.mosaic_gpu import pallas_call_registration  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def lower_case(
     spec: KernelSpec,
     case: Case,
@@ -101,10 +149,8 @@ def lower_case(
 ) -> LoweredCase:
     """Export what the case times for its subject (``spec.pallas`` unless the SPEC names
     another) in the case's mode, for ``platform``, on abstract inputs, traced and lowered as
-    TPU ``chip`` when given; failures become errors (``host_error`` when the machine is to
-    blame)."""
-    from ci_bench.measure.model.aschip import as_chip
-
+    TPU chip or GPU ``chip`` when given; failures become errors naming the rule broken
+    (``host_error`` when the machine is to blame)."""
     identity = {
         "id": case.id,
         "kernel": spec.name,
@@ -113,19 +159,23 @@ def lower_case(
         "dtype": case.dtype,
         "platform": platform,
     }
+    if platform == "cuda" and chip is None and jax.default_backend() != "gpu":
+        # No GPU here to answer jax's queries (jax 0.11's Triton lowering refuses to guess):
+        # lowered as the table's first GPU, and the error says so.
+        chip = GPU_NAMES[0]
     start = clock()
     try:
-        with as_chip(chip if platform == "tpu" else None):
+        with _as_target(platform, chip):
             work = case_workload(spec, case, seed=seed)
-            exported = jax.export.export(jax.jit(work.fn), platforms=[platform])(*work.args)
+            exported = export_for(work.fn, work.args, platform)
             targets = custom_calls(exported.mlir_module())
     except Exception as exc:  # jax's lowering error is the finding: recorded, never raised
-        message = one_line(exc)
-        status = "host_error" if is_host_failure(message) else "error"
+        status, rule, message = _failure(exc, platform)
         where = f"{platform} as {chip}" if chip else platform
         return LoweredCase(
             **identity,
-            status=status,
+            status=status,  # type: ignore[arg-type]
+            rule=rule,  # type: ignore[arg-type]
             error=f"lowering for {where} failed: {message}",
             traceback=full_traceback(exc),
             lower_ms=(clock() - start) * 1000,
@@ -147,10 +197,10 @@ def lower_for_chips(
     seed: int = 42,
     clock: Clock = time.perf_counter,
 ) -> LoweredCase:
-    """The case lowered as every chip in ``chips`` (TPU; none: as this machine), one row:
-    an error if any chip's lowering is the kernel's fault, else a host error if any is the
-    machine's, else ok. ``chips`` holds each chip's own outcome."""
-    if platform != "tpu" or not chips:
+    """The case lowered as every chip in ``chips`` (TPU chips, or GPUs for CUDA; none: as
+    this machine), one row: an error if any chip's lowering is the kernel's fault, else a
+    host error if any is the machine's, else ok. ``chips`` holds each chip's own outcome."""
+    if not chips:
         return lower_case(spec, case, platform, seed, clock)
     each = {name: lower_case(spec, case, platform, seed, clock, chip=name) for name in chips}
     per = {
@@ -159,6 +209,7 @@ def lower_for_chips(
             kind=c.kind,
             custom_calls=c.custom_calls,
             error=c.error,
+            rule=c.rule,
             lower_ms=c.lower_ms,
         )
         for name, c in each.items()

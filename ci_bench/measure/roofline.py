@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci_bench.schema import Metrics, Results
+from ci_bench.schema.gpus import gpu
 from ci_bench.schema.platforms import PLATFORMS, PeakSource, platform_of
 
 
@@ -27,18 +28,31 @@ class Peak:
 # GPUs, as published by the vendors (dense figures, no sparsity):
 # - NVIDIA A100 SXM4 (datasheet): 312 TFLOPS bf16 tensor, 156 TFLOPS TF32 tensor;
 #   HBM2e 2,039 GB/s (80 GB) / 1,555 GB/s (40 GB). A100 PCIe 80 GB: 1,935 GB/s.
-# - NVIDIA H100 SXM5 (datasheet): 989.4 TFLOPS bf16, 494.7 TFLOPS TF32; HBM3 3,350 GB/s.
+# - NVIDIA H100 SXM5, H200 SXM, B200: the GPU table the cost model and the lowering check
+#   read (``ci_bench.schema.gpus``, each figure's source there), one source for all three.
 #   H100 PCIe: 756 TFLOPS bf16, 378 TF32; 2,000 GB/s.
-# - NVIDIA H200 SXM (datasheet): 989 TFLOPS bf16, 494.7 TFLOPS TF32; HBM3e 4,800 GB/s.
 #   On these GPUs JAX's default precision lets float32 dots use TF32 tensor cores, so the
 #   float32 peak is the TF32 figure (the vector FP32 peak would give MFU above 1).
+
+
+def gpu_peak(name: str) -> Peak:
+    """A GPU's peak from the GPU table (``schema.gpus``)."""
+    found = gpu(name)
+    tf32 = found.tf32_flops_per_s / 1e12
+    return Peak(
+        {"bfloat16": found.chip_tflops, "float16": found.chip_tflops, "float32": tf32},
+        found.chip_gbps,
+    )
+
+
 PEAKS: dict[str, Peak] = {
     "a100-sxm-80gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 2039.0),
     "a100-sxm-40gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 1555.0),
     "a100-pcie-80gb": Peak({"bfloat16": 312.0, "float16": 312.0, "float32": 156.0}, 1935.0),
-    "h100-sxm": Peak({"bfloat16": 989.4, "float16": 989.4, "float32": 494.7}, 3350.0),
+    "h100-sxm": gpu_peak("h100"),
     "h100-pcie": Peak({"bfloat16": 756.0, "float16": 756.0, "float32": 378.0}, 2000.0),
-    "h200": Peak({"bfloat16": 989.0, "float16": 989.0, "float32": 494.7}, 4800.0),
+    "h200": gpu_peak("h200"),
+    "b200": gpu_peak("b200"),
 }
 
 # GPU device_kind strings as jax reports them, matched in order (first match wins).
@@ -51,6 +65,7 @@ _KIND_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"H100.*PCIe", "h100-pcie"),
         (r"H100", "h100-sxm"),
         (r"H200", "h200"),
+        (r"B200", "b200"),
     )
 )
 

@@ -100,9 +100,12 @@ def with_model(
     the target chips). Call it after timing, where the case's kernel module is loaded."""
     from ci_bench.measure.model import analyze_case
     from ci_bench.measure.model.chips import CHIP_NAMES
+    from ci_bench.measure.model.targets import host_target
 
+    here = host_target()  # on a GPU runner, its GPU too: the floor guard reads it
+    chips = [*CHIP_NAMES, *([here] if here and here not in CHIP_NAMES else [])]
     model = analyze_case(
-        spec, case, CHIP_NAMES, seed=settings.seed, flops_factor=settings.cost_model_factor
+        spec, case, chips, seed=settings.seed, flops_factor=settings.cost_model_factor
     )
     return result.model_copy(update={"model": model})
 

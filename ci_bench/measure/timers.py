@@ -13,6 +13,12 @@ each case also reports its dispatch overhead (wall - device).
 Where the executions live in the trace (checked against jax 0.10's traces):
 
 - TPU/GPU: a ``/device:...`` plane with an ``XLA Modules`` line, one event per execution.
+- GPU without that line (the raw trace of jax's CUDA plugin: the ``XLA Modules`` line is
+  derived later, by xprof's conversion): the ``/device:GPU:N`` plane's stream lines
+  (``Stream #N(...)``, memcpy and memset streams aside) hold CUPTI's kernel events; the
+  calls are told apart by the gaps between them (each call blocks until done, so the host's
+  return and next dispatch separate two calls by more than the launch gap between kernels
+  of one call), and a call's device time is the union of its kernels' intervals.
 - CPU: the ``/host:CPU`` plane's PJRT client thread (``tf_XLAPjRtCpuClient/...``) carries
   the XLA op events, each with ``hlo_module``, ``hlo_op`` and ``run_id`` stats; one
   execution is the union of its ops' intervals (gaps between ops are not kernel time).
@@ -127,7 +133,7 @@ def profiler(
         if len(found) != 1:
             raise TimerError(f"profiler timer: expected one trace file, found {len(found)}")
         data = found[0].read_bytes()
-    executions = executions_in(jax.profiler.ProfileData.from_serialized_xspace(data))
+    executions = executions_in(jax.profiler.ProfileData.from_serialized_xspace(data), len(calls))
     device = assign(executions, calls, len(fns))
     return Timed(samples=device, wall=wall, device=device)
 
@@ -153,9 +159,40 @@ def _union_ns(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def executions_in(profile: Any) -> list[Execution]:
+def kernel_executions(profile: Any, calls: int) -> list[Execution]:
+    """GPU kernel events of the device planes' streams, cut into ``calls`` executions at the
+    ``calls - 1`` widest gaps between kernels (empty when there are no kernel events)."""
+    kernels = []
+    for plane in profile.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        for line in plane.lines:
+            if line.name.startswith("Stream") and not any(
+                word in line.name for word in ("Memcpy", "Memset")
+            ):
+                kernels += [(e.start_ns, e.start_ns + e.duration_ns, e.name) for e in line.events]
+    if not kernels or calls < 1:
+        return []
+    kernels.sort()
+    if len(kernels) < calls:
+        raise TimerError(
+            f"profiler timer: the trace holds {len(kernels)} GPU kernels for {calls} timed calls"
+        )
+    gaps = [kernels[i + 1][0] - kernels[i][1] for i in range(len(kernels) - 1)]
+    cuts = sorted(sorted(range(len(gaps)), key=lambda i: gaps[i], reverse=True)[: calls - 1])
+    found, start = [], 0
+    for cut in [*cuts, len(kernels) - 1]:
+        segment = kernels[start : cut + 1]
+        name = "+".join(k[2] for k in segment)
+        found.append(Execution(name, segment[0][0], _union_ns((s, e) for s, e, _ in segment)))
+        start = cut + 1
+    return found
+
+
+def executions_in(profile: Any, calls: int = 0) -> list[Execution]:
     """Module executions in time order: device planes' ``XLA Modules`` line where there is
-    one (TPU/GPU), else XLA op events grouped by ``run_id`` (the CPU client's thread)."""
+    one (TPU/GPU), else a GPU's kernel events cut into ``calls`` executions, else XLA op
+    events grouped by ``run_id`` (the CPU client's thread)."""
     per_plane: list[list[Execution]] = []
     for plane in profile.planes:
         if not plane.name.startswith("/device:"):
@@ -167,6 +204,8 @@ def executions_in(profile: Any) -> list[Execution]:
                 )
     if any(per_plane):
         return sorted(max(per_plane, key=len), key=lambda x: x.start_ns)
+    if kernels := kernel_executions(profile, calls):
+        return kernels
     runs: dict[tuple[str, Any], list[tuple[float, float]]] = {}
     for plane in profile.planes:
         for line in plane.lines:

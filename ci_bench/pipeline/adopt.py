@@ -48,12 +48,29 @@ def package_at(pin: str) -> str:
     return f"git+{HOMEPAGE}@{pin}"
 
 
-def callers(version: str, pin: str | None = None, label: str = PIN_LABEL) -> dict[str, str]:
+def _with(platform: str, pin: str | None, release: bool = False) -> str:
+    """A caller's ``with:``: the package at the pinned commit, and on runners other than
+    TPU's (the reusable workflows' defaults) their labels, install and constraints."""
+    entries = [f"      ci-bench: {package_at(pin)}\n"] if pin else []
+    if platform != "tpu":
+        entry = PLATFORM[platform]
+        labels = json.dumps(list(entry.release_labels if release else entry.runner_labels))
+        entries += [
+            f"      runner: '{labels}'\n",
+            f"      install: -e . {entry.install}\n",
+            f"      constraints: constraints/{platform}.txt\n",
+        ]
+    return "    with:\n" + "".join(entries) if entries else ""
+
+
+def callers(
+    version: str, pin: str | None = None, label: str = PIN_LABEL, platform: str = "tpu"
+) -> dict[str, str]:
     """The caller workflows, short enough to audit: the pipeline is in the called ones.
     ``pin``: the ci-bench commit every caller runs (the reusable workflows then run their
-    setup action at that same commit, and install the package from it)."""
+    setup action at that same commit, and install the package from it). ``platform``: the
+    self-hosted runners' (tpu, gpu)."""
     docs = docs_url("docs/ADOPTING.md")
-    package = f"    with: {{ci-bench: {package_at(pin)}}}\n" if pin else ""
 
     def uses(workflow: str) -> str:
         return f"    uses: {_uses(workflow, version, pin, label)}\n"
@@ -67,17 +84,19 @@ def callers(version: str, pin: str | None = None, label: str = PIN_LABEL) -> dic
             "  workflow_dispatch:\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"{uses('ci-bench.yml')}{package}"
+            f"{uses('ci-bench.yml')}"
             "    permissions: {contents: read, pull-requests: write}\n"
             "    cache-mode: none  # no actions cache is written from a pull request's run\n"
+            + _with(platform, pin)
         ),
         ".github/workflows/release.yml": (
             "# A release tag (v1.2.0, or <kernel>-v0.2.0) promotes the baselines.\n"
             'on: {push: {tags: ["v*", "*-v*"]}}\n'
             "jobs:\n"
             "  ci-bench:\n"
-            f"{uses('ci-bench-release.yml')}{package}"
+            f"{uses('ci-bench-release.yml')}"
             "    permissions: {contents: write, pull-requests: write}\n"
+            + _with(platform, pin, release=True)
         ),
         ".github/workflows/lower.yml": (
             "# Every pull request, forks included: lowering, cost model, correctness.\n"
@@ -85,8 +104,8 @@ def callers(version: str, pin: str | None = None, label: str = PIN_LABEL) -> dic
             "on: {pull_request: {types: [opened, synchronize, reopened]}}\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"{uses('ci-bench-lower.yml')}{package}"
-            "    permissions: {contents: read}\n"
+            f"{uses('ci-bench-lower.yml')}"
+            "    permissions: {contents: read}\n" + _with("tpu", pin)
         ),
         ".github/workflows/lower-relay.yml": (
             "# The lowering check's result into the sticky comment (runs no PR code).\n"
@@ -94,9 +113,9 @@ def callers(version: str, pin: str | None = None, label: str = PIN_LABEL) -> dic
             "  # zizmor: ignore[dangerous-triggers] default-branch code, the artifact as data\n"
             "jobs:\n"
             "  ci-bench:\n"
-            f"{uses('ci-bench-relay.yml')}{package}"
+            f"{uses('ci-bench-relay.yml')}"
             "    permissions: {actions: read, contents: read, pull-requests: write}\n"
-            "    cache-mode: none\n"
+            "    cache-mode: none\n" + _with("tpu", pin)
         ),
     }
 
@@ -108,11 +127,18 @@ def yaml_lines(text: str) -> int:
     )
 
 
-def config_block(kernels: Sequence[str], tpu_only: Sequence[str] = ()) -> str:
-    """The ``[tool.ci-bench]`` block: the kernel modules, and the kernels (by SPEC name)
-    that run on a CPU only under jax's TPU interpreter."""
+def config_block(
+    kernels: Sequence[str], tpu_only: Sequence[str] = (), targets: Sequence[str] = ()
+) -> str:
+    """The ``[tool.ci-bench]`` block: the kernel modules, the kernels (by SPEC name) that run
+    on a CPU only under jax's TPU interpreter, and the target chips (``init --platform gpu``:
+    the GPUs the lowering check and the cost model are about)."""
     listed = ", ".join(f'"{k}"' for k in kernels)
     block = f"[tool.ci-bench]\nkernels = [{listed}]\n"
+    if targets:
+        names = ", ".join(f'"{k}"' for k in targets)
+        block += "# The GPUs the lowering check and the cost model are about: keep yours.\n"
+        block += f"target-chips = [{names}]\n"
     if tpu_only:
         names = ", ".join(f'"{k}"' for k in tpu_only)
         block += (
@@ -123,7 +149,11 @@ def config_block(kernels: Sequence[str], tpu_only: Sequence[str] = ()) -> str:
 
 
 def with_config(
-    pyproject: str | None, kernels: Sequence[str], force: bool, tpu_only: Sequence[str] = ()
+    pyproject: str | None,
+    kernels: Sequence[str],
+    force: bool,
+    tpu_only: Sequence[str] = (),
+    targets: Sequence[str] = (),
 ) -> tuple[Action, str]:
     """The pyproject.toml with ``[tool.ci-bench] kernels`` (and ``cpu-interpret-tpu`` when
     some kernels are TPU-only): added, kept, or (``force``) set.
@@ -141,6 +171,8 @@ def with_config(
     wanted: dict[str, list[str]] = {"kernels": list(kernels)}
     if tpu_only:
         wanted["cpu-interpret-tpu"] = list(tpu_only)
+    if targets:
+        wanted["target-chips"] = list(targets)
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return "unchanged", text
     if current is not None and any(k in current for k in wanted) and not force:
@@ -149,7 +181,9 @@ def with_config(
     expected.setdefault("tool", {}).setdefault("ci-bench", {}).update(wanted)
     action: Action = "create" if current is None or "kernels" not in current else "replace"
     if current is None:  # appended as its own table when the file allows (most do)
-        block = config_block(wanted["kernels"], wanted.get("cpu-interpret-tpu", ()))
+        block = config_block(
+            wanted["kernels"], wanted.get("cpu-interpret-tpu", ()), wanted.get("target-chips", ())
+        )
         appended = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
         if _parses_to(appended, expected):
             return action, appended
@@ -250,7 +284,7 @@ def constraints_files(
     platforms: Sequence[str] = ("tpu",),
 ) -> dict[str, str]:
     """What ``init`` writes under constraints/, one file per platform the runners are
-    (today's callers run on TPU runners)."""
+    (``init --platform``: tpu, the default, or gpu)."""
     return {
         f"constraints/{p}.txt": constraints_template(
             jax_version, jaxlib_version, platform=p, pins=pins
@@ -296,22 +330,35 @@ def plan_files(
 
 CHECKLIST = """\
 Runner-side checklist (organisation settings > Actions > Runner groups):
-  1. The pull-request TPU runners (labels self-hosted, tpu) in a group of their own.
+  1. The pull-request {kind} runners (labels {labels}) in a group of their own.
      Workflow access: selected workflows, ci-bench's reusable one at the ref your callers
      use:
      {repository}/.github/workflows/ci-bench.yml@{ref}
      (for a reusable workflow, the group admits the called workflow, by that ref).
-  2. The release runners (self-hosted, tpu-trusted) in a second group that never runs
+  2. The release runners ({release}) in a second group that never runs
      pull-request code: {repository}/.github/workflows/ci-bench-release.yml@{ref}.
   3. Labels: `benchmark` (a fork's commit may be measured) and `benchmark-accept` (this
      commit's slowdowns are an accepted trade-off).
   4. Settings > Actions > General: require approval for outside collaborators; restrict
      who can label (triage and above).
-  5. Each TPU runner: Python 3.11+, python3-venv, git, flock; disk for a ~2 GB venv.
+  5. Each {kind} runner: Python 3.11+, python3-venv, git, flock; disk for a ~2 GB venv.{extra}
 """
+_GPU_RUNNER = (
+    "\n     One GPU job per runner (one worker per visible GPU); the NVIDIA driver is the\n"
+    "     runner's (the fingerprint records it: a driver bump reads as toolchain)."
+)
 
 
-def checklist(version: str = __version__, pin: str | None = None) -> str:
-    """The runner-side checklist, naming the reusable workflows at the ref the callers use
-    (a runner group's selected workflows must match it: a pinned commit, else the tag)."""
-    return CHECKLIST.format(repository=REPOSITORY, ref=pin or f"v{version}")
+def checklist(version: str = __version__, pin: str | None = None, platform: str = "tpu") -> str:
+    """The runner-side checklist for ``platform``'s runners, naming the reusable workflows
+    at the ref the callers use (a runner group's selected workflows must match it: a pinned
+    commit, else the tag)."""
+    entry = PLATFORM[platform]
+    return CHECKLIST.format(
+        repository=REPOSITORY,
+        ref=pin or f"v{version}",
+        kind=platform.upper(),
+        labels=", ".join(entry.runner_labels),
+        release=", ".join(entry.release_labels),
+        extra=_GPU_RUNNER if platform == "gpu" else "",
+    )

@@ -17,7 +17,7 @@ from ci_bench.defaults import ADAPTIVE_MAX_S, CASE_TIMEOUT_S, REPEATS, SEED, WAR
 from ci_bench.errors import InputError
 from ci_bench.github.api import ApiSettings
 from ci_bench.schema import FailPolicy, Thresholds
-from ci_bench.schema.chips import ChipName
+from ci_bench.schema.chips import TargetName
 from ci_bench.schema.timers import TimerName
 from ci_bench.store.files import read_text, too_deep
 
@@ -73,9 +73,10 @@ class Config(BaseModel):
     # Kernels (by SPEC name) that run under jax's TPU interpreter on a CPU whatever
     # `cpu-interpret` says: TPU-only kernels beside kernels that interpret themselves.
     cpu_interpret_tpu: list[str] = Field(default_factory=list)
-    # TPU chips the cost model judges and the lowering check lowers for (jax's names,
-    # schema/chips.py); empty: the runner's TPU, else (on a CPU or GPU) every chip it knows.
-    target_chips: list[ChipName] = Field(default_factory=list)
+    # TPU chips and GPUs the cost model judges and the lowering check lowers for (jax's
+    # names and h100/h200/b200, schema/chips.py); empty: the runner's accelerator, else
+    # (on a CPU) every TPU chip it knows.
+    target_chips: list[TargetName] = Field(default_factory=list)
     # The lower role's tiling hint (docs/TUNE.md): the model's best tiling beats the
     # shipped default by more than this ratio; 0 turns the search off.
     tune_hint: float = Field(1.5, ge=0, allow_inf_nan=False)

@@ -36,13 +36,14 @@ from ci_bench.report.sticky import (
 )
 from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.schema.analysis import ANALYSIS_READABLE, Analysis
+from ci_bench.schema.gpus import GPU_NAMES
 from ci_bench.schema.lowering import (
     LOWERING_READABLE,
     LoweredCase,
     LoweringMeta,
     LoweringResults,
 )
-from ci_bench.schema.platforms import LOWER_ROLE_TARGET
+from ci_bench.schema.platforms import LOWER_ROLE_TARGET, lower_role_platform
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
 from ci_bench.text import one_line
 
@@ -54,27 +55,26 @@ def lower_all(
     platform: str,
     chips: Sequence[str] = (),
 ) -> LoweringResults:
-    """Export every case for ``platform`` (TPU: as each of ``chips``, else config
-    ``target-chips``, else this machine's TPU, else every chip); a case that cannot lower is
+    """Export every case for ``platform`` as each of ``chips`` (TPU chips for tpu, GPUs for
+    cuda; else config ``target-chips`` of that platform, else this machine's chip, else
+    every one the tables know); a case that cannot lower is
     an error row (a ``host_error`` when the machine, not the kernel, is to blame), and (TPU)
     so is one whose cost model does not fit a target chip's VMEM: it would lower, then fail
     to compile in libtpu on that chip."""
     import jax
 
     from ci_bench.measure.lowering import check_platform, lower_for_chips
-    from ci_bench.measure.model.chips import resolve_chips
+    from ci_bench.measure.model.targets import resolve_targets
 
     checked = check_platform(platform)
     if not cases:
         raise InputError("the selection is empty: nothing to lower")
-    if checked != "tpu" and chips:
-        raise InputError("--chip names TPU chips: it goes with --platform tpu")
-    chips = resolve_chips(chips, request.config.target_chips) if checked == "tpu" else []
+    chips = resolve_targets(chips, request.config.target_chips, checked)
     done = []
     for index, case in enumerate(cases, start=1):
         seed = request.harness.seed
         lowered = lower_for_chips(specs[case.kernel], case, checked, chips, seed)
-        if chips:
+        if checked == "tpu":
             lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
         done.append(lowered)
         if not request.outputs.quiet:
@@ -130,8 +130,14 @@ def lower_step(ctx: Context) -> None:
     request, actions = ctx.request, ctx.actions
     specs = ctx.specs()
     cases = cases_for(request.selection, specs)
-    lowered = lower_all(request, specs, cases, LOWER_ROLE_TARGET)  # the platform table's
-    hints = tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
+    # The platform table's target (TPU), or CUDA when the config targets GPUs only.
+    platform = lower_role_platform(request.config.target_chips, GPU_NAMES)
+    lowered = lower_all(request, specs, cases, platform)
+    hints = (
+        tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
+        if platform == LOWER_ROLE_TARGET
+        else []  # the tiling search ranks TPU tilings
+    )
     lowered = lowered.model_copy(update={"tiling": hints})
     out_dir = request.outputs.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -165,7 +171,8 @@ def _lowered_and_smoke(
     hosted = f" ({host} could not be lowered on this machine: host_error)" if host else ""
     ctx.out.write(
         f"ci-bench: {len(lowered.cases) - bad - host}/{len(lowered.cases)} cases lower for "
-        f"TPU{hosted}; {len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
+        f"{lowered.meta.platform.upper()}{hosted}; "
+        f"{len(smoke.cases) - wrong}/{len(smoke.cases)} smoke cases correct\n"
     )
     ctx.outcome = Outcome(
         states={"error": bad + wrong, "structural": structural, "same-code": same},

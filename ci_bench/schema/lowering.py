@@ -14,24 +14,29 @@ from pydantic import Field, model_validator
 from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.model import CaseModel
 
-LOWERING_SCHEMA_VERSION = 4
+LOWERING_SCHEMA_VERSION = 5
 # 2: each case carries the cost model (``model``); a case whose VMEM does not fit a target
 # chip is an error. 3: a TPU case is lowered as each target chip (``chips``), and a failure
 # that comes from the machine, not the kernel, is ``host_error`` (never a red check).
 # 4: ``tiling``, the cost model's faster tilings of kernels that declare tunables (a hint
-# for the comment, never a verdict). Versions 1 to 3 are still read.
-LOWERING_READABLE = (1, 2, 3, 4)
+# for the comment, never a verdict). 5: a CUDA case is lowered as each target GPU
+# (``chips`` holds GPU names), and a failure names the rule it broke (``rule``). Versions 1
+# to 4 are still read.
+LOWERING_READABLE = (1, 2, 3, 4, 5)
 LoweringPlatform = Literal["tpu", "cuda"]
 LoweringStatus = Literal["ok", "error", "host_error"]
+# The rule a failed lowering broke, named from jax's message (``measure.lowering_rules``).
+LoweringRule = Literal["power_of_2", "shared_memory", "unsupported_primitive", "tpu_block_shape"]
 
 
 class ChipLowering(Model):
-    """One case lowered as one TPU chip (version 3)."""
+    """One case lowered as one TPU chip (version 3) or GPU (version 5)."""
 
     status: LoweringStatus
     kind: str | None = None
     custom_calls: list[str] = Field(default_factory=list)
     error: str | None = None
+    rule: LoweringRule | None = None
     lower_ms: float | None = Field(None, ge=0)
 
 
@@ -51,13 +56,17 @@ class LoweredCase(Model):
     kind: str | None = Field(None, description="Pallas backend found: mosaic, triton, mosaic_gpu")
     custom_calls: list[str] = Field(default_factory=list, description="custom-call targets")
     error: str | None = None
+    rule: LoweringRule | None = Field(
+        None, description="the rule a failed lowering broke, when jax's message names one (5)"
+    )
     traceback: str | None = Field(None, description="full traceback of a failure (logs only)")
     lower_ms: float | None = Field(None, ge=0, description="trace + lower + serialise time")
     model: CaseModel | None = Field(
         None, description="the cost model on the target chips (version 2); null in version 1"
     )
     chips: dict[str, ChipLowering] = Field(
-        default_factory=dict, description="TPU: the case lowered as each target chip (version 3)"
+        default_factory=dict,
+        description="the case lowered as each target TPU chip (version 3) or GPU (version 5)",
     )
 
     @model_validator(mode="after")
@@ -97,7 +106,7 @@ class TilingHint(Model):
 class LoweringResults(Model):
     """``ci-bench lower --output``: every selected case exported for one platform."""
 
-    schema_version: Literal[1, 2, 3, 4] = LOWERING_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = LOWERING_SCHEMA_VERSION
     kind: Literal["lowering"] = "lowering"
     meta: LoweringMeta
     cases: list[LoweredCase]

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ci_bench.schema.base import Model
+from ci_bench.schema.gpu_model import GpuDetail
 
 # jax device_kind -> jax's chip name, for the chips the model knows (the same mapping as
 # jax's ``chip_version_from_device_kind``; tests/test_model_chips.py keeps them equal). Pure
@@ -85,6 +86,9 @@ class ChipModel(Model):
     mfu_ceiling: float | None = Field(None, description="flops / (modelled time x chip peak)")
     tensor_cores: int = Field(1, ge=1, description="TensorCores the grid spreads over")
     hbm_bytes: int = Field(0, ge=0, description="modelled bytes on this chip (megacore split)")
+    gpu: GpuDetail | None = Field(
+        None, description="a GPU's wave model (its vmem_* fields are shared memory per block)"
+    )
 
 
 class CallModel(Model):

@@ -47,6 +47,10 @@ class Platform:
     install: str = "jax"  # the pip requirement a workflow installs jax with
     extra: str | None = None  # jax's extra that names the toolchain's versions
     constraints_header: str = ""  # ``init``'s constraints/<name>.txt, before its pins
+    # ``init --platform``'s callers: the self-hosted runner labels of the pull-request pool
+    # and of the release pool (which never runs pull-request code).
+    runner_labels: tuple[str, ...] = ()
+    release_labels: tuple[str, ...] = ()
 
 
 PLATFORMS: tuple[Platform, ...] = (
@@ -71,6 +75,8 @@ PLATFORMS: tuple[Platform, ...] = (
         lowered_on_every_pr=True,
         install="jax[tpu]",
         extra="tpu",
+        runner_labels=("self-hosted", "tpu"),
+        release_labels=("self-hosted", "tpu-trusted"),
         constraints_header=(
             "# The TPU toolchain every benchmark, A/B and promotion job installs (pip install "
             "-c).\n# A jax, jaxlib or libtpu release changes compiled code and so timings: "
@@ -92,6 +98,8 @@ PLATFORMS: tuple[Platform, ...] = (
         lowering="cuda",
         install="jax[cuda12]",
         extra="cuda12",
+        runner_labels=("self-hosted", "gpu"),
+        release_labels=("self-hosted", "gpu-trusted"),
         constraints_header=(
             "# The GPU toolchain every benchmark, A/B and promotion job installs (pip install "
             "-c).\n# A jax, jaxlib or CUDA plugin release changes compiled code and so "
@@ -105,6 +113,19 @@ PLATFORM = {p.name: p for p in PLATFORMS}
 PLATFORM_NAMES: tuple[str, ...] = tuple(PLATFORM)
 # The platform the lower role exports for on every pull request.
 LOWER_ROLE_TARGET: str = next(p.lowering or p.name for p in PLATFORMS if p.lowered_on_every_pr)
+# jax.export's names of the platforms ci-bench lowers for (``lower --platform``, ``run
+# --lower``): "tpu", "cuda".
+LOWERING_NAMES: tuple[str, ...] = tuple(p.lowering for p in PLATFORMS if p.lowering)
+# Platforms ``init --platform`` writes callers and constraints for (self-hosted runners).
+INIT_PLATFORMS: tuple[str, ...] = tuple(p.name for p in PLATFORMS if p.runner_labels)
+
+
+def lower_role_platform(targets: tuple[str, ...] | list[str], gpus: tuple[str, ...]) -> str:
+    """The platform the lower role exports for: CUDA when the config's targets are GPUs
+    only (``gpus``: the GPU names), else the table's (TPU)."""
+    if targets and all(t in gpus for t in targets):
+        return PLATFORM["gpu"].lowering or "cuda"
+    return LOWER_ROLE_TARGET
 
 
 def platform_of(name: str) -> Platform:

@@ -5,10 +5,14 @@ Two lowerings of the same tiling, picked from the backend:
 - ``tpu`` (also used for CPU interpret mode): grid ``(B, M/bm, N/bn, K/bk)``; the K axis is
   the innermost, sequential ("arbitrary") axis and a float32 VMEM scratch accumulates
   across it, as in jax's ``pallas/ops/tpu/matmul.py``. Mosaic pipelines the block DMAs.
-- ``gpu`` (Triton): grid programs run in parallel, so no state can cross grid steps; the
-  grid is ``(B, M/bm, N/bn)`` and each program loops over K blocks with ``fori_loop``.
-  Triton needs power-of-two block shapes, so the padded K is a power-of-two number of
-  blocks.
+- ``gpu`` (Triton, chosen explicitly by its compiler params: with none, jax 0.10+ lowers a
+  ``pallas_call`` through Mosaic GPU, which copies whole blocks into shared memory): grid
+  programs run in parallel, so no state can cross grid steps; the grid is ``(B, M/bm,
+  N/bn)`` and each program loops over K blocks with ``fori_loop``, which Triton pipelines
+  ``num_stages`` deep. The GPU tiles are their own (``GpuTiles``, per dtype), never the TPU
+  ones: Triton needs power-of-two loads, and the pipeline's buffers, ``num_stages x (bm·bk
+  + bk·bn) x itemsize``, must fit the 227 KB a block may use on H100, H200 and B200
+  (``GpuTiles.smem_bytes``; the CUDA programming guide's per-block opt-in maximum).
 
 Unaligned shapes (127, 513, anything not a multiple of a block) are zero-padded up to the
 blocks and the result is sliced back: zeros add nothing to a dot product, so every element
@@ -57,12 +61,50 @@ class BlockSizes:
             if getattr(self, name) % 128:
                 raise ValueError(f"{name} must be a multiple of 128, got {getattr(self, name)}")
 
-    def check_backend(self, backend: Backend) -> None:
-        """Triton lowers only power-of-two block shapes."""
-        if backend == "gpu":
-            for name in ("block_m", "block_k", "block_n"):
-                if not _is_power_of_two(getattr(self, name)):
-                    raise ValueError(f"{name}={getattr(self, name)} must be a power of two on GPU")
+
+# Shared memory one thread block may use on the GPUs ci-bench targets (compute capability
+# 9.0 and 10.0: CUDA C++ Programming Guide, "Technical Specifications per Compute Capability").
+GPU_SMEM_PER_BLOCK = 227 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuTiles:
+    """Triton tiles and launch parameters. Defaults: Triton's matmul tutorial's shape
+    (128x128 output tiles, 4 warps), with bk halved for 4-byte operands so the pipeline's
+    buffers stay at 96 KB in both dtypes."""
+
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 64
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name in ("block_m", "block_n", "block_k", "num_warps"):
+            if not _is_power_of_two(getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)} must be a power of two on GPU")
+
+    def smem_bytes(self, itemsize: int) -> int:
+        """Shared memory of Triton's software pipeline: ``num_stages`` copies of one K
+        step's a and b tiles (the operands a dot reads from shared memory)."""
+        return self.num_stages * (self.block_m + self.block_n) * self.block_k * itemsize
+
+    def check_fits(self, itemsize: int) -> None:
+        need = self.smem_bytes(itemsize)
+        if need > GPU_SMEM_PER_BLOCK:
+            raise ValueError(
+                f"GPU tiles need {need:,} B of shared memory per block (num_stages x "
+                f"(bm + bn) x bk x itemsize), past the {GPU_SMEM_PER_BLOCK:,} B a block may use"
+            )
+
+
+def gpu_tiles_of(dtype: jnp.dtype) -> GpuTiles:
+    """The default GPU tiles of ``dtype``: bk 64 for 2-byte operands, 32 for 4-byte."""
+    return GpuTiles(block_k=64 if jnp.dtype(dtype).itemsize <= 2 else 32)
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -135,12 +177,14 @@ def _tpu_call(
     )(a, b)
 
 
-def _gpu_call(a, b, blocks: BlockSizes, interpret: bool) -> jax.Array:
+def _gpu_call(a, b, tiles: GpuTiles, interpret: bool) -> jax.Array:
+    from jax.experimental.pallas import triton as pltriton
+
     B, M, K = a.shape
     N = b.shape[2]
-    bm, bn = blocks.block_m, blocks.block_n
+    bm, bn = tiles.block_m, tiles.block_n
     return pl.pallas_call(
-        functools.partial(_gpu_kernel, block_k=blocks.block_k),
+        functools.partial(_gpu_kernel, block_k=tiles.block_k),
         out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
         grid=(B, M // bm, N // bn),
         in_specs=[
@@ -148,6 +192,9 @@ def _gpu_call(a, b, blocks: BlockSizes, interpret: bool) -> jax.Array:
             pl.BlockSpec((pl.squeezed, K, bn), lambda g, i, j: (g, 0, j)),
         ],
         out_specs=pl.BlockSpec((pl.squeezed, bm, bn), lambda g, i, j: (g, i, j)),
+        compiler_params=pltriton.CompilerParams(
+            num_warps=tiles.num_warps, num_stages=tiles.num_stages
+        ),
         interpret=interpret,
     )(a, b)
 
@@ -175,20 +222,30 @@ def _pad_to(x: jax.Array, rows: int, cols: int) -> jax.Array:
 
 @functools.partial(
     jax.jit,
-    static_argnames=("block_sizes", "backend", "interpret", "transpose_a", "transpose_b"),
+    static_argnames=(
+        "block_sizes",
+        "gpu_tiles",
+        "backend",
+        "interpret",
+        "transpose_a",
+        "transpose_b",
+    ),
 )
 def matmul_tiled(
     a: jax.Array,  # [M, K] or [B, M, K]; [K, M] / [B, K, M] with transpose_a
     b: jax.Array,  # [K, N] or [B, K, N]; [N, K] / [B, N, K] with transpose_b
     *,
     block_sizes: BlockSizes | None = None,
+    gpu_tiles: GpuTiles | None = None,
     backend: Backend | None = None,
     interpret: bool | None = None,
     transpose_a: bool = False,
     transpose_b: bool = False,
 ) -> jax.Array:  # [M, N] or [B, M, N], dtype of a
     """Tiled matmul in Pallas (of ``aᵀ`` / ``bᵀ`` when asked); ``interpret`` defaults to
-    True exactly on CPU. Not differentiable by itself: ``matmul`` is."""
+    True exactly on CPU. Not differentiable by itself: ``matmul`` is. The GPU variant takes
+    ``gpu_tiles``, else (``backend="gpu"`` named) ``block_sizes`` as its tiles, else the
+    dtype's default GPU tiles: TPU tilings never reach it from the platform branch."""
     if a.ndim != b.ndim or a.ndim not in (2, 3):
         raise ValueError(
             f"expected shapes [M,K]x[K,N] or [B,M,K]x[B,K,N], got {a.shape} x {b.shape}"
@@ -201,27 +258,34 @@ def matmul_tiled(
     blocks = block_sizes or BlockSizes()
     if backend is None and interpret is None:
         # Chosen where jax lowers, not where it traces: interpreted on CPU, Mosaic for TPU,
-        # Triton for GPU, so `jax.export(..., platforms=["tpu"])` on a CPU machine
-        # (ci-bench lower) checks the real TPU lowering.
+        # Triton for GPU (with its own tiles), so `jax.export(..., platforms=["tpu"])` on a
+        # CPU machine (ci-bench lower) checks the real TPU lowering, and "cuda" the Triton one.
         def variant(backend: Backend, interpret: bool):
             return functools.partial(
                 matmul_tiled,
-                block_sizes=blocks,
+                block_sizes=blocks if backend == "tpu" else None,
+                gpu_tiles=gpu_tiles if backend == "gpu" else None,
                 backend=backend,
                 interpret=interpret,
                 transpose_a=transpose_a,
                 transpose_b=transpose_b,
             )
 
-        gpu_ok = all(
-            _is_power_of_two(getattr(blocks, f)) for f in ("block_m", "block_k", "block_n")
-        )
         branches = {"cpu": variant("tpu", True), "tpu": variant("tpu", False)}
-        if gpu_ok:
-            branches["default"] = variant("gpu", False)
+        branches["default"] = variant("gpu", False)
         return jax.lax.platform_dependent(a, b, **branches)
     backend = backend or default_backend()
-    blocks.check_backend(backend)
+    tiles = None
+    if backend == "gpu":
+        if gpu_tiles is None and block_sizes is not None:
+            gpu_tiles = GpuTiles(blocks.block_m, blocks.block_n, blocks.block_k)
+        tiles = gpu_tiles or gpu_tiles_of(a.dtype)
+        tiles.check_fits(jnp.dtype(a.dtype).itemsize)
+    bm, bk, bn = (
+        (tiles.block_m, tiles.block_k, tiles.block_n)
+        if tiles
+        else (blocks.block_m, blocks.block_k, blocks.block_n)
+    )
     if interpret is None:
         interpret = jax.default_backend() == "cpu"
 
@@ -229,22 +293,20 @@ def matmul_tiled(
     a3, b3 = (a, b) if batched else (a[None], b[None])
     # A transposed block of a is [bk, bm]: its lane dimension bm must be a multiple of 128
     # on TPU. Triton, and smaller bm, multiply an XLA transpose instead.
-    if transpose_a and (backend == "gpu" or blocks.block_m % 128):
+    if transpose_a and (backend == "gpu" or bm % 128):
         a3, transpose_a = jnp.swapaxes(a3, 1, 2), False
     if transpose_b and backend == "gpu":
         b3, transpose_b = jnp.swapaxes(b3, 1, 2), False
     M, K = a_shape[-2:]
     N = b_shape[-1]
-    Mp, Np = _round_up(M, blocks.block_m), _round_up(N, blocks.block_n)
-    k_blocks = -(-K // blocks.block_k)
-    if backend == "gpu":
-        k_blocks = pl.next_power_of_2(k_blocks)
-    Kp = k_blocks * blocks.block_k
+    # K is padded to whole blocks only: Triton's power-of-2 rule is on what a kernel loads
+    # (one [bm, bk] / [bk, bn] step), not on the block a program is given.
+    Mp, Np, Kp = _round_up(M, bm), _round_up(N, bn), _round_up(K, bk)
     a3 = _pad_to(a3, Kp, Mp) if transpose_a else _pad_to(a3, Mp, Kp)
     b3 = _pad_to(b3, Np, Kp) if transpose_b else _pad_to(b3, Kp, Np)
 
-    if backend == "gpu":
-        out = _gpu_call(a3, b3, blocks, interpret)
+    if tiles is not None:
+        out = _gpu_call(a3, b3, tiles, interpret)
     else:
         out = _tpu_call(a3, b3, blocks, interpret, transpose_a, transpose_b)
     if (Mp, Np) != (M, N):

@@ -25,6 +25,7 @@ class StepResult:
     name: str
     outcome: str  # success, failure, skipped
     output: str = ""
+    inputs: dict[str, str] = field(default_factory=dict)  # its `with:`, evaluated
 
 
 @dataclass
@@ -34,6 +35,7 @@ class JobResult:
     result: str  # success, failure, skipped
     steps: list[StepResult] = field(default_factory=list)
     workspace: Path | None = None
+    runs_on: str = ""  # the job's `runs-on:`, evaluated (JSON text for a list)
     summary: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
 

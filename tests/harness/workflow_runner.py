@@ -324,6 +324,7 @@ class Runner:
         }
         leg.env.update(leg.job_env)
         result = JobResult(leg.name, leg.matrix, "success", workspace=leg.workspace)
+        result.runs_on = interpolate(leg.spec.get("runs-on", ""), leg.context)
         failed = False
         for index, step in enumerate(leg.spec["steps"]):
             step_ctx = {**leg.context, "env": {**leg.job_env}, "steps": leg.steps}
@@ -354,7 +355,7 @@ class Runner:
                 with_ = {k: v.replace(given, stand_in) for k, v in with_.items()}
         if kind == INSTALL and not self._installs_for_real(leg.name):
             leg.env.update(self.installed)
-            return StepResult(label, "skipped")
+            return StepResult(label, "skipped", inputs=with_)
         if "uses" in step and kind in (INSTALL, COMPOSITE):
             outcome, text = self._composite(step["uses"], with_, leg)
             return StepResult(label, outcome, text)

@@ -125,7 +125,15 @@ def analyze_case(
     clock: Clock = time.perf_counter,
 ) -> CaseModel:
     """The case's model on ``chips``, each traced *as that chip* (``aschip``: jax's chip
-    queries answer for it); any failure is "not modelled: why", never zeros."""
+    queries answer for it; GPUs through ``asgpu`` and ``gpu``); any failure is "not
+    modelled: why", never zeros."""
+    from ci_bench.schema.chips import split_targets
+
+    tpus, gpus = split_targets(list(chips))
+    if gpus:
+        from ci_bench.measure.model.gpu_case import with_gpus
+
+        return with_gpus(spec, case, tpus, gpus, seed, flops_factor, clock, analyze_case)
     from ci_bench.measure.model.aschip import as_chip
     from ci_bench.measure.model.case import case_model, merge_chips
     from ci_bench.measure.model.chips import chip

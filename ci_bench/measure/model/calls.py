@@ -71,6 +71,9 @@ class Call:
     step: StepCost
     count: int = 1
     notes: tuple[str, ...] = ()
+    # The body jaxpr and compiler params as jax holds them (the GPU model reads both).
+    body: Any = None
+    compiler_params: Any = None
 
     @property
     def steps(self) -> int:
@@ -226,4 +229,6 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
         step=step,
         count=count,
         notes=notes,
+        body=body,
+        compiler_params=params.get("compiler_params"),
     )
