@@ -26,7 +26,7 @@ def test_analyze_json_has_the_contracts_fields_with_hand_computed_figures(tmp_pa
     )  # fmt: skip
     assert done.returncode == ExitCode.OK, done.stderr
     doc = json.loads(done.stdout)
-    assert (doc["kind"], doc["schema_version"], doc["verdict"]) == ("analysis", 3, "pass")
+    assert (doc["kind"], doc["schema_version"], doc["verdict"]) == ("analysis", 4, "pass")
     assert doc["meta"]["chips"] == ["v5e", "v6e"]
     by_id = {c["id"]: c for c in doc["cases"]}
     for case in doc["cases"]:
@@ -47,6 +47,58 @@ def test_analyze_json_has_the_contracts_fields_with_hand_computed_figures(tmp_pa
     assert table.returncode == 0, table.stderr
     assert "v5e µs" in table.stdout
     assert "matmul/B1-M127-K513-N255/float32" in table.stdout
+
+
+def test_a_partial_case_carries_no_modelled_time_in_the_json(tmp_path):
+    """Issue 39: the analysis JSON is the contract other tools read; a partial case (a
+    ``while`` of dynamic trip count in the body) has every per-chip time null, in the case
+    and in its calls, and no table row shows one."""
+    from ci_bench.schema.analysis import Analysis
+
+    write_project(tmp_path, ["partial_while_kernel", "sub_block_kernel"])
+    args = ("analyze", "--profile", "smoke", "--chip", "v5e", "--chip", "v6e", "-q")
+    done = run_cli(*args, "--format", "json", cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["schema_version"], doc["verdict"]) == (4, "partial")
+    by_kernel = {c["kernel"]: c for c in doc["cases"]}
+    partial, whole = by_kernel["partial_while"], by_kernel["sub_block"]
+    assert partial["status"] == "partial"
+    assert "a while loop with a dynamic trip count in the body" in partial["reason"]
+    assert partial["hbm_bytes"] == whole["hbm_bytes"] > 0  # bytes stay: lower bounds
+    times = ("modelled_us", "compute_us", "memory_us", "overhead_us", "mfu_ceiling", "bound")
+    chips = [partial["chips"], *(call["chips"] for call in partial["calls"])]
+    assert len(chips) == 2
+    for per_chip in chips:
+        assert set(per_chip) == {"v5e", "v6e"}
+        for chip in per_chip.values():
+            assert {k: chip[k] for k in times} == dict.fromkeys(times)
+            assert chip["fits"] is True
+    for chip in ("v5e", "v6e"):
+        assert whole["chips"][chip]["modelled_us"] > 0
+        assert whole["calls"][0]["chips"][chip]["modelled_us"] > 0
+    # Read back (the lowering role reads this file): still null, still partial.
+    back = Analysis.model_validate_json(done.stdout)
+    assert back.cases[0].status == "partial"
+    assert back.cases[0].chips["v5e"].modelled_us is None
+    # A version-3 file's partial times are dropped on reading.
+    old = {**doc, "schema_version": 3}
+    old["cases"] = [
+        {**c, "chips": {n: {**v, "modelled_us": 1.5, "bound": "memory", "compute_us": 0.1,
+                            "memory_us": 1.5, "overhead_us": 0.2} for n, v in c["chips"].items()}}
+        for c in doc["cases"]
+    ]  # fmt: skip
+    read = Analysis.model_validate(old)
+    by_id = {c.kernel: c for c in read.cases}
+    assert by_id["partial_while"].chips["v6e"].modelled_us is None
+    assert by_id["partial_while"].chips["v6e"].bound is None
+    assert by_id["sub_block"].chips["v6e"].modelled_us == 1.5
+    table = run_cli(*args, cwd=tmp_path)
+    assert table.returncode == ExitCode.OK, table.stderr
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("partial_while/")]
+    assert "dynamic trip count" in row
+    assert "µs" not in row
+    assert not any(ch.isdigit() for ch in row.split("/float32")[1])
 
 
 def test_unknown_chips_and_empty_selections_are_one_line_usage_errors(tmp_path):

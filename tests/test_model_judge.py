@@ -208,6 +208,30 @@ def test_a_time_measured_below_the_models_physical_floor_is_an_error_never_a_spe
         assert row.verdict != "error"
 
 
+def test_a_partial_model_is_never_a_floor():
+    """Issue 39: a partial model's figures leave out work of unknown cost; a time measured
+    a tenth under its floor is the model's blind spot, never a broken timer."""
+    from ci_bench.judge.model import floor_error
+
+    whole = model_of(128)
+    floor_us = max(whole.chips["v5e"].compute_us, whole.chips["v5e"].memory_us)
+    partial = whole.model_copy(
+        update={"status": "partial", "reason": "partial: x", "not_modelled": ["x"]}
+    )
+    assert floor_error(whole, floor_us / 1000 / 10, "v5e") is not None
+    assert floor_error(partial, floor_us / 1000 / 10, "v5e") is None
+    too_fast = with_model(case(CID, floor_us / 1000 / 10), partial)
+    report = compare(
+        results([too_fast], device=V5E, profile="ci"),
+        {"matmul": baseline_of([])},
+        Thresholds(),
+        FailPolicy(),
+    )
+    (row,) = report.cases
+    assert row.verdict != "error"
+    assert "faster than the chip allows" not in (row.reason or "")
+
+
 def test_the_pr_comment_shows_model_improvements_partial_models_and_host_errors():
     from ci_bench.judge.model import judge_model
     from ci_bench.report.sticky import lowering_section

@@ -164,8 +164,10 @@ def floor_error(
 ) -> str | None:
     """``error: faster than the chip allows`` when a time measured on chip ``runner`` is
     under ``FLOOR_SLACK`` x the model's physical floor there; None otherwise (no model for
-    that chip, or a model with upper-bound parts, e.g. a conditional's costliest branch)."""
-    if model is None or model.status == "not_modelled" or runner not in model.chips:
+    that chip, a partial model, or a model with upper-bound parts, e.g. a conditional's
+    costliest branch). A partial model is never a floor: what it did not read has no known
+    cost, and its figures can sit far from the chip's (issue 39)."""
+    if model is None or model.status != "ok" or runner not in model.chips:
         return None
     if measured_ms is None or any(u in n for n in model.notes for u in _UPPER_BOUND_NOTES):
         return None
