@@ -55,7 +55,7 @@ def test_project_kernels_lower_to_mosaic_for_every_smoke_case(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["kind"] == "lowering"
-    assert doc["schema_version"] == 5
+    assert doc["schema_version"] == 6
     # No config target-chips and no TPU here: every chip the model knows is checked.
     assert doc["meta"]["chips"] == ["v4i", "v4", "v5e", "v5p", "v6e", "7", "7x", "8i"]
     # matmul and gla: 6 forward and 6 backward cases each (the backward kernels lower too)
@@ -99,7 +99,7 @@ def test_an_emit_pipeline_kernel_lowers_and_is_modelled_as_each_target_chip(tmp_
     )
     assert done.returncode == 0, done.stderr + done.stdout
     doc = LoweringResults.model_validate_json(out.read_text())
-    assert doc.schema_version == 5
+    assert doc.schema_version == 6
     assert doc.meta.chips == ["v5e", "7x"]
     (case,) = doc.cases
     assert case.status == "ok", case.error

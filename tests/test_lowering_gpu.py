@@ -25,7 +25,7 @@ def _lower(tmp_path, kernels, *flags):
 def test_the_project_kernels_lower_through_triton_as_every_gpu(tmp_path):
     done, doc = _lower(tmp_path, ["kernels.matmul", "kernels.gla"], "--profile", "smoke")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert doc["schema_version"] == 5
+    assert doc["schema_version"] == 6
     assert doc["meta"]["platform"] == "cuda"
     assert doc["meta"]["chips"] == GPUS  # no GPU here, no config: every GPU the table knows
     assert len(doc["cases"]) == 24  # 12 matmul and 12 gla, forward and backward

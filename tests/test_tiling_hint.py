@@ -73,7 +73,7 @@ def test_a_slow_default_tiling_gets_the_faster_tiling_line_and_the_check_stays_g
     # The lower job's file records it per case and chip, the shipped default beside it.
     (lower, _relay) = world.lowering_runs
     doc = json.loads(next(lower.artifacts.rglob("lowering.json")).read_text())
-    assert doc["schema_version"] == 5
+    assert doc["schema_version"] == 6
     hint = doc["tiling"][0]
     assert hint["config"] == {"units": 1}
     assert hint["default"] == {"units": 64}

@@ -110,10 +110,17 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     if args.output is not None:
         write_text(args.output, dump_model(report), what="tune results", replace=args.force)
     if args.write:
-        from ci_bench.pipeline.tuned import write_tuned
+        from ci_bench.pipeline.tuned import winner, write_tuned
 
         for path in write_tuned(report, request.baselines.folder, replace=args.force):
             progress(f"tuned configs written to {path}")
+        for case in report.cases:
+            for chip in case.tied:
+                if winner(case, chip) is None:
+                    progress(
+                        f"{case.id}: not written for {chip}: {len(case.tied[chip])} configs "
+                        "tie by the model; --measure K on that chip breaks the tie"
+                    )
     out.write(dump_model(report) if args.format == "json" else tune_table(report, args.top))
     ranked = any(case.best for case in report.cases)
     return int(ExitCode.OK if ranked else ExitCode.NOTHING_MEASURED)

@@ -18,7 +18,9 @@ from ci_bench.text import one_line
 
 
 def hints_of(tuned: TunedCase, chips: Sequence[str]) -> list[TilingHint]:
-    """Per chip, the best candidate and the default, where both are modelled as it."""
+    """Per chip, the best candidate and the default, where both are modelled as it; a best
+    that is a tie carries the whole set (never one config the enumeration chose), and none
+    when the default is in it."""
     if tuned.default_index is None:
         return []
     default = tuned.candidates[tuned.default_index]
@@ -28,6 +30,9 @@ def hints_of(tuned: TunedCase, chips: Sequence[str]) -> list[TilingHint]:
             continue
         best = tuned.candidates[tuned.best[chip]]
         best_us, default_us = best.chips[chip].modelled_us, default.chips[chip].modelled_us
+        tied = tuned.tied.get(chip, [])
+        if tuned.default_index in tied:
+            continue  # the default ties with the best: the model sees nothing faster
         if best_us > 0 and default_us > 0:
             out.append(
                 TilingHint(
@@ -37,6 +42,8 @@ def hints_of(tuned: TunedCase, chips: Sequence[str]) -> list[TilingHint]:
                     modelled_us=best_us,
                     default=dict(default.config),
                     default_us=default_us,
+                    tied=[dict(tuned.candidates[i].config) for i in tied],
+                    tie_knobs=tuned.tie_knobs.get(chip, []),
                 )
             )
     return out

@@ -32,8 +32,13 @@ def with_subject(spec: KernelSpec, implementation: Callable[..., Any]) -> Kernel
     return dataclasses.replace(spec, native=implementation)
 
 
+TIES_MAX = 32  # the most candidates one tie at the cut adds to --measure K
+
+
 def top_indices(tuned: TunedCase, chip: str | None, k: int) -> list[int]:
-    """The model's best ``k`` on ``chip`` (the first chip ranked when None)."""
+    """The model's best ``k`` on ``chip`` (the first chip ranked when None), and every
+    candidate tied with the last of them (sharing its rank, up to ``TIES_MAX`` in all): a
+    cut through a tie would be the enumeration's choice, not the model's."""
     chips = [chip] if chip else []
     chips += [c for c in tuned.best if c not in chips]
     for name in chips:
@@ -43,7 +48,10 @@ def top_indices(tuned: TunedCase, chip: str | None, k: int) -> list[int]:
             if name in c.chips and c.chips[name].rank is not None
         ]
         if ranked:
-            return [i for _, i in sorted(ranked)[:k]]
+            ranked.sort()
+            last = ranked[: max(1, k)][-1][0]
+            tied = [i for r, i in ranked if r <= last]
+            return tied[: max(k, TIES_MAX)]
     return []
 
 
@@ -73,6 +81,8 @@ def measure_top(
     from ci_bench.measure.harness import time_interleaved
 
     chosen = top_indices(tuned, this_chip(), k)
+    if len(chosen) > k:
+        progress(f"  {case.id}: {len(chosen) - k} more tie with the model's top {k}: timed too")
     if tuned.default_index is not None and tuned.default_index not in chosen:
         chosen.append(tuned.default_index)
     if not chosen:

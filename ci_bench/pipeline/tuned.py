@@ -19,10 +19,32 @@ from ci_bench.store.files import dump_model, read_model
 from ci_bench.store.writer import atomic_write_text
 
 
-def _entry(case: TunedCase, chip: str) -> TunedEntry | None:
+def _measured_on(case: TunedCase, chip: str) -> list:
+    from ci_bench.judge.model import runner_chip
+
+    return [m for m in case.measured if runner_chip(m.device_kind) == chip]
+
+
+def winner(case: TunedCase, chip: str) -> int | None:
+    """The index to keep for ``chip``: the model's best; when the best is a tie (issue 39),
+    the tied candidate measured fastest on that chip, and None (nothing to write) when no
+    measurement there broke the tie: the model's pick would be the enumeration's."""
     if chip not in case.best:
         return None
-    best = case.candidates[case.best[chip]]
+    if chip not in case.tied:
+        return case.best[chip]
+    timed = {repr(m.config): m.median_ms for m in _measured_on(case, chip)}
+    members = [i for i in case.tied[chip] if repr(case.candidates[i].config) in timed]
+    if not members:
+        return None
+    return min(members, key=lambda i: timed[repr(case.candidates[i].config)])
+
+
+def _entry(case: TunedCase, chip: str) -> TunedEntry | None:
+    index = winner(case, chip)
+    if index is None:
+        return None
+    best = case.candidates[index]
     default = case.candidates[case.default_index] if case.default_index is not None else None
     measured = next((m for m in case.measured if m.config == best.config), None)
     default_measured = next((m for m in case.measured if m.default), None)

@@ -26,6 +26,7 @@ from ci_bench.errors import InputError
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import cases_for
 from ci_bench.pipeline.tune_measure import measure_top, with_subject
+from ci_bench.pipeline.tune_ties import rank
 from ci_bench.schema.model import CaseModel
 from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase, TuneMeta, TuneReport
 from ci_bench.text import one_line
@@ -217,35 +218,6 @@ def _trace_failure(exc: BaseException) -> str:
     return f"does not trace{where}: {one_line(error)}"
 
 
-def rank(candidates: Sequence[Candidate], chips: Sequence[str]) -> tuple[list[Candidate], dict]:
-    """Ranks per chip among the candidates that fit and lower as that chip: modelled time, then HBM
-    bytes, then grid steps, then the search order. Returns the ranked candidates and each
-    chip's best index."""
-    out = list(candidates)
-    best: dict[str, int] = {}
-    for chip in chips:
-        eligible = [
-            i
-            for i, c in enumerate(out)
-            if chip in c.chips and c.chips[chip].fits and c.chips[chip].lowers is True
-        ]
-        eligible.sort(
-            key=lambda i: (
-                out[i].chips[chip].modelled_us,
-                out[i].chips[chip].bytes,
-                out[i].steps or 0,
-                i,
-            )
-        )
-        for position, i in enumerate(eligible, start=1):
-            chips_of = dict(out[i].chips)
-            chips_of[chip] = chips_of[chip].model_copy(update={"rank": position})
-            out[i] = out[i].model_copy(update={"chips": chips_of})
-        if eligible:
-            best[chip] = eligible[0]
-    return out, best
-
-
 def search_case(
     spec: KernelSpec,
     tunables: Tunables,
@@ -266,7 +238,8 @@ def search_case(
         found.append(_evaluate(spec, tunables, case, values, chips, seed, factor, found, memo))
         if index % step == 0 or index == total:
             progress(f"  {case.id}: {index}/{total} candidates")
-    ranked, best = rank(found, chips)
+    ranking = rank(found, chips)
+    ranked = ranking.candidates
     default_index = next((i for i, c in enumerate(ranked) if c.default), None)
     tuned = TunedCase(
         id=case.id,
@@ -277,7 +250,9 @@ def search_case(
         dtype=case.dtype,
         space=total,
         candidates=ranked,
-        best=best,
+        best=ranking.best,
+        tied=ranking.tied,
+        tie_knobs=ranking.tie_knobs,
         default_index=default_index,
         seconds=time.perf_counter() - start,
     )
@@ -296,6 +271,17 @@ def parse_values(items: Sequence[str]) -> dict[str, tuple[int | str, ...]]:
             raise InputError(f"--values wants NAME=V1,V2,..., got {item!r}")
         out[name.strip()] = tuple(int(w) if w.lstrip("-").isdigit() else w for w in words)
     return out
+
+
+def added_defaults(tunables: Tunables, overrides: Mapping[str, Sequence[Any]]) -> list[str]:
+    """What ``--values`` searched beyond what it named: the default's value of each knob it
+    left out (``Tunables.with_values``: the default config always stays a candidate)."""
+    return [
+        f"--values {name}: searched {', '.join(map(str, values))} and the default's "
+        f"{tunables.default[name]} (the default config always stays a candidate)"
+        for name, values in overrides.items()
+        if name in tunables.default and tunables.default[name] not in values
+    ]
 
 
 def tunables_of(spec: KernelSpec, overrides: Mapping[str, Sequence[Any]]) -> Tunables | None:
@@ -342,6 +328,9 @@ def tune_cases(
         tuned, memo = search_case(
             spec, tunables, case, chips, seed=seed, factor=factor, progress=progress
         )
+        notes = added_defaults(tunables, overrides)
+        if notes:
+            tuned = tuned.model_copy(update={"notes": notes})
         if measure:
             tuned = measure_top(request, spec, tunables, case, tuned, measure, progress)
         out.append(tuned)

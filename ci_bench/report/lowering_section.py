@@ -212,7 +212,9 @@ def tiling_lines(
     for case, hints in above.items():
         top = max(hints, key=lambda h: h.default_us / h.modelled_us)
         chip = chip_label(top.chip)
-        text = faster_sentence(chip, top.config, top.modelled_us, top.default_us, threshold)
+        text = faster_sentence(
+            chip, top.config, top.modelled_us, top.default_us, threshold, top.tied, top.tie_knobs
+        )
         others = [h.chip for h in hints if h is not top]
         also = f" (also faster on {chip_list(others)})" if others else ""
         rows.append(f"- {md_id(case)}: {md_inline(f'{text}{also}')}")

@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from ci_bench.schema.tune import Candidate, TunedCase, TuneReport
+from ci_bench.schema.tune import TIE_RESOLUTION, Candidate, TunedCase, TuneReport
 
 MIB = 1024 * 1024
+TIE_NOTE = (
+    "the model cannot tell these apart (modelled time, HBM bytes and grid steps within "
+    f"{TIE_RESOLUTION:.1%}, docs/TUNE.md); --measure K breaks it"
+)
 
 
 def label(config: Mapping[str, object]) -> str:
@@ -44,23 +48,73 @@ def _row(rank: str, c: Candidate, chip: str) -> list[str]:
     ]
 
 
+def _mark(c: Candidate, chip: str, shared: Counter) -> str:
+    """The rank cell: ``1=`` where the rank is shared (a tie), ``(default)`` after it."""
+    rank = c.chips[chip].rank
+    return f"{rank}{'=' if shared[rank] > 1 else ''}{' (default)' if c.default else ''}"
+
+
 def _grid(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
+def _default_line(case: TunedCase, chip: str) -> str:
+    """Why the default has no ratio on ``chip``, said where its time is (issue 41): it does
+    not fit, does not lower, was not checked, or was not ranked."""
+    default = case.candidates[case.default_index] if case.default_index is not None else None
+    if default is None:
+        return ""
+    name = f"the default {label(default.config)}"
+    on = default.chips.get(chip)
+    if on is None:
+        return f"; {name} is not ranked: {default.why_not or 'not modelled as ' + chip}"
+    if not on.fits:
+        why = (on.why_not or "its VMEM exceeds the limit").removeprefix(f"{chip}: ")
+        return f"; {name} does not fit {chip} ({why}), so its {on.modelled_us:,.1f} µs cannot run"
+    if on.lowers is False:
+        return f"; {name} does not lower as {chip}: {(on.lowering_error or '')[:120]}"
+    if on.lowers is None:
+        return f"; {name} was not lowered as {chip} (host error): not ranked"
+    return ""
+
+
+def _tie_text(case: TunedCase, chip: str) -> str:
+    members = case.tied[chip]
+    knobs = ", ".join(case.tie_knobs.get(chip, [])) or "their knobs"
+    return (
+        f"a tie of {len(members)} configs whose {knobs} the model cannot tell apart, "
+        f"{_configs([case.candidates[i].config for i in members])} (--measure breaks it)"
+    )
+
+
+def _configs(configs: Sequence[Mapping[str, object]], most: int = 4) -> str:
+    shown = ", ".join(label(c) for c in configs[:most])
+    return shown + (f" and {len(configs) - most} more" if len(configs) > most else "")
+
+
 def speedup_line(case: TunedCase, chip: str) -> str | None:
-    """ "best (512, 1024, 1024): 6,099.4 µs vs the default's 91,836.0 µs (15.1x)"."""
+    """ "best (512, 1024, 1024): 6,099.4 µs vs the default's 91,836.0 µs (15.1x)"; a best
+    that is a tie is said as one; a default without a ratio says why on this line."""
     if chip not in case.best:
         return None
     best = case.candidates[case.best[chip]]
-    text = f"best {label(best.config)}: {best.chips[chip].modelled_us:,.1f} µs"
+    us = best.chips[chip].modelled_us
+    if chip in case.tied:
+        text = f"best: {_tie_text(case, chip)}, {us:,.1f} µs"
+    else:
+        text = f"best {label(best.config)}: {us:,.1f} µs"
     default = case.candidates[case.default_index] if case.default_index is not None else None
-    if default is not None and chip in default.chips and best.chips[chip].modelled_us > 0:
-        us = default.chips[chip].modelled_us
-        text += f" vs the default {label(default.config)}'s {us:,.1f} µs"
-        text += f" ({us / best.chips[chip].modelled_us:.1f}x by the model)"
-    return text
+    if default is not None and case.default_index in case.tied.get(chip, []):
+        return text + f", the default {label(default.config)} among them"
+    if default is not None and case.default_index == case.best[chip]:
+        return text + " (the default)"
+    on = default.chips.get(chip) if default is not None else None
+    ranked = on is not None and on.rank is not None
+    if default is not None and on is not None and ranked and us > 0:
+        text += f" vs the default {label(default.config)}'s {on.modelled_us:,.1f} µs"
+        text += f" ({on.modelled_us / us:.1f}x by the model)"
+    return text + _default_line(case, chip)
 
 
 def case_table(case: TunedCase, chips: Sequence[str], top: int) -> str:
@@ -75,6 +129,7 @@ def case_table(case: TunedCase, chips: Sequence[str], top: int) -> str:
         f"{host}, {reused} reused an identical program ({case.seconds:.1f} s)"
     ]
     lines += [f"  dropped: {why}" for why in _why_counts(case.candidates)]
+    lines += [f"  {note}" for note in case.notes]
     names = list(case.candidates[0].config) if case.candidates else []
     for chip in chips:
         line = speedup_line(case, chip)
@@ -84,19 +139,19 @@ def case_table(case: TunedCase, chips: Sequence[str], top: int) -> str:
         lines.append(f"  {chip}: {line}")
         ranked = sorted(
             (c for c in case.candidates if chip in c.chips and c.chips[chip].rank is not None),
-            key=lambda c: c.chips[chip].rank or 0,
+            key=lambda c: (c.chips[chip].rank or 0, not c.default),
         )
         head = ["rank", "(" + ", ".join(names) + ")", f"µs {chip}", "bound", "steps"]
         rows = [[*head, "HBM MiB", "VMEM MiB", "fits"]]
-        rows += [
-            _row(f"{c.chips[chip].rank}{' (default)' if c.default else ''}", c, chip)
-            for c in ranked[:top]
-        ]
+        shared = Counter(c.chips[chip].rank for c in ranked)
+        rows += [_row(_mark(c, chip, shared), c, chip) for c in ranked[:top]]
         default = case.candidates[case.default_index] if case.default_index is not None else None
         if default is not None and chip in default.chips and default not in ranked[:top]:
             rank = default.chips[chip].rank
             rows.append(_row(f"{rank or '–'} (default)", default, chip))
         lines += ["    " + row for row in _grid(rows)]
+        if any(n > 1 for n in shared.values()):
+            lines.append(f"    =: a tie, {TIE_NOTE}")
         unfit = sum(1 for c in case.candidates if chip in c.chips and not c.chips[chip].fits)
         if unfit:
             lines.append(f"    {unfit} candidates do not fit {chip}'s VMEM")
@@ -153,19 +208,37 @@ def faster_tiling(case: TunedCase, chip: str, threshold: float = 1.05) -> str | 
         return None
     best = case.candidates[case.best[chip]].chips[chip]
     default = case.candidates[case.default_index].chips.get(chip)
-    if default is None:
+    if default is None or case.default_index in case.tied.get(chip, []):
         return None
     config = case.candidates[case.best[chip]].config
-    return faster_sentence(chip, config, best.modelled_us, default.modelled_us, threshold)
+    tied = [case.candidates[i].config for i in case.tied.get(chip, [])]
+    return faster_sentence(
+        chip, config, best.modelled_us, default.modelled_us, threshold, tied,
+        case.tie_knobs.get(chip, ()),
+    )  # fmt: skip
 
 
 def faster_sentence(
-    chip: str, config: Mapping[str, object], best_us: float, default_us: float, threshold: float
+    chip: str,
+    config: Mapping[str, object],
+    best_us: float,
+    default_us: float,
+    threshold: float,
+    tied: Sequence[Mapping[str, object]] = (),
+    knobs: Sequence[str] = (),
 ) -> str | None:
-    """``faster_tiling``'s sentence from the figures alone (the lowering file's hint)."""
+    """``faster_tiling``'s sentence from the figures alone (the lowering file's hint); a
+    best that is a tie names the whole set and the knobs the model cannot tell apart, never
+    one config of it."""
     if best_us <= 0 or default_us / best_us <= threshold:
         return None
-    return (
-        f"a tiling {default_us / best_us:.1f}x faster by the model exists on {chip}: "
-        f"{label(config)}, {_ms(best_us)} vs {_ms(default_us)}"
+    times = f"{_ms(best_us)} vs {_ms(default_us)}"
+    if len(tied) > 1:
+        return (
+            f"{len(tied)} tilings {default_us / best_us:.1f}x faster by the model exist on "
+            f"{chip}, tied (the model cannot tell {', '.join(knobs) or 'them'} apart; "
+            f"`ci-bench tune --measure` breaks the tie): {_configs(tied)}, {times}"
+        )
+    return f"a tiling {default_us / best_us:.1f}x faster by the model exists on {chip}: " + (
+        f"{label(config)}, {times}"
     )

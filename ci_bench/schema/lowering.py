@@ -14,15 +14,15 @@ from pydantic import Field, model_validator
 from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.model import CaseModel
 
-LOWERING_SCHEMA_VERSION = 5
+LOWERING_SCHEMA_VERSION = 6
 # 2: each case carries the cost model (``model``); a case whose VMEM does not fit a target
 # chip is an error. 3: a TPU case is lowered as each target chip (``chips``), and a failure
 # that comes from the machine, not the kernel, is ``host_error`` (never a red check).
 # 4: ``tiling``, the cost model's faster tilings of kernels that declare tunables (a hint
 # for the comment, never a verdict). 5: a CUDA case is lowered as each target GPU
-# (``chips`` holds GPU names), and a failure names the rule it broke (``rule``). Versions 1
-# to 4 are still read.
-LOWERING_READABLE = (1, 2, 3, 4, 5)
+# (``chips`` holds GPU names), and a failure names the rule it broke (``rule``). 6: a tiling
+# hint whose best is a tie says so (``tied``, ``tie_knobs``). Versions 1 to 5 are still read.
+LOWERING_READABLE = (1, 2, 3, 4, 5, 6)
 LoweringPlatform = Literal["tpu", "cuda"]
 LoweringStatus = Literal["ok", "error", "host_error"]
 # The rule a failed lowering broke, named from jax's message (``measure.lowering_rules``).
@@ -101,12 +101,18 @@ class TilingHint(Model):
     modelled_us: float = Field(gt=0, allow_inf_nan=False)
     default: dict[str, int | str | bool] = Field(description="the config the kernel ships")
     default_us: float = Field(gt=0, allow_inf_nan=False)
+    tied: list[dict[str, int | str | bool]] = Field(
+        default_factory=list,
+        description="every config of the best set when the model cannot tell them apart "
+        "(``config`` is then only its first; version 6)",
+    )
+    tie_knobs: list[str] = Field(default_factory=list, description="knobs that differ in tied")
 
 
 class LoweringResults(Model):
     """``ci-bench lower --output``: every selected case exported for one platform."""
 
-    schema_version: Literal[1, 2, 3, 4, 5] = LOWERING_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6] = LOWERING_SCHEMA_VERSION
     kind: Literal["lowering"] = "lowering"
     meta: LoweringMeta
     cases: list[LoweredCase]

@@ -18,7 +18,16 @@ from pydantic import Field
 from ci_bench.schema.base import CaseId, KernelName, Mode, Model, UtcDatetime, Version
 from ci_bench.schema.model import Bound
 
-TUNE_SCHEMA_VERSION = 1
+TUNE_SCHEMA_VERSION = 2
+# 2 (issue 39): candidates the model cannot tell apart share a rank; ``tied`` and
+# ``tie_knobs`` say when the best is a set; ``notes`` (``--values`` adding the default's
+# value). Version 1 is still read.
+TUNE_READABLE = (1, 2)
+# The model's resolution, relative: its inputs are exact integers (bytes, steps, FLOPs) and
+# its time a sum of their quotients by per-chip constants, so two figures within 0.1 % of
+# each other differ by float rounding or by a term far below what the model claims to get
+# right or a timer can confirm: ``tune`` does not order candidates closer than this.
+TIE_RESOLUTION = 1e-3
 TUNED_SCHEMA_VERSION = 1
 ConfigValue = int | str | bool
 Config = dict[str, ConfigValue]
@@ -90,10 +99,20 @@ class TunedCase(Model):
     space: int = Field(ge=0, description="candidates in the space")
     candidates: list[Candidate]
     best: dict[str, int] = Field(
-        default_factory=dict, description="chip -> index of the model's best candidate"
+        default_factory=dict,
+        description="chip -> index of the model's best candidate (the default when it ties)",
+    )
+    tied: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="chip -> the candidates tied with the best (it first) when they are two "
+        "or more distinct programs: the model's best is then this set (v2)",
+    )
+    tie_knobs: dict[str, list[str]] = Field(
+        default_factory=dict, description="chip -> the knobs whose values differ in ``tied``"
     )
     default_index: int | None = Field(None, ge=0)
     measured: list[Measured] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="what the search added (v2)")
     seconds: float = Field(ge=0)
 
 
@@ -110,7 +129,7 @@ class TuneMeta(Model):
 class TuneReport(Model):
     """``ci-bench tune --format json``."""
 
-    schema_version: Literal[1] = TUNE_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = TUNE_SCHEMA_VERSION
     kind: Literal["tune"] = "tune"
     meta: TuneMeta
     cases: list[TunedCase]
