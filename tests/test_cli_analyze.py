@@ -101,6 +101,27 @@ def test_a_partial_case_carries_no_modelled_time_in_the_json(tmp_path):
     assert not any(ch.isdigit() for ch in row.split("/float32")[1])
 
 
+def test_a_partial_case_carries_no_modelled_time_in_the_lowering_file(tmp_path):
+    """Issue 39: the lowering file (the pull request's artifact) holds each case's model too;
+    a partial case's times are null there as in the analysis file (lowering version 6)."""
+    write_project(tmp_path, ["partial_while_kernel"])
+    out = tmp_path / "lowering.json"
+    args = ("lower", "--platform", "tpu", "--chip", "v5e", "-q", "-o", str(out))
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    doc = json.loads(out.read_text())
+    (case,) = doc["cases"]
+    assert (doc["schema_version"], case["status"]) == (6, "ok")
+    model = case["model"]
+    assert model["status"] == "partial"
+    assert model["hbm_bytes"] > 0
+    for chip in (model["chips"]["v5e"], model["calls"][0]["chips"]["v5e"]):
+        assert chip["fits"] is True
+        assert chip["modelled_us"] is None
+        assert chip["memory_us"] is None
+        assert chip["bound"] is None
+
+
 def test_unknown_chips_and_empty_selections_are_one_line_usage_errors(tmp_path):
     write_project(tmp_path, ["kernels.matmul"])
     bad = run_cli("analyze", "--chip", "v9", cwd=tmp_path)

@@ -44,6 +44,7 @@ from ci_bench.schema.lowering import (
     LoweringResults,
 )
 from ci_bench.schema.platforms import LOWER_ROLE_TARGET, lower_role_platform
+from ci_bench.schema.withheld import WithheldModel
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
 from ci_bench.text import one_line
 
@@ -113,7 +114,8 @@ def with_vmem_check(
     model = analyze_case(
         spec, case, chips, seed=request.harness.seed, flops_factor=request.harness.cost_model_factor
     )
-    update: dict[str, Any] = {"model": model}
+    # Validated as the file holds it: a partial case's times withheld (issue 39).
+    update: dict[str, Any] = {"model": WithheldModel.model_validate(model.model_dump())}
     too_big = vmem_reason(model, chips)
     if too_big and lowered.status == "ok":
         update |= {"status": "error", "error": too_big}

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
-from ci_bench.schema.model import CaseModel
+from ci_bench.schema.withheld import WithheldModel
 
 LOWERING_SCHEMA_VERSION = 6
 # 2: each case carries the cost model (``model``); a case whose VMEM does not fit a target
@@ -21,7 +21,8 @@ LOWERING_SCHEMA_VERSION = 6
 # 4: ``tiling``, the cost model's faster tilings of kernels that declare tunables (a hint
 # for the comment, never a verdict). 5: a CUDA case is lowered as each target GPU
 # (``chips`` holds GPU names), and a failure names the rule it broke (``rule``). 6: a tiling
-# hint whose best is a tie says so (``tied``, ``tie_knobs``). Versions 1 to 5 are still read.
+# hint whose best is a tie says so (``tied``, ``tie_knobs``); a partial case's ``model``
+# carries no time (``schema.withheld``). Versions 1 to 5 are still read.
 LOWERING_READABLE = (1, 2, 3, 4, 5, 6)
 LoweringPlatform = Literal["tpu", "cuda"]
 LoweringStatus = Literal["ok", "error", "host_error"]
@@ -61,8 +62,10 @@ class LoweredCase(Model):
     )
     traceback: str | None = Field(None, description="full traceback of a failure (logs only)")
     lower_ms: float | None = Field(None, ge=0, description="trace + lower + serialise time")
-    model: CaseModel | None = Field(
-        None, description="the cost model on the target chips (version 2); null in version 1"
+    model: WithheldModel | None = Field(
+        None,
+        description="the cost model on the target chips (version 2; a partial case's times "
+        "null, version 6); null in version 1",
     )
     chips: dict[str, ChipLowering] = Field(
         default_factory=dict,
