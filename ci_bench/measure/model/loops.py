@@ -113,3 +113,116 @@ def _copies(eqn: Any) -> bool:
         for branch in eqn.params["branches"]
         for e in branch.jaxpr.eqns
     )
+
+
+WHILE_NOTE = (
+    "a pipeline sized at run time (a while over a trip count read from SMEM) evaluated at "
+    "every iteration from the case's inputs"
+)
+
+
+def _is_ref(atom: Any) -> bool:
+    return "Ref" in type(getattr(atom, "aval", None)).__name__
+
+
+def _get(eqn: Any, read: Callable[[Any], Any], tables: dict[Any, np.ndarray]) -> Any:
+    """``ref[i, ...]`` of a known SMEM table at scalar indices; None when not one."""
+    import jax
+
+    table = tables.get(eqn.invars[0])
+    if table is None:
+        return None
+    try:
+        (indexer,) = jax.tree_util.tree_unflatten(eqn.params["tree"], eqn.invars[1:])
+    except (ValueError, TypeError):
+        return None
+    parts = []
+    for index in getattr(indexer, "indices", ()):
+        value = read(index) if hasattr(index, "aval") else None
+        if value is None or np.ndim(value) != 0:
+            return None  # a slice, or an unknown index
+        parts.append(int(value))
+    if len(parts) != table.ndim:
+        return None
+    return table[tuple(min(max(p, 0), n - 1) for p, n in zip(parts, table.shape, strict=True))]
+
+
+def simulate_while(
+    eqn: Any, cost: Callable[[Any], StepCost], outer: dict[Any, Any]
+) -> StepCost | None:
+    """A ``while`` (``emit_pipeline`` over a grid read from SMEM: tokamax's grouped matmul)
+    run iteration by iteration on its integer scalars and the SMEM tables it reads
+    (``outer``: the loop's operands whose values are known: scalars, or arrays for refs).
+    Each ``cond`` in the body takes the branch its index says; the rest of the body costs
+    the same every iteration. None when the condition or a branch index cannot be computed,
+    the body writes a table it reads, or the loop runs past ``MAX_ITERATIONS``."""
+    from jax.extend import core as jcore
+
+    from ci_bench.measure.model.body import StepCost
+
+    body_closed, cond_closed = eqn.params["body_jaxpr"], eqn.params["cond_jaxpr"]
+    body, cond = body_closed.jaxpr, cond_closed.jaxpr
+    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+
+    def value(atom: Any) -> Any:
+        return np.asarray(atom.val) if isinstance(atom, jcore.Literal) else outer.get(atom)
+
+    cond_consts = [value(v) for v in eqn.invars[:cn]]
+    body_consts = [value(v) for v in eqn.invars[cn : cn + bn]]
+    carries = [value(v) for v in eqn.invars[cn + bn :]]
+    tables = {
+        inner: np.asarray(x)
+        for inner, x in zip(body.invars[:bn], body_consts, strict=True)
+        if _is_ref(inner) and x is not None
+    }
+    written = {e.invars[0] for e in body.eqns if e.primitive.name in ("swap", "addupdate")}
+    if written & set(tables):
+        return None
+    branch_costs: dict[tuple[int, int], StepCost] = {}
+    total = StepCost()
+    conds = [e for e in body.eqns if e.primitive.name == "cond"]
+
+    def run(jaxpr: Any, consts: list[Any], args: list[Any], simulate: bool) -> list[Any] | None:
+        env: dict[Any, Any] = dict(zip(jaxpr.invars, [*consts, *args], strict=True))
+
+        def read(atom: Any) -> Any:
+            return np.asarray(atom.val) if isinstance(atom, jcore.Literal) else env.get(atom)
+
+        for e in jaxpr.eqns:
+            name = e.primitive.name
+            if name == "cond" and simulate:
+                index = read(e.invars[0])
+                if index is None:
+                    return None
+                which = int(np.clip(int(index), 0, len(e.params["branches"]) - 1))
+                key = (id(e), which)
+                if key not in branch_costs:
+                    branch_costs[key] = cost(e.params["branches"][which].jaxpr)
+                total.add(branch_costs[key])
+            elif name == "get" and len(e.outvars) == 1:
+                env[e.outvars[0]] = _get(e, read, tables)
+            elif len(e.outvars) == 1 and not _is_ref(e.outvars[0]):
+                env[e.outvars[0]] = _scalar(e, [read(v) for v in e.invars])
+        return [read(v) for v in jaxpr.outvars]
+
+    trips = 0
+    while True:
+        go = run(cond, cond_consts, carries, simulate=False)
+        if go is None or go[0] is None:
+            return None
+        if not bool(go[0]):
+            break
+        trips += 1
+        if trips > MAX_ITERATIONS:
+            return None
+        carries_ = run(body, body_consts, carries, simulate=True)
+        if carries_ is None:
+            return None
+        carries = carries_
+    rest = cost(SimpleNamespace(eqns=[e for e in body.eqns if e.primitive.name != "cond"]))
+    total.add(rest, trips)
+    if any(_copies(c) for c in conds):  # a pipeline: each iteration is a step of its own
+        total.inner_steps += trips
+    if WHILE_NOTE not in total.notes:
+        total.notes.append(WHILE_NOTE)
+    return total
