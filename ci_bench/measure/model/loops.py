@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 # Iterations simulated in Python at most (past it: the costliest-branch bound).
 MAX_ITERATIONS = 100_000
+# Iterations of a compiled ``while`` at most (as many as a grid may have steps: calls.py).
+MAX_WHILE_ITERATIONS = 4_194_304
 NOTE = "a loop's conditionals (emit_pipeline's copies) evaluated at every iteration"
 # A loop whose conditionals start DMAs is a pipeline (emit_pipeline): each iteration is
 # charged the per-step overhead of a grid step (``StepCost.inner_steps``), an assumption:
@@ -195,7 +197,7 @@ def simulate_while(
     each ``cond`` in the body takes the branch its index says at every iteration; the rest
     of the body costs the same every iteration. None when the condition or a branch index
     cannot be computed, the body writes a table it reads, or the loop runs past
-    ``MAX_ITERATIONS``."""
+    ``MAX_WHILE_ITERATIONS``."""
     import jax
     import jax.numpy as jnp
     from jax.extend import core as jcore
@@ -236,7 +238,7 @@ def simulate_while(
             found = _trace_scalars(cond, full(cond_ins, carried_), {}, None)
             if found is None or found[0][0] is None:
                 raise _UnknownError
-            return jnp.logical_and(found[0][0], n < MAX_ITERATIONS)
+            return jnp.logical_and(found[0][0], n < MAX_WHILE_ITERATIONS)
 
         def step(state: Any) -> Any:
             n, carried_, seen = state
@@ -270,7 +272,7 @@ def simulate_while(
     except _UnknownError:
         return None
     trips, seen = int(trips), np.asarray(seen)
-    if trips >= MAX_ITERATIONS:
+    if trips >= MAX_WHILE_ITERATIONS:
         return None
     total = StepCost()
     for k, e in enumerate(conds):
