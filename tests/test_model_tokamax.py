@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 from ci_bench.measure.model import analyze_case
+from ci_bench.measure.model.body import EDGE_NOTE
 from ci_bench.measure.model.loops import WHILE_NOTE
 from tests.test_model import ADHOC, KIB, _adhoc
 
@@ -64,3 +65,23 @@ def test_tokamax_gmm_iterations_follow_the_group_sizes():
     assert whole.flops == 8 * 2 * 128**3
     assert split.flops == 16 * 2 * 128**3
     assert whole.hbm_bytes == (8 + 8 + 4) * 32 * KIB + _smem(256, 4)
+
+
+def test_tokamax_gmm_edge_blocks_of_dynamic_size_are_bounded_by_their_block():
+    # k = 384 with k tiles of 256: the second k tile is a 128-wide edge block, copied with
+    # a size read at run time (``lhs[i, :n]``). Each copy is counted at its whole block,
+    # said as an upper bound: 2 m tiles x 2 k tiles of (128, 256) bf16 lhs blocks, 64 KiB.
+    def gmm(lhs, rhs, sizes):
+        return kernel.gmm(
+            lhs, rhs, sizes, precision=DEFAULT, out_dtype=jnp.bfloat16, tiling=(128, 256, 128)
+        )
+
+    def make(case, key):
+        lhs = jnp.ones((256, 384), jnp.bfloat16)
+        return lhs, jnp.ones((2, 384, 128), jnp.bfloat16), jnp.array([128, 128], jnp.int32)
+
+    model = analyze_case(_adhoc(gmm, make), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    assert EDGE_NOTE in model.notes
+    # rhs (256, 128) blocks change every iteration too (4 x 64 KiB); 2 (128, 128) outputs.
+    assert model.hbm_bytes == (4 + 4) * 64 * KIB + 2 * 32 * KIB + _smem(256, 2)

@@ -114,6 +114,35 @@ def _memory_space(aval: Any) -> str:
     return str(space).lower() if space is not None else "default"
 
 
+EDGE_NOTE = (
+    "a copy of dynamic size (emit_pipeline's partial edge block) counted at its whole "
+    "block: an upper bound"
+)
+
+
+def _edge_bound(dst: Any, shape: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """A copy's shape with each dynamic slice size (an edge block ``ref[i, :n]``, n read at
+    run time) bounded by the buffer's own dimension; None when the slices do not line up."""
+    from jax._src.state.indexing import NDIndexer, Slice
+
+    transforms = getattr(dst, "transforms", ())
+    base = getattr(getattr(dst, "ref", None), "shape", None)
+    if len(transforms) != 1 or not isinstance(transforms[0], NDIndexer) or base is None:
+        return None
+    dynamic = [
+        k
+        for k, index in enumerate(transforms[0].indices)
+        if isinstance(index, Slice) and not isinstance(index.size, int)
+    ]
+    holes = [d for d, size in enumerate(shape) if not isinstance(size, int)]
+    if len(dynamic) != len(holes):
+        return None
+    bounded = list(shape)
+    for d, k in zip(holes, dynamic, strict=True):
+        bounded[d] = int(base[k])
+    return tuple(bounded)
+
+
 def _dma_cost(eqn: Any) -> StepCost:
     from jax._src.pallas.mosaic.primitives import _dma_unflatten
 
@@ -121,7 +150,11 @@ def _dma_cost(eqn: Any) -> StepCost:
     cost = StepCost()
     shape = tuple(getattr(dst, "shape", ()) or ())
     dtype = getattr(dst, "dtype", None)
-    if dtype is None or not all(isinstance(d, int) for d in shape):
+    if dtype is not None and not all(isinstance(d, int) for d in shape):
+        shape = _edge_bound(dst, shape)
+        if shape is not None:
+            cost.notes.append(EDGE_NOTE)
+    if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
         cost.not_modelled.append("a manual DMA of dynamic size")
         return cost
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize

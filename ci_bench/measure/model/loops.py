@@ -158,7 +158,8 @@ def _trace_scalars(
             env[e.outvars[0]] = _get(e, read, tables)
         elif all(a is not None for a in args) and not any(_is_ref(v) for v in e.invars):
             try:
-                env[e.outvars[0]] = e.primitive.bind(*args, **e.params)
+                out = e.primitive.bind(*args, **e.params)
+                env[e.outvars[0]] = out[0] if e.primitive.multiple_results else out
             except Exception:  # a primitive that does not bind outside a kernel: unknown
                 continue
     return [read(v) for v in jaxpr.outvars], indices
@@ -179,7 +180,7 @@ def _get(eqn: Any, read: Callable[[Any], Any], tables: dict[Any, Any]) -> Any:
     parts = []
     for index in getattr(indexer, "indices", ()):
         value = read(index) if hasattr(index, "aval") else None
-        if value is None or np.ndim(value) != 0:
+        if value is None or getattr(value, "ndim", None) != 0:
             return None  # a slice, or an unknown index
         parts.append(value)
     if len(parts) != table.ndim:
