@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 from ci_bench.measure.model import analyze_case
-from ci_bench.measure.model.body import EDGE_NOTE
+from ci_bench.measure.model.dma import EDGE_NOTE
 from ci_bench.measure.model.loops import WHILE_NOTE
 from tests.test_model import ADHOC, KIB, _adhoc
 

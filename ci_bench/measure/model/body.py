@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ci_bench.measure.model.dma import EDGE_NOTE, edge_bound
+
 # bf16 passes of the MXU per dot, by operand dtype and precision. TPUs have no float32 MXU:
 # XLA's TPU convention (and Mosaic's) runs float32 dots as 1 (DEFAULT), 3 (HIGH) or 6
 # (HIGHEST) bf16 passes.
@@ -114,35 +116,6 @@ def _memory_space(aval: Any) -> str:
     return str(space).lower() if space is not None else "default"
 
 
-EDGE_NOTE = (
-    "a copy of dynamic size (emit_pipeline's partial edge block) counted at its whole "
-    "block: an upper bound"
-)
-
-
-def _edge_bound(dst: Any, shape: tuple[Any, ...]) -> tuple[int, ...] | None:
-    """A copy's shape with each dynamic slice size (an edge block ``ref[i, :n]``, n read at
-    run time) bounded by the buffer's own dimension; None when the slices do not line up."""
-    from jax._src.state.indexing import NDIndexer, Slice
-
-    transforms = getattr(dst, "transforms", ())
-    base = getattr(getattr(dst, "ref", None), "shape", None)
-    if len(transforms) != 1 or not isinstance(transforms[0], NDIndexer) or base is None:
-        return None
-    dynamic = [
-        k
-        for k, index in enumerate(transforms[0].indices)
-        if isinstance(index, Slice) and not isinstance(index.size, int)
-    ]
-    holes = [d for d, size in enumerate(shape) if not isinstance(size, int)]
-    if len(dynamic) != len(holes):
-        return None
-    bounded = list(shape)
-    for d, k in zip(holes, dynamic, strict=True):
-        bounded[d] = int(base[k])
-    return tuple(bounded)
-
-
 def _dma_cost(eqn: Any) -> StepCost:
     from jax._src.pallas.mosaic.primitives import _dma_unflatten
 
@@ -151,7 +124,7 @@ def _dma_cost(eqn: Any) -> StepCost:
     shape = tuple(getattr(dst, "shape", ()) or ())
     dtype = getattr(dst, "dtype", None)
     if dtype is not None and not all(isinstance(d, int) for d in shape):
-        shape = _edge_bound(dst, shape)
+        shape = edge_bound(dst, shape)
         if shape is not None:
             cost.notes.append(EDGE_NOTE)
     if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
