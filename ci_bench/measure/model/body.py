@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ci_bench.measure.model.dma import EDGE_NOTE, edge_bound
+
 # bf16 passes of the MXU per dot, by operand dtype and precision. TPUs have no float32 MXU:
 # XLA's TPU convention (and Mosaic's) runs float32 dots as 1 (DEFAULT), 3 (HIGH) or 6
 # (HIGHEST) bf16 passes.
@@ -121,7 +123,11 @@ def _dma_cost(eqn: Any) -> StepCost:
     cost = StepCost()
     shape = tuple(getattr(dst, "shape", ()) or ())
     dtype = getattr(dst, "dtype", None)
-    if dtype is None or not all(isinstance(d, int) for d in shape):
+    if dtype is not None and not all(isinstance(d, int) for d in shape):
+        shape = edge_bound(dst, shape)
+        if shape is not None:
+            cost.notes.append(EDGE_NOTE)
+    if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
         cost.not_modelled.append("a manual DMA of dynamic size")
         return cost
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
@@ -176,8 +182,8 @@ def grid_values(
     from ci_bench.measure.model.indexmap import evaluate
 
     env = dict(env or {})
-    if not grid or not hasattr(atom, "aval") or hasattr(atom, "val"):
-        return None
+    if not (grid or env) or not hasattr(atom, "aval") or hasattr(atom, "val"):
+        return None  # a grid-less call: one step, known only from ``env``
     if atom in env:
         return env[atom]
     needed, eqns, ids = {atom}, [], []
@@ -204,7 +210,7 @@ def grid_values(
     eqns.reverse()
     inputs = [e.outvars[0] for e in ids] + leaves
     sliced = jaxpr.replace(constvars=[], invars=inputs, outvars=[atom], eqns=eqns)
-    steps = np.indices(grid).reshape(len(grid), -1)
+    steps = np.indices(grid).reshape(len(grid), -1) if grid else np.zeros((0, 1), np.int64)
     args = [steps[int(e.params["axis"])] for e in ids] + [env[v] for v in leaves]
     found = evaluate(sliced, [], args)
     if found is None:
@@ -302,6 +308,39 @@ def _scan_over_grid(
     return total
 
 
+def _carried(jaxpr: Any, eqn: Any, branch: Any, grid: tuple[int, ...], env: Env | None) -> Env:
+    """What is known of a ``cond`` branch's inputs (its operands after the index): SMEM
+    tables and values at every grid step carry into the branch."""
+    if not env:
+        return {}
+    return {
+        inner: found
+        for inner, outer in zip(branch.invars, eqn.invars[1:], strict=False)
+        if (found := grid_values(jaxpr, eqn, outer, grid, env)) is not None
+    }
+
+
+def _simulated_while(
+    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None
+) -> StepCost | None:
+    """A ``while`` whose bounds and conditionals the loop computes from values known at
+    every grid step and the same at all of them (a grid-less call's SMEM operands:
+    tokamax's ``emit_pipeline`` over a grid read from SMEM), run iteration by iteration."""
+    from ci_bench.measure.model.loops import _is_ref, simulate_while
+
+    if not env:
+        return None
+    outer: dict[Any, Any] = {}
+    for var in eqn.invars:
+        if hasattr(var, "val") or (found := grid_values(jaxpr, eqn, var, grid, env)) is None:
+            continue
+        if _is_ref(var):
+            outer[var] = np.asarray(found)
+        elif np.ndim(found) == 1 and len(found) and np.all(found == found[0]):
+            outer[var] = np.asarray(found[0])
+    return simulate_while(eqn, step_cost, outer)
+
+
 def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) -> StepCost:
     """The costs of one execution of ``jaxpr`` (a kernel body, or part of one); with the
     call's ``grid``, a ``cond`` on program ids counts each branch at the steps it runs (an
@@ -315,7 +354,7 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
             total.add(_dma_cost(eqn))
         elif name == "cond" and (shares := branch_shares(jaxpr, eqn, grid, env)) is not None:
             for share, branch in zip(shares, eqn.params["branches"], strict=True):
-                part = step_cost(branch.jaxpr)
+                part = step_cost(branch.jaxpr, grid, _carried(jaxpr, eqn, branch.jaxpr, grid, env))
                 total.add_share(part, share)
             note = "pl.when on program ids: each branch counted at the steps it runs"
             if note not in total.notes:
@@ -334,6 +373,12 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
                 total.add(simulated)
             else:
                 total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
+        elif (
+            name == "while"
+            and fori_trip_count(eqn) is None
+            and (simulated := _simulated_while(jaxpr, eqn, grid, env)) is not None
+        ):
+            total.add(simulated)
         elif (
             name == "while"
             and fori_trip_count(eqn) is None

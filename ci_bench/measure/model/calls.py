@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ci_bench.measure.model.body import StepCost, padded_bytes, step_cost
+from ci_bench.measure.model.body import StepCost, fori_trip_count, padded_bytes, step_cost
 from ci_bench.measure.model.indexmap import evaluate
 
 if TYPE_CHECKING:
@@ -151,6 +151,36 @@ def _compiler_params(params: dict[str, Any]) -> tuple[tuple[str, ...] | None, in
     return semantics, int(limit) if limit else None
 
 
+def _sized_at_run_time(jaxpr: Any) -> bool:
+    """Whether a body holds a ``while`` without literal bounds (anywhere inside)."""
+    from jax.extend import core as jcore
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "while" and fori_trip_count(eqn) is None:
+            return True
+        for sub in jcore.jaxprs_in_params(eqn.params):
+            if _sized_at_run_time(sub.jaxpr if hasattr(sub, "jaxpr") else sub):
+                return True
+    return False
+
+
+def _smem_inputs(eqn: Any, body: Any, scope: Scope, n_dyn: int, n_idx: int) -> dict:
+    """The values of a call's whole-array SMEM inputs (a pipeline's grid and group metadata
+    passed in SMEM, as tokamax's emit_pipeline kernels do), from the case's inputs; an
+    input the model cannot compute (made by another pallas_call) is left out."""
+    gm = eqn.params["grid_mapping"]
+    found = {}
+    for k, bm in enumerate(gm.block_mappings[: gm.num_inputs]):
+        if _memory_space(bm.transformed_block_aval) != "smem":
+            continue
+        try:
+            value = scope.value(eqn.invars[n_dyn + n_idx + k])
+        except NotModelledError:
+            continue
+        found[body.invars[n_idx + k]] = np.asarray(value)
+    return found
+
+
 def build_call(eqn: Any, scope: Scope, count: int) -> Call:
     """One pallas_call equation as a ``Call`` (index maps evaluated over the whole grid)."""
     params = eqn.params
@@ -213,6 +243,7 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
     # Scalar-prefetch refs (the body's first inputs) hold the case's values: a loop bound
     # or an index a body reads from them is known at every grid step.
     refs = {v: np.asarray(x) for v, x in zip(body.invars[:n_idx], prefetch, strict=False)}
+    refs |= _smem_inputs(eqn, body, scope, n_dyn, n_idx) if _sized_at_run_time(body) else {}
     step = step_cost(body, grid, refs)
     name = params.get("name") or getattr(params.get("metadata"), "name", None)
     if name is None:
