@@ -1,0 +1,71 @@
+"""The GPU model reads a Triton call's HBM traffic from its body: the loads and stores a
+program runs, in the branch it takes (``pl.when`` on ``program_id`` or on a bound read
+from a scalar operand, as ragged kernels do), not from its block specs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pltriton
+
+from ci_bench.contract.spec import Case
+from ci_bench.measure.model import analyze_case
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from gpu_op_spec import op_spec
+
+ROWS, COLS, BLOCK = 1024, 256, 128
+TILE = BLOCK * COLS * 2  # one program's bf16 block
+
+
+def _half_kernel(bound_ref, x_ref, o_ref):
+    """Programs below the bound (a scalar operand's value) double their rows; the others
+    read the bound and exit."""
+
+    @pl.when(pl.program_id(0) < bound_ref[...])
+    def _():
+        o_ref[...] = x_ref[...] * 2
+
+
+def _call(x: jax.Array, active: int) -> jax.Array:
+    bound = jnp.full((ROWS // BLOCK,), active, jnp.int32)
+    return pl.pallas_call(
+        _half_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(ROWS // BLOCK,),
+        in_specs=[
+            pl.BlockSpec((None,), lambda i: (i,)),
+            pl.BlockSpec((BLOCK, COLS), lambda i: (i, 0)),
+        ],
+        out_specs=pl.BlockSpec((BLOCK, COLS), lambda i: (i, 0)),
+        compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=1),
+    )(bound, x)
+
+
+def _model(active: int):
+    spec = op_spec(
+        "half",
+        lambda x: _call(x, active),
+        lambda c: [(c["M"], c["N"])],
+        [{"M": ROWS, "N": COLS}],
+        dtype="bfloat16",
+    )
+    return analyze_case(spec, Case("half", {"M": ROWS, "N": COLS}, "bfloat16"), ["h100"])
+
+
+def test_only_programs_taking_the_branch_move_their_tiles():
+    """3 of 8 programs pass the bound: 3 tiles read and 3 written, plus their 4-byte
+    bounds (a program that exits at once is not counted); the block specs alone would say
+    8 of each. The time is those bytes at H100's 3.35 TB/s."""
+    for active in (3, 8):
+        model = _model(active)
+        chip = model.chips["h100"]
+        assert chip.gpu is not None
+        assert chip.gpu.programs == active
+        assert chip.hbm_bytes == 2 * active * TILE + 4 * active
+        assert chip.memory_us == pytest.approx(chip.hbm_bytes / 3.35e12 * 1e6)
