@@ -292,12 +292,13 @@ def gpu_case_model(
     traffics = [traffic_of(c) for c in calls]
     for t in traffics:
         notes += [f"GPU (Triton body): {n}" for n in (t.notes if t else []) if n not in notes]
-    for call, work in zip(calls, works, strict=True):
-        if any(op.indices is None for op in call.operands):
+    for call, work, traffic in zip(calls, works, traffics, strict=True):
+        if traffic is None and any(op.indices is None for op in call.operands):
             not_modelled.append(
                 "an operand in ANY/GMEM memory space: the body's own copies are not read"
             )
-        not_modelled += [n for n in work.not_modelled if n not in not_modelled]
+        gaps = traffic.unknown if traffic is not None else work.not_modelled
+        not_modelled += [n for n in gaps if n not in not_modelled]
     flops = int(
         sum(total_flops(c, w, t) * c.count for c, w, t in zip(calls, works, traffics, strict=True))
     )

@@ -29,7 +29,16 @@ from ci_bench.measure.model.gpubody import GpuWork, gpu_work
 
 _LOADS = ("get", "load", "masked_load")
 _STORES = ("swap", "store", "masked_swap")
-_STRUCT = ("cond", "while", "scan", "pjit", "closed_call", "custom_jvp_call", "custom_vjp_call")
+_STRUCT = (
+    "cond",
+    "while",
+    "scan",
+    "jit",
+    "pjit",
+    "closed_call",
+    "custom_jvp_call",
+    "custom_vjp_call",
+)
 _SCALAR_OPS: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "sub": np.subtract,
@@ -39,6 +48,8 @@ _SCALAR_OPS: dict[str, Callable[..., Any]] = {
     "max": np.maximum,
     "min": np.minimum,
     "neg": np.negative,
+    "sign": np.sign,
+    "abs": np.abs,
     "lt": np.less,
     "le": np.less_equal,
     "gt": np.greater,
@@ -83,7 +94,8 @@ class Traffic:
     tensor_flops: dict[str, np.ndarray] = field(default_factory=dict)
     element_ops: np.ndarray | None = None
     transcendental_ops: np.ndarray | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # approximations, said beside the figure
+    unknown: list[str] = field(default_factory=list)  # what makes the figure partial
 
     def active(self) -> np.ndarray:
         """Programs that move a tile or compute: one that reads a few scalars and takes
@@ -127,7 +139,9 @@ class _Walker:
         assert self.out.transcendental_ops is not None
         self.out.element_ops += found.element_ops * times
         self.out.transcendental_ops += found.transcendental_ops * times
-        self.out.notes += [n for n in found.not_modelled if n not in self.out.notes]
+        # gpu_work's own gaps are answered here (loops and branches are walked per
+        # program); what it cannot count inside a straight run stays a gap.
+        self.out.unknown += [n for n in found.not_modelled if n not in self.out.unknown]
 
     def access(self, env: dict[Any, Any], eqn: Any, times: np.ndarray, store: bool) -> None:
         ref = env.get(eqn.invars[0])
@@ -240,7 +254,13 @@ class _Walker:
         else:
             subs = [j.jaxpr if hasattr(j, "jaxpr") else j for j in _jaxprs(eqn)]
             for sub in subs:
-                self.walk(sub, self.bind(env, sub.invars, eqn.invars), times, in_loop)
+                child = self.bind(env, sub.invars, eqn.invars)
+                self.walk(sub, child, times, in_loop)
+                if len(subs) == 1:  # a call: its scalar results are the caller's
+                    for inner, outer in zip(sub.outvars, eqn.outvars, strict=False):
+                        found = self.value(child, inner)
+                        if found is not None:
+                            env[outer] = found
 
     def loop(self, eqn: Any, env: dict[Any, Any], times: np.ndarray) -> None:
         """A while: a static fori trip count, or one each program computes (lo, hi carried)."""
@@ -253,8 +273,8 @@ class _Walker:
             trips = self.dynamic_trips(cond, env, eqn.invars[:nc], carries)
         if trips is None:
             note = "a while loop whose trip count the model cannot compute: counted once"
-            if note not in self.out.notes:
-                self.out.notes.append(note)
+            if note not in self.out.unknown:
+                self.out.unknown.append(note)
             trips = 1
         child = self.bind(env, body.invars[:nb], eqn.invars[nc : nc + nb])
         for i, o in zip(body.invars[nb:], carries, strict=False):
@@ -321,3 +341,10 @@ def hbm_bytes(
                 moved += float(most.sum()) * a.nbytes
         per[a.operand] = per.get(a.operand, 0.0) + moved
     return int(sum(per.values())), [int(per.get(k, 0)) for k in range(operands)]
+
+
+def loaded_bytes(traffic: Traffic) -> int:
+    """Bytes the active programs load, each for itself: what crosses from L2 to the SMs
+    (the model does not time it: no L2 bandwidth with a public source)."""
+    live = traffic.active()
+    return int(sum(a.nbytes * float(a.times[live].sum()) for a in traffic.accesses if not a.store))
