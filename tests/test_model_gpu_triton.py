@@ -69,3 +69,51 @@ def test_only_programs_taking_the_branch_move_their_tiles():
         assert chip.gpu.programs == active
         assert chip.hbm_bytes == 2 * active * TILE + 4 * active
         assert chip.memory_us == pytest.approx(chip.hbm_bytes / 3.35e12 * 1e6)
+
+
+def _triangle_kernel(x_ref, o_ref):
+    """Program i sums row tiles i .. 2i of x (i + 1 of them: a causal-style loop bound)."""
+    pid = pl.program_id(0)
+
+    def body(j, acc):
+        return acc + x_ref[pl.ds((pid + j) * BLOCK, BLOCK), :].astype(jnp.float32)
+
+    acc = jax.lax.fori_loop(0, pid + 1, body, jnp.zeros((BLOCK, COLS), jnp.float32))
+    o_ref[...] = acc.astype(o_ref.dtype)
+
+
+def test_a_loop_bound_each_program_computes_counts_its_own_trips():
+    """Programs 0..3 load 1, 2, 3 and 4 tiles (different rows each: no L2 sharing) and
+    store one each; a constant trip count would say 4 x 4 loads or leave it partial."""
+    programs = 4
+
+    def call(x):
+        return pl.pallas_call(
+            _triangle_kernel,
+            out_shape=jax.ShapeDtypeStruct((programs * BLOCK, COLS), x.dtype),
+            grid=(programs,),
+            in_specs=[pl.BlockSpec((ROWS, COLS), lambda i: (0, 0))],
+            out_specs=pl.BlockSpec((BLOCK, COLS), lambda i: (i, 0)),
+            compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=1),
+        )(x)
+
+    spec = op_spec("tri", call, lambda c: [(c["M"], c["N"])], [{"M": ROWS, "N": COLS}], "bfloat16")
+    model = analyze_case(spec, Case("tri", {"M": ROWS, "N": COLS}, "bfloat16"), ["h100"])
+    assert "trip count" not in (model.reason or "")  # partial only for its adds' vector work
+    assert model.chips["h100"].hbm_bytes == (1 + 2 + 3 + 4) * TILE + programs * TILE
+
+
+def test_gla_gpu_branch_is_triton_within_each_gpus_shared_memory():
+    """GLA's GPU branch names Triton's params; its pipelined dot tiles (a lower bound on
+    Triton's shared memory) fit the 227 KB a block may use on every GPU in the table."""
+    from kernels.gla import SPEC as GLA
+
+    case = Case("gla", {"B": 2, "T": 128, "H": 1, "K": 128, "V": 128}, "float32")
+    model = analyze_case(GLA, case, ["h100", "b200"])
+    for name in ("h100", "b200"):
+        chip = model.chips[name]
+        assert chip.gpu is not None
+        assert chip.gpu.backend == "triton"
+        assert chip.gpu.programs == 2  # grid (B, H): a fori_loop over the chunks
+        assert 0 < chip.gpu.smem_per_program_bytes <= 227 * 1024
+        assert chip.vmem_warning is None
