@@ -12,6 +12,7 @@ tokamax is not a ci-bench dependency: ``pip install tokamax==0.0.12`` (it pulls 
 einshape, jaxtyping, typeguard, immutabledict, tensorboardx; all install on this CPU).
 
 Usage: python benchmarks/model_validation_gpu_tokamax.py [--family ragged_dot] [--limit N]
+       [--block-specs]
 """
 
 from __future__ import annotations
@@ -189,7 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", choices=sorted(BUILDERS), action="append")
     parser.add_argument("--limit", type=int, default=0, help="points per family and GPU")
+    parser.add_argument(
+        "--block-specs",
+        action="store_true",
+        help="read Triton calls' traffic from their block specs, as the model did before "
+        "it read their bodies (for comparison)",
+    )
     args = parser.parse_args(argv)
+    if args.block_specs:
+        from ci_bench.measure.model import gpu
+
+        gpu.traffic_of = lambda call: None
     sys.argv = sys.argv[:1]  # tokamax's absl flags parse the command line too
     try:
         import tokamax  # noqa: F401

@@ -8,8 +8,10 @@ are launched in order, grid dimension 0 fastest (Pallas maps it to CUDA's ``x``)
   for their operands' kind (``gpubody``), so the compute term is
   ``ceil(programs / SMs) x FLOPs per program / (peak / SMs)``: a partial last wave costs a
   whole round of the busiest SM;
-- **HBM**: every program reads its input blocks and writes its output blocks (the block
-  specs, at every grid step); the programs of one wave run together, so a block several of
+- **HBM**: a Mosaic GPU program reads its input blocks and writes its output blocks (the
+  block specs, at every grid step); a Triton program what its body loads and stores, in
+  the branches and trip counts it takes (``gputraffic``: a Triton block spec moves
+  nothing); the programs of one wave run together, so a block several of
   them read is fetched from HBM once per wave and served from L2 to the others; nothing is
   assumed to survive in L2 from one wave to the next (a lower bound on reuse: bytes are an
   upper bound between "every program alone" and "each array once");
