@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
@@ -117,3 +118,14 @@ def test_gla_gpu_branch_is_triton_within_each_gpus_shared_memory():
         assert chip.gpu.programs == 2  # grid (B, H): a fori_loop over the chunks
         assert 0 < chip.gpu.smem_per_program_bytes <= 227 * 1024
         assert chip.vmem_warning is None
+
+
+def test_the_busiest_sm_is_a_lower_bound_on_any_schedule():
+    """133 equal programs on 132 SMs: one SM runs two. Unequal ones: no SM can finish
+    before the largest program, nor before its share of the total."""
+    from ci_bench.measure.model.gpu import busiest_sm
+
+    assert busiest_sm(np.full(133, 5.0), 132) == 10.0
+    assert busiest_sm(np.array([10.0, 1.0, 1.0]), 2) == 10.0
+    assert busiest_sm(np.array([3.0, 3.0, 3.0, 1.0]), 2) == 5.0  # total 10 over 2 SMs
+    assert busiest_sm(np.array([]), 4) == 0.0

@@ -181,9 +181,22 @@ def call_on(call: Call, work: GpuWork, gpu: Gpu, traffic: Traffic | None = None)
     return CallOnGpu(max(compute, memory), compute, memory, vector, hbm, per_operand, detail)
 
 
+def busiest_sm(work: np.ndarray, sms: int) -> float:
+    """The least work the busiest SM can have: some SM runs ``ceil(programs / SMs)``
+    programs (at least the smallest ones), none less than the largest program, and all
+    together the total over ``sms`` SMs. Equal programs: ``ceil(n / SMs)`` of them; unequal
+    ones (causal attention) never above what any schedule gives, so the term stays a
+    lower bound (the floor guard's)."""
+    if not len(work):
+        return 0.0
+    rounds = -(-len(work) // sms)
+    smallest = float(np.sort(work)[:rounds].sum())
+    return max(smallest, float(work.max()), float(work.sum()) / sms)
+
+
 def _triton_on(call: Call, traffic: Traffic, gpu: Gpu, smem: int, occ: int) -> CallOnGpu:
-    """The programs that do work, in launch order, over the SMs: the busiest SM runs
-    ``ceil(active / SMs)`` of them at the mean active program's work."""
+    """The programs that do work, in launch order, over the SMs; the tensor-core term is
+    the busiest SM's least work (``busiest_sm``)."""
     active = traffic.active()
     n = max(int(active.sum()), 1)
     rounds = -(-n // gpu.sms)
@@ -195,7 +208,7 @@ def _triton_on(call: Call, traffic: Traffic, gpu: Gpu, smem: int, occ: int) -> C
         "int8": gpu.int8_ops_per_s,
     }
     compute = sum(
-        rounds * float(f[active].sum()) / n / (peaks[k] / gpu.sms)
+        busiest_sm(f[active], gpu.sms) / (peaks[k] / gpu.sms)
         for k, f in traffic.tensor_flops.items()
     )
     order = launch_order(call.grid)
