@@ -175,7 +175,8 @@ def model_point(point: dict) -> tuple[float | None, str, float | None]:
     chip = model.chips.get(point["gpu"])
     if model.status != "ok" or chip is None or chip.modelled_us is None:
         partial = chip.modelled_us if chip is not None else None
-        return None, f"{model.status}: {model.reason}", partial
+        moved = f" [{chip.bound}, {chip.hbm_bytes / 1e9:.2f} GB HBM]" if chip is not None else ""
+        return None, f"{model.status}{moved}: {model.reason}", partial
     return (
         chip.modelled_us,
         f"ok ({chip.bound}, {chip.gpu.programs if chip.gpu else '?'} programs, "
