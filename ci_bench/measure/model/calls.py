@@ -74,6 +74,10 @@ class Call:
     # The body jaxpr and compiler params as jax holds them (the GPU model reads both).
     body: Any = None
     compiler_params: Any = None
+    # The GPU model's hook: scalar-prefetch operands ahead of the body's refs, and input
+    # k's concrete value on demand (Triton kernels read group bounds from them).
+    index_operands: int = 0
+    operand_value: Any = None
 
     @property
     def steps(self) -> int:
@@ -262,4 +266,6 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
         notes=notes,
         body=body,
         compiler_params=params.get("compiler_params"),
+        index_operands=n_idx,
+        operand_value=lambda k: scope.value(eqn.invars[n_dyn + n_idx + k]),
     )

@@ -8,8 +8,10 @@ are launched in order, grid dimension 0 fastest (Pallas maps it to CUDA's ``x``)
   for their operands' kind (``gpubody``), so the compute term is
   ``ceil(programs / SMs) x FLOPs per program / (peak / SMs)``: a partial last wave costs a
   whole round of the busiest SM;
-- **HBM**: every program reads its input blocks and writes its output blocks (the block
-  specs, at every grid step); the programs of one wave run together, so a block several of
+- **HBM**: a Mosaic GPU program reads its input blocks and writes its output blocks (the
+  block specs, at every grid step); a Triton program what its body loads and stores, in
+  the branches and trip counts it takes (``gputraffic``: a Triton block spec moves
+  nothing); the programs of one wave run together, so a block several of
   them read is fetched from HBM once per wave and served from L2 to the others; nothing is
   assumed to survive in L2 from one wave to the next (a lower bound on reuse: bytes are an
   upper bound between "every program alone" and "each array once");
@@ -34,6 +36,7 @@ import numpy as np
 from ci_bench.measure.model.calls import Call
 from ci_bench.measure.model.extract import Choice, Item, Walk
 from ci_bench.measure.model.gpubody import GpuWork, gpu_work
+from ci_bench.measure.model.gputraffic import Traffic, hbm_bytes, triton_traffic
 from ci_bench.measure.model.pipeline import block_bytes
 from ci_bench.schema.gpu_model import GpuDetail
 from ci_bench.schema.gpus import Gpu
@@ -126,12 +129,31 @@ class CallOnGpu:
     detail: GpuDetail
 
 
-def call_on(call: Call, work: GpuWork, gpu: Gpu) -> CallOnGpu:
-    """One run of ``call`` on ``gpu``."""
+def traffic_of(call: Call) -> Traffic | None:
+    """A Triton call's body traffic (its loads and stores); None for Mosaic GPU, whose
+    pipeline copies the block specs."""
+    if call.body is None or backend_of(call) != "triton":
+        return None
+    return triton_traffic(call)
+
+
+def total_flops(call: Call, work: GpuWork, traffic: Traffic | None) -> float:
+    """Tensor-core FLOPs of one run: per program where the body's branches were followed."""
+    if traffic is None:
+        return work.flops * call.steps
+    return float(sum(f.sum() for f in traffic.tensor_flops.values()))
+
+
+def call_on(call: Call, work: GpuWork, gpu: Gpu, traffic: Traffic | None = None) -> CallOnGpu:
+    """One run of ``call`` on ``gpu``: a Triton call's traffic and work from its body's
+    loads, stores and branches per program (``gputraffic``), a Mosaic GPU call's from its
+    block specs."""
     backend = backend_of(call)
     smem = smem_per_program(call, work, backend)
     occ = occupancy(gpu, smem, warps_of(call, backend))
     programs = call.steps
+    if traffic is not None:
+        return _triton_on(call, traffic, gpu, smem, occ)
     peaks = {
         "bf16": gpu.bf16_flops_per_s,
         "tf32": gpu.tf32_flops_per_s,
@@ -152,6 +174,55 @@ def call_on(call: Call, work: GpuWork, gpu: Gpu) -> CallOnGpu:
         sms=gpu.sms,
         programs=programs,
         waves=-(-programs // (gpu.sms * occ)),
+        occupancy=occ,
+        smem_per_program_bytes=smem,
+        vector_us=vector * 1e6,
+    )
+    return CallOnGpu(max(compute, memory), compute, memory, vector, hbm, per_operand, detail)
+
+
+def busiest_sm(work: np.ndarray, sms: int) -> float:
+    """The least work the busiest SM can have: some SM runs ``ceil(programs / SMs)``
+    programs (at least the smallest ones), none less than the largest program, and all
+    together the total over ``sms`` SMs. Equal programs: ``ceil(n / SMs)`` of them; unequal
+    ones (causal attention) never above what any schedule gives, so the term stays a
+    lower bound (the floor guard's)."""
+    if not len(work):
+        return 0.0
+    rounds = -(-len(work) // sms)
+    smallest = float(np.sort(work)[:rounds].sum())
+    return max(smallest, float(work.max()), float(work.sum()) / sms)
+
+
+def _triton_on(call: Call, traffic: Traffic, gpu: Gpu, smem: int, occ: int) -> CallOnGpu:
+    """The programs that do work, in launch order, over the SMs; the tensor-core term is
+    the busiest SM's least work (``busiest_sm``)."""
+    active = traffic.active()
+    n = max(int(active.sum()), 1)
+    rounds = -(-n // gpu.sms)
+    peaks = {
+        "bf16": gpu.bf16_flops_per_s,
+        "tf32": gpu.tf32_flops_per_s,
+        "fp32": gpu.fp32_flops_per_s,
+        "fp8": gpu.fp8_flops_per_s,
+        "int8": gpu.int8_ops_per_s,
+    }
+    compute = sum(
+        busiest_sm(f[active], gpu.sms) / (peaks[k] / gpu.sms)
+        for k, f in traffic.tensor_flops.items()
+    )
+    order = launch_order(call.grid)
+    hbm, per_operand = hbm_bytes(traffic, order, gpu.sms * occ, len(call.operands))
+    memory = hbm / gpu.hbm_bytes_per_s
+    assert traffic.element_ops is not None
+    assert traffic.transcendental_ops is not None
+    ops = float((traffic.element_ops + 8 * traffic.transcendental_ops)[active].sum()) / n
+    vector = rounds * ops / (gpu.fp32_flops_per_s / 2 / gpu.sms)
+    detail = GpuDetail(
+        backend="triton",
+        sms=gpu.sms,
+        programs=n,
+        waves=-(-n // (gpu.sms * occ)),
         occupancy=occ,
         smem_per_program_bytes=smem,
         vector_us=vector * 1e6,
@@ -233,15 +304,22 @@ def gpu_case_model(
             reason += f" ({'; '.join(not_modelled)})"
         return CaseModel(status="not_modelled", reason=reason)
     works = [gpu_work(c.body) if c.body is not None else GpuWork() for c in calls]
-    for call, work in zip(calls, works, strict=True):
-        if any(op.indices is None for op in call.operands):
+    traffics = [traffic_of(c) for c in calls]
+    for t in traffics:
+        notes += [f"GPU (Triton body): {n}" for n in (t.notes if t else []) if n not in notes]
+    for call, work, traffic in zip(calls, works, traffics, strict=True):
+        if traffic is None and any(op.indices is None for op in call.operands):
             not_modelled.append(
                 "an operand in ANY/GMEM memory space: the body's own copies are not read"
             )
-        not_modelled += [n for n in work.not_modelled if n not in not_modelled]
-    flops = int(sum(w.flops * c.steps * c.count for c, w in zip(calls, works, strict=True)))
+        gaps = traffic.unknown if traffic is not None else work.not_modelled
+        not_modelled += [n for n in gaps if n not in not_modelled]
+    flops = int(
+        sum(total_flops(c, w, t) * c.count for c, w, t in zip(calls, works, traffics, strict=True))
+    )
     runs = {
-        g.name: [(c, call_on(c, w, g)) for c, w in zip(calls, works, strict=True)] for g in gpus
+        g.name: [(c, call_on(c, w, g, t)) for c, w, t in zip(calls, works, traffics, strict=True)]
+        for g in gpus
     }
     chips = {g.name: _chip(g, runs[g.name], flops) for g in gpus}
     for chip in chips.values():
@@ -261,7 +339,10 @@ def gpu_case_model(
     if check_flops and spec_flops is not None:
         check = "ok" if ratio and 1 / flops_factor <= ratio <= flops_factor else "mismatch"
     first = runs[gpus[0].name] if gpus else []
-    call_models = [_call_model(c, r, w) for (c, r), w in zip(first, works, strict=True)]
+    call_models = [
+        _call_model(c, r, total_flops(c, w, t))
+        for (c, r), w, t in zip(first, works, traffics, strict=True)
+    ]
     hbm = sum(m.hbm_bytes for m in call_models)
     return CaseModel(
         status="partial" if not_modelled else "ok",
@@ -283,7 +364,7 @@ def gpu_case_model(
     )
 
 
-def _call_model(call: Call, run: CallOnGpu, work: GpuWork) -> CallModel:
+def _call_model(call: Call, run: CallOnGpu, flops: float) -> CallModel:
     """One call's figures on the first target GPU (its operands' wave traffic)."""
     operands = [
         OperandModel(
@@ -313,7 +394,7 @@ def _call_model(call: Call, run: CallOnGpu, work: GpuWork) -> CallModel:
         hbm_bytes=run.hbm_bytes * call.count,
         ideal_bytes=sum(o.ideal_bytes for o in operands),
         vmem_bytes=run.detail.smem_per_program_bytes,
-        flops=int(work.flops * call.steps * call.count),
+        flops=int(flops * call.count),
         reread_operand=f"{worst.origin} ({worst.reread:.3g}x)"
         if worst and (worst.reread or 0) > 1
         else None,

@@ -131,6 +131,10 @@ def _subs(eqn: Any) -> list[Any]:
     return [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
 
 
+def _is_one(atom: Any) -> bool:
+    return hasattr(atom, "val") and np.ndim(atom.val) == 0 and float(atom.val) == 1.0
+
+
 def gpu_work(jaxpr: Any, in_loop: bool = False) -> GpuWork:
     """The work of one execution of ``jaxpr`` (a kernel body, or part of one)."""
     total = GpuWork()
@@ -146,6 +150,10 @@ def gpu_work(jaxpr: Any, in_loop: bool = False) -> GpuWork:
         if name == "dot_general":
             total.add(_dot(eqn, loaded, in_loop))
             dots |= set(eqn.outvars)
+        elif name == "mul" and any(_is_one(v) for v in eqn.invars):
+            # x * 1 is folded by the compiler (exact in IEEE arithmetic): no instruction.
+            if any(not hasattr(v, "val") and v in dots for v in eqn.invars):
+                dots |= set(eqn.outvars)
         elif name in ("add", "sub") and any(
             not hasattr(v, "val") and v in dots for v in eqn.invars
         ):
