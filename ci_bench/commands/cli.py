@@ -16,16 +16,13 @@ from types import FrameType
 
 from ci_bench import __version__
 from ci_bench.commands.output import inert_output
-from ci_bench.commands.parser import Handler, build_parser, handlers
-from ci_bench.contract.matrix import SelectionError
-from ci_bench.contract.spec import SpecError
-from ci_bench.errors import CiBenchError, ExitCode
-from ci_bench.store.files import environment_error
+from ci_bench.commands.parser import Handlers, build_parser, handlers
+from ci_bench.errors import CiBenchError, ExitCode, SelectionError, SpecError
 from ci_bench.text import one_line
 
-# Each subcommand's handler by name (the registry's, in ``parser``); every path it writes
-# was checked when the command line was parsed.
-COMMANDS: dict[str, Handler] = handlers()
+# Each subcommand's handler by name (the registry's, in ``parser``, its module imported when
+# it runs); every path it writes was checked when the command line was parsed.
+COMMANDS: Handlers = handlers()
 
 
 # The commands that measure (and save each case as it is measured); the others have
@@ -79,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
         # The reusable workflows' `config` input: the pyproject.toml with [tool.ci-bench].
         args.config = Path(os.environ["CI_BENCH_CONFIG"])
@@ -101,6 +99,8 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stderr.write(f"ci-bench: interrupted{_saved(args.command)}\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
+        from ci_bench.store.files import environment_error
+
         if environment_error(exc):  # the machine's fault (disk full, ...), not a bug
             sys.stderr.write(f"ci-bench: error: {one_line(environment_error(exc) or '')}\n")
             return int(ExitCode.USAGE)
