@@ -121,3 +121,32 @@ def test_a_report_and_a_run_table_name_the_interpreter_of_their_run(mode, words)
     assert words in first
     table = results_table([case(A)], interpreted=True, interpreters=[mode])
     assert words in table.splitlines()[0]
+
+
+def test_lowers_table_fits_120_columns_and_puts_errors_under_it() -> None:
+    from ci_bench.report.lowering_table import lowering_table
+    from ci_bench.schema.lowering import LoweredCase
+
+    long_id = "flash_attention/B16-H32-T8192-D128-W4096/bfloat16/forward+backward"
+    error = "MosaicError: " + "the block shape (8, 129) is not divisible by the tiling " * 8
+    cases = [
+        LoweredCase(
+            id=long_id, kernel="flash_attention", version="0.1.0", params={"B": 16},
+            dtype="bfloat16", platform="tpu", status="ok", kind="mosaic",
+            custom_calls=["tpu_custom_call", "tpu_custom_call_2", "tpu_custom_call_3"],
+        ),
+        LoweredCase(
+            id=A, kernel="matmul", version="0.1.0", params={"B": 1}, dtype="float32",
+            platform="tpu", status="error", error=error,
+        ),
+    ]  # fmt: skip
+    text = lowering_table(cases)
+    assert max(len(line) for line in text.splitlines()) <= 120
+    header = text.splitlines()[0]
+    assert header.split()[:2] == ["case", "status"]
+    assert "error" not in header
+    under = text.split("\n\n")[-1]
+    assert under.startswith(f"{A}: error: MosaicError: the block shape")
+    assert " ".join(under.split()).endswith("not divisible by the tiling")
+    assert "(left out to fit 120 columns: custom calls;" in text
+    assert "tpu_custom_call, tpu_custom_call_2 +1" in lowering_table(cases, width=None)
