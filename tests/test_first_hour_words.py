@@ -150,3 +150,27 @@ def test_lowers_table_fits_120_columns_and_puts_errors_under_it() -> None:
     assert " ".join(under.split()).endswith("not divisible by the tiling")
     assert "(left out to fit 120 columns: custom calls;" in text
     assert "tpu_custom_call, tpu_custom_call_2 +1" in lowering_table(cases, width=None)
+
+
+def test_gitignore_lines_are_added_once_and_nothing_of_the_adopters_is_lost() -> None:
+    from ci_bench.pipeline.adopt import GITIGNORED, with_gitignore
+
+    action, text, added = with_gitignore(None)
+    assert action == "create"
+    assert added == list(GITIGNORED)
+    assert [line for line in text.splitlines() if not line.startswith("#")] == list(GITIGNORED)
+    assert with_gitignore(text) == ("unchanged", text, [])
+
+    mine = "node_modules/\n/.cache\n*.pyc"  # no final newline; .cache/ already ignored
+    action, text, added = with_gitignore(mine)
+    assert action == "add to"
+    assert added == ["ci-bench-preview/", "ci-bench-out/"]
+    assert text.startswith("node_modules/\n/.cache\n*.pyc\n\n# ci-bench:")
+    assert text.endswith("ci-bench-preview/\nci-bench-out/\n")
+    again = with_gitignore(text)
+    assert again == ("unchanged", text, [])
+    # A line removed by hand comes back, its heading not twice.
+    fewer = text.replace("ci-bench-out/\n", "")
+    action, text2, added = with_gitignore(fewer)
+    assert (action, added) == ("add to", ["ci-bench-out/"])
+    assert text2.count("# ci-bench:") == 1

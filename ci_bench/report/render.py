@@ -347,7 +347,8 @@ def run_summary(results: Results, output: str | None = None) -> str:
     if ok == 0:
         lines.append(
             "nothing measured (exit 3): every case failed (the errors are above); "
-            "`ci-bench check-spec` checks a kernel's SPEC without running it"
+            "`ci-bench check-spec` checks a kernel's SPEC without running it, "
+            "`check-spec --run` runs each case once for correctness, without timing"
         )
     elif output is None:
         lines.append("next: `ci-bench run ... -o results.json` keeps the results to compare")

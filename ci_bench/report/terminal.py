@@ -235,8 +235,9 @@ def terminal_report(report: Report, *, wide: bool = False) -> str:
     notes += [f"{r.state}: {short_shas(r.reason)}" for r in report.run_states]
     if report.cases and not any(v.current and v.current.status == "ok" for v in report.cases):
         notes.append(
-            "nothing measured (exit 3): every case failed; `ci-bench check-spec` checks a "
-            "kernel's SPEC, `ci-bench run` measures again"
+            "nothing measured (exit 3): every case failed; `ci-bench check-spec --run` runs "
+            "each case of the pull request's profile once for correctness, without timing, "
+            "and names what fails"
         )
     notes.append(legend(printed, report.mode))
     if report.mode == "baseline" and report.meta.device.platform == "cpu":
