@@ -19,7 +19,9 @@ NAME = "check-spec"
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = sub.add_parser(
-        NAME, help="validate kernel SPECs without running them (default: the config's)"
+        NAME,
+        help="validate kernel SPECs without running them (default: the config's); --run: "
+        "each case of the ci profile once, for correctness",
     )
     parser.add_argument(
         "modules", nargs="*", metavar="MODULE", help="module name or .py file exposing SPEC"

@@ -53,7 +53,8 @@ SUBCOMMANDS: tuple[Command, ...] = (
     Command(
         "check-spec",
         "check_spec",
-        "validate kernel SPECs without running them (default: the config's)",
+        "validate kernel SPECs without running them (default: the config's); --run: "
+        "each case of the ci profile once, for correctness",
     ),
     Command("compare", "compare", "compare results with baselines; exit on verdict"),
     Command("promote", "promote", "write results as baselines/<kernel>_v<version>.json"),
