@@ -16,7 +16,7 @@ from types import FrameType
 
 from ci_bench import __version__
 from ci_bench.commands.output import inert_output
-from ci_bench.commands.parser import Handlers, build_parser, handlers
+from ci_bench.commands.parser import Handlers, build_parser, command_of, handlers
 from ci_bench.errors import CiBenchError, ExitCode, SelectionError, SpecError
 from ci_bench.text import one_line
 
@@ -77,12 +77,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
-    if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
-        # The reusable workflows' `config` input: the pyproject.toml with [tool.ci-bench].
-        args.config = Path(os.environ["CI_BENCH_CONFIG"])
+    command = command_of(argv) or ""
     try:
+        # From the first moment: a SIGTERM while the command's module is still imported
+        # (a cancelled job) exits 143 as one during the command does.
         with _sigterm_as_interrupt():
+            args = build_parser(argv).parse_args(argv)
+            if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
+                # The reusable workflows' `config` input: the pyproject.toml with its config.
+                args.config = Path(os.environ["CI_BENCH_CONFIG"])
             return COMMANDS[args.command](args, os.environ, Path.cwd(), sys.stdout)
     except (CiBenchError, SelectionError, SpecError) as exc:
         code = exc.exit_code if isinstance(exc, CiBenchError) else ExitCode.USAGE
@@ -93,10 +96,10 @@ def _main(argv: Sequence[str] | None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return int(ExitCode.OK)
     except Terminated:
-        sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(args.command)}\n")
+        sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
         return int(ExitCode.TERMINATED)
     except KeyboardInterrupt:
-        sys.stderr.write(f"ci-bench: interrupted{_saved(args.command)}\n")
+        sys.stderr.write(f"ci-bench: interrupted{_saved(command)}\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
         from ci_bench.store.files import environment_error
