@@ -26,5 +26,10 @@ class SelectionError(ValueError, LookupError):
     """A selection names nothing that exists (unknown kernel, profile, bad shard)."""
 
 
+class SpecError(ValueError):
+    """A kernel's SPEC breaks the contract (bad name, version, matrix or tolerance); here,
+    not in ``contract.spec``, so the command line can catch it without loading the contract."""
+
+
 class InputError(CiBenchError):
     """Bad input: config, flags, a results or baseline file."""

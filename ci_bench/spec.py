@@ -40,6 +40,7 @@ def tuned_config(
     default: Mapping[str, Any],
     mode: str = "forward",
     chip: str | None = None,
+    tunables: Tunables | None = None,
 ) -> dict[str, Any]:
     """The case's tuned config on ``chip`` (None: the TPU this process runs on, detected
     only then), else ``default``; see ``ci_bench.contract.tuned.tuned_config``."""
@@ -48,7 +49,15 @@ def tuned_config(
 
         chip = this_chip()
     return _tuned_config_on(
-        kernel, version, params, dtype, directory=directory, default=default, mode=mode, chip=chip
+        kernel,
+        version,
+        params,
+        dtype,
+        directory=directory,
+        default=default,
+        mode=mode,
+        chip=chip,
+        tunables=tunables,
     )
 
 

@@ -67,3 +67,8 @@ def fmt_ms(value: float | None) -> str:
 def case_count(n: int) -> str:
     """``1 case``, ``2 cases``: a count as a reader says it."""
     return f"{n} case" if n == 1 else f"{n} cases"
+
+
+# A plain http(s) link target (``schema.base`` re-exports it; here so the output edge needs
+# no pydantic).
+HTTP_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+=@-]*)*")

@@ -71,11 +71,14 @@ def test_init_writes_the_adoption_once_and_never_replaces_without_force(tmp_path
         assert f"@v{__version__}" in path.read_text()
     assert (repo / "constraints" / "tpu.txt").read_text().count("==") == 3
     assert (repo / "baselines" / "README.md").is_file()
+    ignore = (repo / ".gitignore").read_text()
+    assert "create: .gitignore (.cache/jax/, ci-bench-preview/, ci-bench-out/)" in first.stdout
 
     again = run_cli("init", cwd=repo)  # idempotent: everything unchanged
     assert again.returncode == 0, again.stderr
     assert "create:" not in again.stdout
-    assert again.stdout.count("unchanged:") == 7
+    assert again.stdout.count("unchanged:") == 8
+    assert (repo / ".gitignore").read_text() == ignore
 
     (repo / ".github" / "workflows" / "lower.yml").write_text("# my own\n")
     before = (repo / "pyproject.toml").read_text()

@@ -1,5 +1,6 @@
 """The command registry: a subcommand is one module of ``ci_bench.commands`` and one line in
-``parser.SUBCOMMANDS``; the parser, the dispatch and the modules cannot disagree."""
+``parser.SUBCOMMANDS``; the parser, the dispatch, the modules and the help ``--help`` lists
+without importing them cannot disagree."""
 
 from __future__ import annotations
 
@@ -21,27 +22,48 @@ def _subparsers() -> argparse._SubParsersAction:  # type: ignore[type-arg]
     return next(a for a in built._actions if isinstance(a, argparse._SubParsersAction))
 
 
-@pytest.mark.parametrize("module", parser.SUBCOMMANDS, ids=lambda m: m.__name__)
-def test_every_registered_module_has_a_name_register_and_run(module) -> None:
-    assert isinstance(module.NAME, str)
-    assert module.NAME
+@pytest.mark.parametrize("command", parser.SUBCOMMANDS, ids=lambda c: c.name)
+def test_every_registered_module_has_a_name_register_and_run(command) -> None:
+    module = command.load()
+    assert command.name == module.NAME
     assert list(inspect.signature(module.register).parameters) == ["sub"]
     assert list(inspect.signature(module.run).parameters) == ["args", "env", "cwd", "out"]
 
 
 def test_the_parser_has_exactly_the_registered_commands_in_registry_order() -> None:
-    names = [module.NAME for module in parser.SUBCOMMANDS]
+    names = [command.name for command in parser.SUBCOMMANDS]
     assert len(set(names)) == len(names)
     assert list(_subparsers().choices) == names
 
 
+def test_the_help_listed_without_the_modules_is_each_modules_own() -> None:
+    """``ci-bench --help`` lists the registry's help lines; each must be what its module
+    registers (the full parser), word for word."""
+    registered = {a.dest: a.help for a in _subparsers()._choices_actions}
+    assert registered == {c.name: c.help for c in parser.SUBCOMMANDS}
+    lazy = parser.build_parser(["--help"])
+    sub = next(a for a in lazy._actions if isinstance(a, argparse._SubParsersAction))
+    assert {a.dest: a.help for a in sub._choices_actions} == registered
+
+
+def test_a_command_line_builds_its_own_command_in_full_and_the_others_by_name() -> None:
+    lazy = parser.build_parser(["list", "--kernel", "matmul"])
+    sub = next(a for a in lazy._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {f for a in sub.choices["list"]._actions for f in a.option_strings}
+    assert {"--kernel", "--case", "--profile"} <= flags
+    assert {f for a in sub.choices["run"]._actions for f in a.option_strings} == {"-h", "--help"}
+    args = lazy.parse_args(["list", "--kernel", "matmul"])
+    assert (args.command, args.kernel) == ("list", ["matmul"])
+
+
 def test_the_dispatch_runs_each_registered_module() -> None:
-    assert {module.NAME: module.run for module in parser.SUBCOMMANDS} == cli.COMMANDS
+    for command in parser.SUBCOMMANDS:
+        assert cli.COMMANDS[command.name] is command.load().run
 
 
 def test_every_module_that_registers_a_command_is_in_the_registry() -> None:
     """A command module left out of SUBCOMMANDS would be dead code, not a command."""
-    registered = {Path(module.__file__).name for module in parser.SUBCOMMANDS}
+    registered = {f"{command.module}.py" for command in parser.SUBCOMMANDS}
     for path in sorted(COMMANDS_DIR.glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}

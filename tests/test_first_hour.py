@@ -29,7 +29,7 @@ def test_compare_outside_a_pull_request_speaks_of_the_baseline(tmp_path):
     assert "this pr" not in text.lower()
     assert "baseline ms" in text  # kept within 120 columns
     assert max(len(line) for line in text.splitlines()) <= 120
-    assert "ms: the mean of each case's timed calls" in text
+    assert "Pallas ms: the mean of the Pallas kernel's timed calls" in " ".join(text.split())
     assert "`ci-bench ab --base REF` times both versions in one process" in " ".join(text.split())
 
     markdown = run_cli(

@@ -4,6 +4,7 @@ test runs what it now says). The test extra's command is the suite itself, not r
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -50,11 +51,26 @@ def test_a_fresh_clone_runs_the_readme_as_written(tmp_path):
     # The next steps, in the README's order, from the same folder.
     steps = [c for c in commands if c.startswith(".venv/bin/ci-bench ")]
     assert steps, "the README names no next step"
+    promoted: list[str] = []
+    compared: list[tuple[str, str]] = []
     for step in steps:
         done = _sh(step, clone, 900)
         assert done.returncode == 0, f"{step}: exit {done.returncode}\n{done.stderr[-2000:]}"
         if " -o " in step:
             assert "next: `ci-bench compare" in " ".join(done.stdout.split())
+        if step.split()[1] == "promote":
+            promoted.append(step.split()[2])
         if step.split()[1] == "compare":
             assert "this PR" not in done.stdout
             assert "baseline ms" in done.stdout  # kept within 120 columns
+            compared.append((step.split()[2], done.stdout))
+
+    # The first verdict compares two different things: not the promoted file with itself.
+    assert promoted
+    assert compared, "the README's next steps compare nothing"
+    (first, text), (baseline,) = compared[0], promoted[:1]
+    assert first != baseline
+    now = json.loads((clone / first).read_text())["meta"]
+    then = json.loads((clone / baseline).read_text())["meta"]
+    assert now["started_at"] != then["started_at"]  # a second measurement, not a copy
+    assert f"measured {then['started_at'][:10]}" in text  # the footer names the baseline run

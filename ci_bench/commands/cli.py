@@ -16,16 +16,13 @@ from types import FrameType
 
 from ci_bench import __version__
 from ci_bench.commands.output import inert_output
-from ci_bench.commands.parser import Handler, build_parser, handlers
-from ci_bench.contract.matrix import SelectionError
-from ci_bench.contract.spec import SpecError
-from ci_bench.errors import CiBenchError, ExitCode
-from ci_bench.store.files import environment_error
+from ci_bench.commands.parser import Handlers, build_parser, command_of, handlers
+from ci_bench.errors import CiBenchError, ExitCode, SelectionError, SpecError
 from ci_bench.text import one_line
 
-# Each subcommand's handler by name (the registry's, in ``parser``); every path it writes
-# was checked when the command line was parsed.
-COMMANDS: dict[str, Handler] = handlers()
+# Each subcommand's handler by name (the registry's, in ``parser``, its module imported when
+# it runs); every path it writes was checked when the command line was parsed.
+COMMANDS: Handlers = handlers()
 
 
 # The commands that measure (and save each case as it is measured); the others have
@@ -79,12 +76,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
-        # The reusable workflows' `config` input: the pyproject.toml with [tool.ci-bench].
-        args.config = Path(os.environ["CI_BENCH_CONFIG"])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = command_of(argv) or ""
     try:
+        # From the first moment: a SIGTERM while the command's module is still imported
+        # (a cancelled job) exits 143 as one during the command does.
         with _sigterm_as_interrupt():
+            args = build_parser(argv).parse_args(argv)
+            if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
+                # The reusable workflows' `config` input: the pyproject.toml with its config.
+                args.config = Path(os.environ["CI_BENCH_CONFIG"])
             return COMMANDS[args.command](args, os.environ, Path.cwd(), sys.stdout)
     except (CiBenchError, SelectionError, SpecError) as exc:
         code = exc.exit_code if isinstance(exc, CiBenchError) else ExitCode.USAGE
@@ -95,12 +96,14 @@ def _main(argv: Sequence[str] | None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return int(ExitCode.OK)
     except Terminated:
-        sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(args.command)}\n")
+        sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
         return int(ExitCode.TERMINATED)
     except KeyboardInterrupt:
-        sys.stderr.write(f"ci-bench: interrupted{_saved(args.command)}\n")
+        sys.stderr.write(f"ci-bench: interrupted{_saved(command)}\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
+        from ci_bench.store.files import environment_error
+
         if environment_error(exc):  # the machine's fault (disk full, ...), not a bug
             sys.stderr.write(f"ci-bench: error: {one_line(environment_error(exc) or '')}\n")
             return int(ExitCode.USAGE)

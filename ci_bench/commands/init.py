@@ -30,6 +30,7 @@ from ci_bench.pipeline.adopt import (
     package_at,
     plan_files,
     with_config,
+    with_gitignore,
     yaml_lines,
 )
 from ci_bench.schema.gpus import GPU_NAMES
@@ -199,6 +200,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     targets = [p.path for p in planned if p.action != "unchanged"]
     if config_action != "unchanged":
         targets.insert(0, "pyproject.toml")
+    ignore_action, ignore_text, ignored = with_gitignore(_read(root / ".gitignore"))
+    if ignore_action != "unchanged":
+        targets.append(".gitignore")
     for target in targets:  # every target checked before the first is written
         problem = target_problem(root / target, replace=True)
         if problem:
@@ -210,6 +214,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         if item.action != "unchanged":
             atomic_write_text(root / item.path, item.text)
         out.write(f"{item.action}: {item.path}\n")
+    if ignore_action != "unchanged":
+        atomic_write_text(root / ".gitignore", ignore_text)
+    out.write(
+        f"{ignore_action}: .gitignore" + (f" ({', '.join(ignored)})" if ignored else "") + "\n"
+    )
     workflows = sum(yaml_lines(t) for p, t in wanted.items() if p.startswith(".github/"))
     out.write(f"\nThe caller workflows: {workflows} lines; the pipeline is ci-bench's.\n")
     if pin:

@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from tabulate import tabulate
-
 from ci_bench.commands.common_args import (
     add_output,
     add_quiet,
@@ -22,7 +20,7 @@ from ci_bench.commands.common_args import (
 from ci_bench.commands.shared import request_from
 from ci_bench.outcome import ERRORS_FAIL, Outcome, exit_code
 from ci_bench.pipeline.session import cases_for, load_specs
-from ci_bench.schema.lowering import LoweredCase
+from ci_bench.report.lowering_table import lowering_table
 from ci_bench.store.files import dump_model, write_text
 
 NAME = "lower"
@@ -59,20 +57,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     if args.output is not None:
         write_text(args.output, dump_model(results), what="lowering", replace=args.force)
     done, chips = results.cases, results.meta.chips
-    rows = [
-        [
-            c.id,
-            c.status,
-            _chips(c),
-            c.kind or "–",
-            ", ".join(c.custom_calls) or "–",
-            _vmem(c),
-            c.error or "",
-        ]
-        for c in done
-    ]
-    headers = ("case", "status", "chips ok", "kind", "custom calls", "VMEM MiB", "error")
-    out.write(tabulate(rows, headers=headers, disable_numparse=True))
+    out.write(lowering_table(done))
     failed = sum(c.status == "error" for c in done)
     host = sum(c.status == "host_error" for c in done)
     fit = f" as {', '.join(chips)}" if chips else ""
@@ -89,19 +74,3 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         )
     outcome = Outcome(states={"error": failed}, policy=ERRORS_FAIL)
     return int(exit_code(outcome))
-
-
-def _chips(lowered: LoweredCase) -> str:
-    """'n/m' chips it lowered as, naming those that did not."""
-    if not lowered.chips:
-        return "–"
-    bad = [name for name, c in lowered.chips.items() if c.status != "ok"]
-    good = len(lowered.chips) - len(bad)
-    return f"{good}/{len(lowered.chips)}" + (f" (not {', '.join(bad)})" if bad else "")
-
-
-def _vmem(lowered: LoweredCase) -> str:
-    model = lowered.model
-    if model is None or model.vmem_bytes is None:
-        return "–"
-    return f"{model.vmem_bytes / 1024 / 1024:.2f}"

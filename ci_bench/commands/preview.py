@@ -29,6 +29,12 @@ from ci_bench.pipeline.git import git, resolve_commit
 from ci_bench.store.files import atomic_write_text
 
 NAME = "preview"
+# What to run before a pull request (and after a preview that measured nothing): the
+# profile it runs, for correctness only, without the minutes of timing.
+RUN_FIRST = (
+    "`ci-bench check-spec --run` runs every case of the pull request's profile (ci) once "
+    "for correctness, without timing, and names each case that fails"
+)
 # The pull request a preview stands for: none exists, so no real number is named.
 NUMBER = 1
 REPOSITORY = "local/preview"
@@ -221,4 +227,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         webbrowser.open(page.resolve().as_uri())
         out.write(f"ci-bench preview: opened {page}\n")
     code = exit_code(benchmark)
+    if code == ExitCode.NOTHING_MEASURED:
+        out.write(f"ci-bench preview: nothing measured (exit 3); {RUN_FIRST}\n")
     return int(code if code != ExitCode.OK else exit_code(lowering))

@@ -67,6 +67,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
             "github" if request.outputs.fmt == "markdown" else "simple",
             interpreted=results.meta.settings.interpret,
             width=None if getattr(args, "wide", False) else WIDTH,
+            # Each kernel's own mode (config cpu-interpret-tpu, its SPEC): what ran it.
+            interpreters={bench.harness.interpret_for(c.kernel) for c in results.cases},
         )
         shown = None if output is None else str(output)
         out.write(table + "\n\n" + run_summary(results, shown) + "\n")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from ci_bench.errors import SpecError as SpecError
 from ci_bench.text import NAME, NAME_MAX, PARAM, SEMVER
 
 if TYPE_CHECKING:
@@ -30,10 +31,6 @@ MODES = ("forward", "backward", "forward+backward")
 Mode = Literal["forward", "backward", "forward+backward"]
 # The implementations every SPEC has; ``variants`` adds named others.
 PALLAS, NATIVE = "pallas", "native"
-
-
-class SpecError(ValueError):
-    """A kernel's SPEC breaks the contract (bad name, version, matrix or tolerance)."""
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,40 @@ Format and method: {docs}
 """
 
 
+# What ci-bench's commands leave in a repository: the JAX compilation cache (config
+# compilation-cache-dir's default), ``preview``'s and ``ci``'s output folders.
+GITIGNORED = (".cache/jax/", "ci-bench-preview/", "ci-bench-out/")
+GITIGNORE_HEAD = "# ci-bench: what its commands leave here (written by ci-bench init)"
+GitignoreAction = Literal["create", "add to", "unchanged"]
+
+
+def _ignored(entry: str, have: set[str]) -> bool:
+    """The entry, or a folder above it, is a line of the file already (with or without
+    its leading or trailing slash)."""
+    parts = entry.strip("/").split("/")
+    for depth in range(1, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if {folder, f"{folder}/", f"/{folder}", f"/{folder}/"} & have:
+            return True
+    return False
+
+
+def with_gitignore(current: str | None) -> tuple[GitignoreAction, str, list[str]]:
+    """``.gitignore`` with ci-bench's lines added where missing: nothing removed, nothing
+    twice, so a second ``init`` leaves it unchanged. Returns the action, the text and the
+    lines added."""
+    have = {line.strip() for line in (current or "").splitlines()}
+    missing = [entry for entry in GITIGNORED if not _ignored(entry, have)]
+    if not missing:
+        return "unchanged", current or "", []
+    text = current or ""
+    if text and not text.endswith("\n"):
+        text += "\n"
+    block = ([] if GITIGNORE_HEAD in have else [GITIGNORE_HEAD]) + missing
+    text += ("\n" if text.strip() else "") + "\n".join(block) + "\n"
+    return ("create" if current is None else "add to"), text, missing
+
+
 @dataclass(frozen=True)
 class Planned:
     path: str

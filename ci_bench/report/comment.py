@@ -29,6 +29,7 @@ from ci_bench.report.escape import md_inline, safe_url
 from ci_bench.report.render import (
     INTERPRETED_MARK,
     INTERPRETER,
+    interpreter_words,
 )
 from ci_bench.report.rows import VERDICT_ICONS, ordered, short_ref, short_shas
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
@@ -130,8 +131,9 @@ def _interpreted(report: Report) -> list[str]:
         return []
     return [
         "",
-        f"> **{INTERPRETED_MARK} {INTERPRETER}.** Pallas ran with interpret=True on this "
-        f"runner: the verdicts compare interpreter times; speedup, TFLOPS and MFU marked "
+        f"> **{INTERPRETED_MARK} {INTERPRETER}.** "
+        f"{interpreter_words([report.meta.settings.interpret_mode])} on this runner: the "
+        "verdicts compare interpreter times; speedup, TFLOPS and MFU marked "
         f"{INTERPRETED_MARK} are the interpreter's, not the kernel's.",
     ]
 

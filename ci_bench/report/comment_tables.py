@@ -15,10 +15,10 @@ from ci_bench.report.chart import delta_bar
 from ci_bench.report.escape import md_id, md_inline
 from ci_bench.report.render import (
     INTERPRETED_MARK,
-    INTERPRETED_NOTE,
     fmt_ms,
     fmt_ratio,
     fmt_util,
+    interpreted_note,
 )
 from ci_bench.report.rows import VERDICT_ICONS, grouped, p_text
 from ci_bench.schema import CaseVerdict, Report
@@ -232,5 +232,5 @@ def footnotes(report: Report) -> str:
     if _has_model(report.cases):
         notes.append(_MODEL_NOTE)
     if report.meta.settings.interpret:
-        notes.append(INTERPRETED_NOTE)
+        notes.append(interpreted_note([report.meta.settings.interpret_mode]))
     return "  \n".join(notes)

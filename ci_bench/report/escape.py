@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ci_bench.schema.base import HTTP_URL
-from ci_bench.text import cut_words, one_line
+from ci_bench.text import HTTP_URL, cut_words, one_line
 
 # Zero-width joiner: ``@user`` and ``#123`` stay readable but no longer notify or link.
 ZWJ = "\u200d"

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import quote
 
 from ci_bench.judge.changepoint import MIN_SIZE, WINDOW, ChangePoint, detect
 from ci_bench.schema.history import CasePoint, HistoryRecord
@@ -214,11 +215,14 @@ def flags_of(group: Group) -> list[Flag]:
 
 
 def commit_url(repo_url: str | None, sha: str) -> str | None:
-    return f"{repo_url.rstrip('/')}/commit/{sha}" if repo_url else None
+    """The commit's page; the commit string is percent-encoded whole (a history record's
+    commit comes from a results file, which a fork may have written: never a path, a query
+    or a fragment of the link)."""
+    return f"{repo_url.rstrip('/')}/commit/{quote(str(sha), safe='')}" if repo_url else None
 
 
 def pr_url(repo_url: str | None, number: int | None) -> str | None:
-    return f"{repo_url.rstrip('/')}/pull/{number}" if repo_url and number else None
+    return f"{repo_url.rstrip('/')}/pull/{int(number)}" if repo_url and number else None
 
 
 def changes_text(groups: list[Group], repo_url: str | None) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import textwrap
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 import tabulate as tabulate_module
 from tabulate import tabulate
@@ -77,19 +77,43 @@ RUN_DROP_ORDER = ("compile ms", "GB/s", "native ms", "MFU/HBM", "TFLOPS")
 # Interpret mode (every CPU run): the figures are an interpreter's, not the kernel's.
 INTERPRETER = "CPU interpreter — times are not kernel performance"
 INTERPRETED_MARK = "†"
-INTERPRETED_NOTE = (
-    f"{INTERPRETED_MARK} {INTERPRETER}: Pallas ran with interpret=True, so its times, and "
-    "the speedup, TFLOPS and GB/s derived from them, are the interpreter's against compiled "
-    "XLA; they say nothing of the kernel on an accelerator."
+# What ran Pallas, by a kernel's CPU interpret mode (``--cpu-interpret``, config
+# ``cpu-interpret-tpu``, a SPEC's ``cpu_interpret``): the words a banner names it with.
+INTERPRETER_WORDS = {
+    "kernel": "Pallas ran with interpret=True (each kernel's own interpret choice)",
+    "tpu": "Pallas ran under jax's TPU interpreter (every pallas_call of the kernel)",
+}
+MIXED_WORDS = (
+    "Pallas ran under jax's TPU interpreter for the kernels it is set for "
+    "(cpu-interpret-tpu, their SPEC's cpu_interpret) and with interpret=True for the others"
 )
+
+
+def interpreter_words(modes: Collection[str | None] = ("kernel",)) -> str:
+    """What ran Pallas, for the interpret modes of the kernels a table shows (a results
+    file records the run's mode: None in older files, the kernel's own)."""
+    found = {mode or "kernel" for mode in modes} or {"kernel"}
+    return INTERPRETER_WORDS[found.pop()] if len(found) == 1 else MIXED_WORDS
+
+
+def interpreted_note(modes: Collection[str | None] = ("kernel",)) -> str:
+    """The footnote under a markdown table of interpreted times."""
+    return (
+        f"{INTERPRETED_MARK} {INTERPRETER}: {interpreter_words(modes)}, so its times, and "
+        "the speedup, TFLOPS and GB/s derived from them, are the interpreter's against "
+        "compiled XLA; they say nothing of the kernel on an accelerator."
+    )
+
+
+INTERPRETED_NOTE = interpreted_note()
 # Columns whose values come from the Pallas time (marked when interpreted).
 _DERIVED = ("Pallas ms", "speedup", "TFLOPS", "GB/s", "MFU/HBM", "MFU / HBM")
 
 
-def interpreted_banner() -> str:
-    """The line above every table of interpreted times."""
+def interpreted_banner(modes: Collection[str | None] = ("kernel",)) -> str:
+    """The line above every table of interpreted times, naming the interpreter."""
     return (
-        f"{INTERPRETED_MARK} {INTERPRETER}: Pallas ran with interpret=True; the figures "
+        f"{INTERPRETED_MARK} {INTERPRETER}: {interpreter_words(modes)}; the figures "
         f"marked {INTERPRETED_MARK} are the interpreter's, against compiled XLA."
     )
 
@@ -233,6 +257,7 @@ def results_table(
     *,
     interpreted: bool = False,
     width: int | None = WIDTH,
+    interpreters: Collection[str | None] = ("kernel",),
 ) -> str:
     """One row per case (a kernel's modes side by side), each other implementation in a
     row under its case; then which implementation each column holds where a kernel names
@@ -266,7 +291,7 @@ def results_table(
         notes.append(f"(left out to fit {width} columns: {', '.join(left_out)}; --wide shows them)")
     notes += [escape(line) for line in cost_check_notes(cases)]
     errors = [c for c in cases if c.status != "ok"]
-    lines = [interpreted_banner(), "", table] if interpreted else [table]
+    lines = [interpreted_banner(interpreters), "", table] if interpreted else [table]
     if notes or errors:
         lines.append("")
     lines += notes
@@ -322,7 +347,8 @@ def run_summary(results: Results, output: str | None = None) -> str:
     if ok == 0:
         lines.append(
             "nothing measured (exit 3): every case failed (the errors are above); "
-            "`ci-bench check-spec` checks a kernel's SPEC without running it"
+            "`ci-bench check-spec` checks a kernel's SPEC without running it, "
+            "`check-spec --run` runs each case once for correctness, without timing"
         )
     elif output is None:
         lines.append("next: `ci-bench run ... -o results.json` keeps the results to compare")

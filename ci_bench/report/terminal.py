@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from tabulate import tabulate
 
 from ci_bench.report.render import (
+    INTERPRETED_MARK,
     WIDTH,
     fit_columns,
     fmt_float,
@@ -56,6 +57,41 @@ DROP_ORDER = (
     "MDC",
     "baseline ms",
 )
+
+
+# The legend under the table: every column it printed, in its order (none it left out).
+MEANINGS = {
+    "Pallas ms": "the mean of the Pallas kernel's timed calls",
+    "native ms": "the same of its native (XLA) implementation",
+    "speedup": "native ms / Pallas ms",
+    "TFLOPS": "the SPEC's FLOPs over the Pallas time",
+    "GB/s": "the SPEC's bytes over the Pallas time",
+    "MFU / HBM": "that share of the device's peak compute or HBM bandwidth",
+    "bound": "the roofline's limit (compute or memory)",
+    "baseline ms": "the stored baseline's Pallas mean",
+    "base ms": "the base ref's Pallas mean, measured in the same process",
+    "Δ": "the change of the Pallas mean against the baseline",
+    "A/B Δ": "the median paired head/base time ratio − 1 against the base ref, with its 95 % "
+    "interval",
+    "MDC": "the smallest change this comparison would detect (80 % power): a pass rules out "
+    "larger changes, not smaller ones",
+    "mem Δ": "the change of peak device memory against the baseline",
+    "verdict": "the case's state (docs/VERDICTS.md)",
+}
+# In an A/B report the base ref's run takes the baseline's place, and Δ is the A/B's.
+AB_MEANINGS = {
+    "Δ": "the median of the paired head/base time ratios − 1 (rounds measured in turn), "
+    "with its 95 % interval, not the ratio of the two means",
+    "mem Δ": "the change of peak device memory, head against base",
+}
+AB_NAMES = {"baseline ms": "base ms"}
+
+
+def legend(columns: Sequence[str], mode: str) -> str:
+    """One line saying what each printed column holds (interpreter marks left off)."""
+    meanings = {**MEANINGS, **(AB_MEANINGS if mode == "ab" else {})}
+    named = [c.rstrip(INTERPRETED_MARK) for c in columns if c != "case"]
+    return "Columns: " + "; ".join(f"{c}: {meanings[c]}" for c in named if c in meanings) + "."
 
 
 def _label(v: CaseVerdict, mode: str) -> str:
@@ -118,6 +154,8 @@ def _headers(report: Report) -> list[str]:
     """The report's columns: no A/B column without an A/B, and in an A/B report ``Δ`` is the
     A/B's (its baseline column holds the base's time)."""
     headers = [h for h in REPORT_HEADERS if report.mode == "pr" or h != "A/B Δ"]
+    if report.mode == "ab":
+        headers = [AB_NAMES.get(h, h) for h in headers]
     return interpreted_headers(headers, report.meta.settings.interpret)
 
 
@@ -139,7 +177,7 @@ def verdict_table(
             )
 
     marked = dict(zip(plain, headers, strict=True))
-    return fit_columns(headers, rows, render, [marked[h] for h in DROP_ORDER], width)
+    return fit_columns(headers, rows, render, [marked[h] for h in DROP_ORDER if h in marked], width)
 
 
 def _provenance(k: KernelSummary) -> str:
@@ -182,11 +220,14 @@ def terminal_report(report: Report, *, wide: bool = False) -> str:
     table (within ``WIDTH`` columns unless ``wide``), the headline, notes and footer."""
     width = None if wide else WIDTH
     table, left_out = verdict_table(grouped(report.cases), report, width)
+    printed = [h for h in _headers(report) if h.rstrip(INTERPRETED_MARK) not in left_out]
 
     def fold(line: str) -> str:
         return line if width is None else wrap(line, width)
 
-    head = [fold(interpreted_banner()), ""] if report.meta.settings.interpret else []
+    settings = report.meta.settings
+    banner = interpreted_banner([settings.interpret_mode])
+    head = [fold(banner), ""] if settings.interpret else []
     notes = []
     if left_out:
         notes.append(f"(left out to fit {WIDTH} columns: {', '.join(left_out)}; --wide shows them)")
@@ -194,10 +235,11 @@ def terminal_report(report: Report, *, wide: bool = False) -> str:
     notes += [f"{r.state}: {short_shas(r.reason)}" for r in report.run_states]
     if report.cases and not any(v.current and v.current.status == "ok" for v in report.cases):
         notes.append(
-            "nothing measured (exit 3): every case failed; `ci-bench check-spec` checks a "
-            "kernel's SPEC, `ci-bench run` measures again"
+            "nothing measured (exit 3): every case failed; `ci-bench check-spec --run` runs "
+            "each case of the pull request's profile once for correctness, without timing, "
+            "and names what fails"
         )
-    notes.append("ms: the mean of each case's timed calls; Δ: the change of that mean")
+    notes.append(legend(printed, report.mode))
     if report.mode == "baseline" and report.meta.device.platform == "cpu":
         notes.append(
             "On a shared CPU two runs drift apart by more than a real change: for an answer "

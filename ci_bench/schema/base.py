@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ci_bench.text import HTTP_URL as HTTP_URL
 from ci_bench.text import NAME_MAX, NAME_PATTERN, PARAM_PATTERN, SEMVER_PATTERN
 
 # Field-name sets shared between frozen instances (see ``Model.model_post_init``); bounded,
@@ -76,7 +77,6 @@ UtcDatetime = Annotated[datetime, AfterValidator(_aware_utc)]
 GIT_SHA = re.compile(r"[0-9a-f]{7,64}")
 # A GitHub account as GitHub allows it (an app's bot account ends in [bot]).
 GITHUB_LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}(\[bot\])?")
-HTTP_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+=@-]*)*")
 # ``--shard I/N`` as recorded in a results file, or the shards a merge holds ("1/4+2/4").
 SHARD = re.compile(r"[1-9]\d{0,5}/[1-9]\d{0,5}(\+[1-9]\d{0,5}/[1-9]\d{0,5})*")
 

@@ -66,7 +66,13 @@ def pallas(a: jax.Array, b: jax.Array) -> jax.Array:
     *lead, M, K = a.shape
     params = {"B": lead[0] if lead else 1, "M": M, "K": K, "N": b.shape[-1]}
     values = tuned_config(
-        "matmul", VERSION, params, a.dtype.name, directory=BASELINES, default=DEFAULT_BLOCKS
+        "matmul",
+        VERSION,
+        params,
+        a.dtype.name,
+        directory=BASELINES,
+        default=DEFAULT_BLOCKS,
+        tunables=TUNABLES,
     )
     return matmul(a, b, BlockSizes(**values))
 

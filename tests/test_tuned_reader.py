@@ -1,0 +1,138 @@
+"""The run-time tuned-config reader (``ci_bench.spec.tuned_config``): every bad file is a
+one-line SpecError, and a value a kernel must not get is refused as ``check-spec`` refuses
+it (both ask ``contract.tuned.config_problem``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci_bench.contract.spec import SpecError, case_id
+from ci_bench.contract.tunables import Tunables, divides
+from ci_bench.contract.tuned import config_problem
+from ci_bench.spec import tuned_config
+
+PARAMS = {"M": 256}
+DEFAULT = {"block": 128, "order": "mk", "fused": True}
+CASE = case_id("k", PARAMS, "float32", "forward")
+TUNABLES = Tunables(
+    space={"block": (128, 256), "order": ("mk", "km"), "fused": (True, False)},
+    default=DEFAULT,
+    build=lambda config: config,
+    constraints=(divides("block", "M"),),
+)
+
+
+def _file(folder: Path, text: str) -> Path:
+    path = folder / "k_v0.1.0.tuned.v5e.json"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _write(folder: Path, cases: Any) -> None:
+    _file(folder, json.dumps({"format": "ci-bench-tuned", "schema_version": 1, "cases": cases}))
+
+
+def _read(folder: Path, tunables: Tunables | None = None) -> Any:
+    return tuned_config(
+        "k", "0.1.0", PARAMS, "float32", directory=folder, default=DEFAULT, chip="v5e",
+        tunables=tunables,
+    )  # fmt: skip
+
+
+def _refusal(folder: Path, tunables: Tunables | None = None) -> str:
+    with pytest.raises(SpecError) as refused:
+        _read(folder, tunables)
+    text = str(refused.value)
+    assert "\n" not in text
+    assert text.startswith(str(folder / "k_v0.1.0.tuned.v5e.json"))
+    return text
+
+
+def test_a_good_entry_gives_its_values_and_other_cases_the_default(tmp_path: Path) -> None:
+    config = {"block": 256, "order": "km", "fused": False}
+    _write(tmp_path, {CASE: {"config": config}})
+    assert _read(tmp_path) == config
+    other = tuned_config(
+        "k", "0.1.0", {"M": 512}, "float32", directory=tmp_path, default=DEFAULT, chip="v5e"
+    )
+    assert other == DEFAULT
+    assert _read(tmp_path, TUNABLES) == config
+
+
+def test_a_deeply_nested_file_is_a_one_line_error_not_a_recursion_error(tmp_path: Path) -> None:
+    _file(tmp_path, "[" * 200_000 + "]" * 200_000)
+    assert "nested too deeply" in _refusal(tmp_path)
+    (tmp_path / "cases").mkdir()
+    _file(tmp_path / "cases", '{"format": "ci-bench-tuned", "cases": ' + "[" * 200_000)
+    assert "not a tuned-configs file" in _refusal(tmp_path / "cases")
+
+
+def test_an_integer_too_long_to_read_is_a_one_line_error(tmp_path: Path) -> None:
+    _file(tmp_path, '{"format": "ci-bench-tuned", "x": ' + "9" * 6000 + "}")
+    assert "not a tuned-configs file: ValueError" in _refusal(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("cases", "says"),
+    [
+        ([], "'cases' must be an object"),
+        ({CASE: []}, f"the entry of {CASE} has no config"),
+        ({CASE: {"config": None}}, f"the entry of {CASE} has no config"),
+        ({CASE: {"config": [128, "mk", True]}}, "config is list, not an object"),
+        ({CASE: {"config": {"block": 256}}}, "config names ['block'], the tunables"),
+    ],
+    ids=["cases-list", "entry-list", "config-null", "config-list", "names"],
+)
+def test_wrong_types_in_the_file_are_refused(tmp_path: Path, cases: Any, says: str) -> None:
+    _write(tmp_path, cases)
+    assert says in _refusal(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("block", "says"),
+    [
+        ('"x"', "config block='x' is a str; its default 128 a int"),
+        ("NaN", "config block=nan is not an int, str or bool"),
+        ("Infinity", "config block=inf is not an int, str or bool"),
+        ("-Infinity", "config block=-inf is not an int, str or bool"),
+        ("1e400", "config block=inf is not an int, str or bool"),
+        ("256.0", "config block=256.0 is not an int, str or bool"),
+        ("null", "config block=None is not an int, str or bool"),
+        ("[]", "config block=[] is not an int, str or bool"),
+        ("{}", "config block={} is not an int, str or bool"),
+        ("true", "config block=True is a bool; its default 128 a int"),
+    ],
+    ids=["str", "nan", "inf", "-inf", "overflow", "float", "none", "list", "object", "bool"],
+)
+def test_a_value_no_kernel_should_get_is_refused(tmp_path: Path, block: str, says: str) -> None:
+    _write(tmp_path, {CASE: {"config": {"block": "@", "order": "mk", "fused": True}}})
+    path = tmp_path / "k_v0.1.0.tuned.v5e.json"
+    path.write_text(path.read_text().replace('"@"', block))  # JSON's NaN, 1e400, ...
+    assert _refusal(tmp_path).endswith(f"{CASE}: {says}")
+
+
+def test_with_the_specs_tunables_a_zero_is_refused_as_check_spec_refuses_it(
+    tmp_path: Path,
+) -> None:
+    config = {"block": 0, "order": "mk", "fused": True}
+    _write(tmp_path, {CASE: {"config": config}})
+    why = config_problem(config, TUNABLES.default, TUNABLES, PARAMS)
+    assert why is not None
+    assert why.startswith("config constraint block | M raised")
+    assert _refusal(tmp_path, TUNABLES).endswith(f"{CASE}: {why}")
+    # 384 does not divide M=256: the constraint's own words, as check-spec prints them.
+    assert config_problem({**config, "block": 384}, DEFAULT, TUNABLES, PARAMS) == (
+        "config breaks block | M (M=256)"
+    )
+
+
+def test_a_wrong_format_or_version_is_refused(tmp_path: Path) -> None:
+    _file(tmp_path, json.dumps({"format": "other"}))
+    assert "format 'ci-bench-tuned' expected" in _refusal(tmp_path)
+    (tmp_path / "v2").mkdir()
+    _file(tmp_path / "v2", json.dumps({"format": "ci-bench-tuned", "schema_version": 2}))
+    assert "tuned configs version 2" in _refusal(tmp_path / "v2")
