@@ -30,10 +30,30 @@ def write_project(folder: Path, kernels: list[str], extra: str = "") -> Path:
     return folder / "pyproject.toml"
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):
-    """Run ``ci-bench`` as a user would: a subprocess, its exit code and both streams."""
+def run_cli(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: int = 600,
+    process: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``ci-bench`` as a user would: its exit code and both streams.
+
+    In this process (``tests.harness.inproc.completed``: the state a fresh process would
+    have, put back after) unless ``process`` asks for a real one: the exit code of the
+    interpreter, signals, output written below Python, or a variable read once per process
+    (``inproc.PROCESS_ENV``, which picks a process by itself). ``CI_BENCH_TEST_PROCESS=1``
+    runs every call as a process (the in-process runner's own check)."""
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
     full_env.update(env or {})
+    from tests.harness import inproc
+
+    if not (
+        process
+        or os.environ.get("CI_BENCH_TEST_PROCESS") == "1"
+        or any(key.startswith(inproc.PROCESS_ENV) for key in (env or {}))
+    ):
+        return inproc.completed(args, cwd, full_env)
     return subprocess.run(
         [sys.executable, "-m", "ci_bench.commands.cli", *args],
         cwd=cwd,
