@@ -65,6 +65,23 @@ def run_cli(
     )
 
 
+# What makes a test slow (minutes, not seconds): the workflows run end to end in a real git
+# repository (the ``template`` repositories the worlds are cloned from), ci-bench's wheel
+# built and installed, or a virtual environment created and pip run for real. The README's
+# command runs them too; ``-m "not slow"`` leaves them out of a quick loop.
+SLOW_FIXTURES = frozenset({"template", "template_repo", "wheel"})
+SLOW_MODULES = frozenset(
+    {"test_ci_venv.py", "test_newcomer.py", "test_preview.py", "test_isolation_pipeline.py"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & SLOW_FIXTURES or item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project folder configured with the repo's matmul kernel."""
