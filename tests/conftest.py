@@ -43,7 +43,8 @@ def run_cli(
     have, put back after) unless ``process`` asks for a real one: the exit code of the
     interpreter, signals, output written below Python, or a variable read once per process
     (``inproc.PROCESS_ENV``, which picks a process by itself). ``CI_BENCH_TEST_PROCESS=1``
-    runs every call as a process (the in-process runner's own check)."""
+    runs every call as a process (the in-process runner's own check). ``timeout`` bounds a
+    process only: a hang in this process is pytest's to report."""
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
     full_env.update(env or {})
     from tests.harness import inproc
