@@ -41,18 +41,16 @@ def run_cli(
 
     In this process (``tests.harness.inproc.completed``: the state a fresh process would
     have, put back after) unless ``process`` asks for a real one: the exit code of the
-    interpreter, signals, output written below Python, or a variable read once per process
-    (``inproc.PROCESS_ENV``, which picks a process by itself). ``CI_BENCH_TEST_PROCESS=1``
-    runs every call as a process (the in-process runner's own check). ``timeout`` bounds a
-    process only: a hang in this process is pytest's to report."""
+    interpreter, signals, output written below Python; a variable read once per process or
+    a start-up hook on PYTHONPATH picks one by itself (``inproc.needs_process``).
+    ``CI_BENCH_TEST_PROCESS=1`` runs every call as a process (the in-process runner's own
+    check). ``timeout`` bounds a process only: a hang in this process is pytest's to report."""
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
     full_env.update(env or {})
     from tests.harness import inproc
 
     if not (
-        process
-        or os.environ.get("CI_BENCH_TEST_PROCESS") == "1"
-        or any(key.startswith(inproc.PROCESS_ENV) for key in (env or {}))
+        process or os.environ.get("CI_BENCH_TEST_PROCESS") == "1" or inproc.needs_process(env or {})
     ):
         return inproc.completed(args, cwd, full_env)
     return subprocess.run(

@@ -118,3 +118,14 @@ def test_a_variable_read_once_per_process_gets_a_process(project, monkeypatch):
     assert calls == []  # a real process ran it
     assert done.returncode == 0, done.stderr
     assert "matmul/" in done.stdout
+
+
+def test_a_start_up_hook_on_the_path_gets_a_process(tmp_path):
+    """A sitecustomize (how tests emulate an installed package) runs only when Python starts."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    assert not inproc.needs_process({"PYTHONPATH": str(hook)})
+    (hook / "sitecustomize.py").write_text("")
+    assert inproc.needs_process({"PYTHONPATH": f"/elsewhere{os.pathsep}{hook}"})
+    assert inproc.needs_process({"XLA_FLAGS": "--xla_dump_to=/tmp/x"})
+    assert not inproc.needs_process({"GITHUB_TOKEN": "t"})

@@ -73,6 +73,20 @@ def assert_one_line_error(outcome: Outcome, *needles: str) -> None:
 # Variables read once per process (jax's backend, the interpreter itself): a call that sets
 # one runs in a fresh process, as it would in CI.
 PROCESS_ENV = ("JAX_", "XLA_", "TPU_", "CUDA_", "PYTHONHOME", "PYTHONSAFEPATH", "LD_")
+# Files Python runs when it starts, from a PYTHONPATH folder: only a new process runs them.
+START_UP = ("sitecustomize.py", "usercustomize.py")
+
+
+def needs_process(given: dict[str, str]) -> bool:
+    """A call whose environment only a new interpreter would honour: a variable read once
+    per process, or a PYTHONPATH folder with a start-up hook (a test's install emulation)."""
+    if any(key.startswith(PROCESS_ENV) for key in given):
+        return True
+    folders = [Path(p) for p in given.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return any((f / name).is_file() for f in folders for name in START_UP) or any(
+        f.is_dir() and any(f.glob("*.pth")) for f in folders
+    )
+
 
 _SYSTEM = tuple(
     {
