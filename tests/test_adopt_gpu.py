@@ -63,6 +63,7 @@ def test_init_for_gpu_writes_gpu_callers_constraints_and_targets(gpu_adopter):
     assert "(self-hosted, gpu-trusted)" in said
 
 
+@pytest.mark.slow
 def test_the_gpu_callers_measure_on_gpu_runners_and_lower_for_cuda(gpu_adopter, tmp_path):
     repo, _ = gpu_adopter
     base = git(repo, "rev-parse", "master")

@@ -20,8 +20,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def jax_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The runners' JAX compilation cache: outside every workspace, shared across runs."""
-    return tmp_path_factory.mktemp("tool-cache") / "ci-bench" / "jax"
+    """The runners' JAX compilation cache: outside every workspace, shared across runs (as
+    a runner's tool cache is): one folder per test worker, so a kernel compiles once per
+    worker, not once per module (a key is the compiled program's: a changed kernel misses)."""
+    return tmp_path_factory.getbasetemp() / "tool-cache" / "ci-bench" / "jax"
 
 
 def _world(template: Path, tmp_path: Path, jax_cache: Path, mode: str) -> Iterator[World]:
