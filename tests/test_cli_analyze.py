@@ -122,6 +122,39 @@ def test_a_partial_case_carries_no_modelled_time_in_the_lowering_file(tmp_path):
         assert chip["bound"] is None
 
 
+def test_a_partial_case_carries_no_modelled_time_in_the_results_file(tmp_path):
+    """Issue 39: ``run``'s results file (and the baselines promoted from it) holds each
+    case's model; a partial case's times are withheld there too (results version 6),
+    whichever version wrote them: a partial model as an older writer left it, times and
+    all, reads and writes back with every time null; a whole model keeps its times."""
+    from pydantic import TypeAdapter
+
+    from ci_bench.schema import CaseResult
+
+    write_project(tmp_path, ["partial_while_kernel", "sub_block_kernel"])
+    out = tmp_path / "analysis.json"
+    args = ("analyze", "--chip", "v5e", "--format", "json", "-q", "-o", str(out))
+    run_cli(*args, cwd=tmp_path)
+    analysis_only = ("id", "kernel", "version", "errors", "against")  # the analysis case's own
+    by_kernel = {
+        c["id"].split("/")[0]: {k: v for k, v in c.items() if k not in analysis_only}
+        for c in json.loads(out.read_text())["cases"]
+    }
+    whole = by_kernel["sub_block"]
+    older = {**by_kernel["partial_while"], "chips": whole["chips"]}  # a v5 writer's times
+    field = TypeAdapter(CaseResult.model_fields["model"].annotation)
+    read = field.validate_python(older)
+    assert read.status == "partial"
+    assert read.chips["v5e"].modelled_us is None
+    assert read.chips["v5e"].bound is None
+    written = json.loads(field.dump_json(read))
+    assert written["chips"]["v5e"]["modelled_us"] is None
+    assert written["hbm_bytes"] == whole["hbm_bytes"] > 0  # bytes stay: lower bounds
+    kept = field.validate_python(whole)
+    assert kept.chips["v5e"].modelled_us == whole["chips"]["v5e"]["modelled_us"] > 0
+    assert RESULTS_SCHEMA_VERSION == 6
+
+
 def test_unknown_chips_and_empty_selections_are_one_line_usage_errors(tmp_path):
     write_project(tmp_path, ["kernels.matmul"])
     bad = run_cli("analyze", "--chip", "v9", cwd=tmp_path)

@@ -14,6 +14,7 @@ from ci_bench.measure.harness import Clock, HarnessSettings, PeakLookup, run_cas
 from ci_bench.measure.progress import Progress
 from ci_bench.measure.settings import Adaptive
 from ci_bench.schema import CaseResult, Results, RunMeta
+from ci_bench.schema.withheld import WithheldModel
 
 Now = Callable[[], datetime]
 
@@ -107,7 +108,8 @@ def with_model(
     model = analyze_case(
         spec, case, chips, seed=settings.seed, flops_factor=settings.cost_model_factor
     )
-    return result.model_copy(update={"model": model})
+    # Validated as the file holds it: a partial case's times withheld (issue 39).
+    return result.model_copy(update={"model": WithheldModel.model_validate(model.model_dump())})
 
 
 def run_all(

@@ -44,16 +44,17 @@ from ci_bench.schema.measures import (  # noqa: F401 -- re-exported: the results
     Metrics,
     XlaCost,
 )
-from ci_bench.schema.model import CaseModel
 from ci_bench.schema.timers import SPECIFICATION_TIMER, TimerName
+from ci_bench.schema.withheld import WithheldModel
 from ci_bench.text import NAME
 
-RESULTS_SCHEMA_VERSION = 5
+RESULTS_SCHEMA_VERSION = 6
 # Versions this ci-bench reads: 1 lacks ``meta.matrix`` (read as unknown); 1 and 2 lack the
 # per-case ``model`` (read as not modelled: no model verdict); 1 to 3 hold forward cases of
 # the implementations pallas and native only (read so). 5: a case's model may be ``partial``
-# (no modelled time) and a chip may carry ``vmem_warning``; chips v4i, 7, 8i.
-RESULTS_READABLE = (1, 2, 3, 4, 5)
+# (no modelled time) and a chip may carry ``vmem_warning``; chips v4i, 7, 8i. 6: a partial
+# case's model carries no time (null; older files' partial times are withheld on reading).
+RESULTS_READABLE = (1, 2, 3, 4, 5, 6)
 
 CaseStatus = Literal["ok", "error"]
 # The error of a contestant that was fine, or never ran, but could not be timed because
@@ -202,10 +203,11 @@ class CaseResult(Model):
     traceback: str | None = Field(
         None, description="full traceback of a failed case (logs and files, never comments)"
     )
-    model: CaseModel | None = Field(
+    model: WithheldModel | None = Field(
         None,
         description="the cost model read from the traced Pallas grid (version 3; null in "
-        "older files): exact HBM bytes, grid steps, VMEM and modelled time per TPU chip",
+        "older files): exact HBM bytes, grid steps, VMEM and modelled time per TPU chip "
+        "(times null for a partial case, version 6)",
     )
 
     @property
@@ -330,7 +332,7 @@ class RunMeta(Model):
 class Results(Model):
     """A results file: ``ci-bench run --output``."""
 
-    schema_version: Literal[1, 2, 3, 4, 5] = RESULTS_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6] = RESULTS_SCHEMA_VERSION
     meta: RunMeta
     cases: list[CaseResult]
 
