@@ -46,4 +46,4 @@ def test_compare_of_nothing_measured_says_why_and_what_next(tmp_path):
     done = run_cli("compare", "now.json", "--baselines-dir", "bl", cwd=tmp_path)
     assert done.returncode == 3
     assert "nothing measured (exit 3): every case failed" in done.stdout
-    assert "`ci-bench check-spec`" in done.stdout
+    assert "`ci-bench check-spec --run`" in done.stdout  # runs the cases: catches it (issue 41)
