@@ -99,12 +99,25 @@ def simulate_scan(
             if len(e.outvars) == 1:
                 env[e.outvars[0]] = _scalar(e, [read(v) for v in e.invars])
         carries = [read(v) for v in body.outvars[:n_carry]]
+    return _with_the_rest(total, body, conds, cost, length, NOTE)
+
+
+def _with_the_rest(
+    total: StepCost,
+    body: Any,
+    conds: list[Any],
+    cost: Callable[[Any], StepCost],
+    iterations: int,
+    note: str,
+) -> StepCost:
+    """``total`` (the conditionals' branches, as evaluated) plus the body's other work at
+    every iteration; a loop whose conditionals copy is a pipeline: one step per iteration."""
     rest = cost(SimpleNamespace(eqns=[e for e in body.eqns if e.primitive.name != "cond"]))
-    total.add(rest, length)
-    if any(_copies(c) for c in conds):  # a pipeline: each iteration is a step of its own
-        total.inner_steps += length
-    if NOTE not in total.notes:
-        total.notes.append(NOTE)
+    total.add(rest, iterations)
+    if any(_copies(c) for c in conds):
+        total.inner_steps += iterations
+    if note not in total.notes:
+        total.notes.append(note)
     return total
 
 
@@ -280,13 +293,7 @@ def simulate_while(
         for which, count in enumerate(seen[k]):
             if count:
                 total.add(cost(e.params["branches"][which].jaxpr), int(count))
-    rest = cost(SimpleNamespace(eqns=[e for e in body.eqns if e.primitive.name != "cond"]))
-    total.add(rest, trips)
-    if any(_copies(c) for c in conds):  # a pipeline: each iteration is a step of its own
-        total.inner_steps += trips
-    if WHILE_NOTE not in total.notes:
-        total.notes.append(WHILE_NOTE)
-    return total
+    return _with_the_rest(total, body, conds, cost, trips, WHILE_NOTE)
 
 
 class _UnknownError(Exception):
