@@ -169,7 +169,13 @@ def call_on(call: Call, work: GpuWork, gpu: Gpu, traffic: Traffic | None = None)
     # transcendental one eight (the SFUs' rate).
     results_per_s = gpu.fp32_flops_per_s / 2
     vector = rounds * (work.element_ops + 8 * work.transcendental_ops) / (results_per_s / gpu.sms)
-    detail = GpuDetail(
+    detail = _detail(gpu, backend, programs, occ, smem, vector)
+    return CallOnGpu(max(compute, memory), compute, memory, vector, hbm, per_operand, detail)
+
+
+def _detail(gpu: Gpu, backend: str, programs: int, occ: int, smem: int, vector: float) -> GpuDetail:
+    """The wave figures a GPU call's model reports, however its traffic was read."""
+    return GpuDetail(
         backend=backend,  # type: ignore[arg-type]
         sms=gpu.sms,
         programs=programs,
@@ -178,7 +184,6 @@ def call_on(call: Call, work: GpuWork, gpu: Gpu, traffic: Traffic | None = None)
         smem_per_program_bytes=smem,
         vector_us=vector * 1e6,
     )
-    return CallOnGpu(max(compute, memory), compute, memory, vector, hbm, per_operand, detail)
 
 
 def busiest_sm(work: np.ndarray, sms: int) -> float:
@@ -218,15 +223,7 @@ def _triton_on(call: Call, traffic: Traffic, gpu: Gpu, smem: int, occ: int) -> C
     assert traffic.transcendental_ops is not None
     ops = float((traffic.element_ops + 8 * traffic.transcendental_ops)[active].sum()) / n
     vector = rounds * ops / (gpu.fp32_flops_per_s / 2 / gpu.sms)
-    detail = GpuDetail(
-        backend="triton",
-        sms=gpu.sms,
-        programs=n,
-        waves=-(-n // (gpu.sms * occ)),
-        occupancy=occ,
-        smem_per_program_bytes=smem,
-        vector_us=vector * 1e6,
-    )
+    detail = _detail(gpu, "triton", n, occ, smem, vector)
     return CallOnGpu(max(compute, memory), compute, memory, vector, hbm, per_operand, detail)
 
 
