@@ -159,8 +159,8 @@ def test_list_prints_kernels_and_case_ids(project):
 def test_schema_command_prints_the_json_schema(project):
     done = run_cli("schema", cwd=project)
     schema = json.loads(done.stdout)
-    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3, 4, 5]
-    assert schema["properties"]["schema_version"]["default"] == 5
+    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3, 4, 5, 6]
+    assert schema["properties"]["schema_version"]["default"] == 6
     assert schema["$defs"]["CaseResult"]["properties"]["mode"]["default"] == "forward"
     assert schema["$defs"]["RunSettings"]["properties"]["timer"]["default"] == "wallclock"
     assert "CaseResult" in schema["$defs"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_bench.errors import ExitCode
 from tests.test_docs import readme_commands
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,13 @@ def test_a_fresh_clone_runs_the_readme_as_written(tmp_path):
     compared: list[tuple[str, str]] = []
     for step in steps:
         done = _sh(step, clone, 900)
-        assert done.returncode == 0, f"{step}: exit {done.returncode}\n{done.stderr[-2000:]}"
+        # A verdict between two timings on a shared machine may be a regression (exit 1, as
+        # README says): which one it reads is the machine's noise, never asserted here.
+        judges = step.split()[1] in ("compare", "ab")
+        allowed = (ExitCode.OK, ExitCode.FAILED) if judges else (ExitCode.OK,)
+        assert done.returncode in allowed, f"{step}: exit {done.returncode}\n{done.stderr[-2000:]}"
+        if done.returncode == ExitCode.FAILED:
+            assert "regression" in done.stdout, done.stdout[-2000:]
         if " -o " in step:
             assert "next: `ci-bench compare" in " ".join(done.stdout.split())
         if step.split()[1] == "promote":
