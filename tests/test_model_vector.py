@@ -160,3 +160,22 @@ def test_an_attention_like_body_is_timed_on_the_vector_unit_not_the_mxu_alone(na
     steps = 4 * 4
     assert on.modelled_us >= on.vector_us + steps * chip(name).step_overhead_us
     assert not any("MXU only" in n for n in model.notes)
+
+
+def test_a_cumsum_takes_log2_shift_and_add_steps_per_vreg():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.cumsum(x_ref[...], axis=0)
+
+    body = _body(kernel, ((64, 128), jnp.float32))
+    # 8 vregs, a scan over 64 rows: ceil(log2 64) = 6 steps of a shift and an add each.
+    assert step_cost(body).vpu_ops == 8 * 2 * 6
+    assert not step_cost(body).notes
+
+
+def test_a_repeat_costs_its_operands_vregs_like_a_broadcast():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jax.lax.tile(x_ref[:, :128], (1, 4))  # what pltpu.repeat was
+
+    body = _body(kernel, ((64, 512), jnp.float32))
+    # The (64, 128) operand is 8 vregs; its 4 copies along lanes are the same 8 vregs.
+    assert step_cost(body).vpu_ops == 8

@@ -11,6 +11,7 @@ the EUP, the extended unary pipeline, one push per vreg. Counted per equation:
   vreg (of the wider type for a cast; of the operands' type for a comparison);
 - ``broadcast_in_dim``: 1 op per *distinct* vreg of the result (a lane- or
   sublane-replicated vreg is built once and reused); none when it only adds unit dims;
+  ``tile`` (``pltpu.repeat``) likewise one op per vreg of its operand;
 - transcendentals on the EUP (table ``_EUP``); a float division is an EUP reciprocal and a
   VALU multiply; ``logistic`` is Mosaic's ``1 / (1 + exp(-x))`` (its lowering rule);
 - reductions (``reduce_sum/max/min``, ``argmax``): the input's vregs folded elementwise
@@ -19,7 +20,8 @@ the EUP, the extended unary pipeline, one push per vreg. Counted per equation:
   "shuffle by 4, 2, and 1 and do 3 pairs of elementwise sums") and log2(128) = 7 rotate-
   and-combine steps over lanes (cross-lane work goes through the XLU, "slow and fairly
   expensive": each step is charged one slot for the rotate and one for the combine, a
-  documented model cost, not a measurement).
+  documented model cost, not a measurement); cumulative ops (``cumsum``...) ceil(log2 n)
+  shift-and-combine steps per vreg along their axis of length n.
 
 A 16-bit operation packs (16, 128) per vreg only on chips whose VPU computes bf16 natively:
 Mosaic's own table (``bf16_ops_min_supported_versions`` in
@@ -56,6 +58,9 @@ _COMPOSITE = {
 }  # fmt: skip
 _REDUCE = {"reduce_sum": 1, "reduce_max": 1, "reduce_min": 1, "reduce_and": 1,
            "reduce_or": 1, "reduce_xor": 1, "reduce_prod": 1, "argmax": 3, "argmin": 3}  # fmt: skip
+# Cumulative ops along an axis of length n: ceil(log2 n) shift-and-combine steps per vreg
+# (a Hillis-Steele scan, two slots a step): a model cost, not a measurement.
+_SCAN = {"cumsum", "cummax", "cummin", "cumprod", "cumlogsumexp"}
 # Free: a view of the same vregs (or a scalar-core op).
 _FREE = {"reshape", "squeeze", "expand_dims", "broadcast", "pjit", "program_id", "num_programs"}
 
@@ -143,6 +148,12 @@ def vector_ops(eqn: Any, packed: bool) -> tuple[float, float] | None:
         return _reduce(eqn, packed, _REDUCE[name]), 0.0
     if name == "broadcast_in_dim":
         return _broadcast(eqn, packed), 0.0
+    if name == "tile" and eqn.invars:  # pltpu.repeat: its distinct vregs are the operand's
+        return float(vregs(tuple(eqn.invars[0].aval.shape), size, packed)), 0.0
+    if name in _SCAN:
+        length = tuple(out.shape)[int(eqn.params.get("axis", 0))]
+        steps = 2 * math.ceil(math.log2(max(length, 2)))
+        return n * steps, n * steps / 2 if name == "cumlogsumexp" else 0.0
     return None
 
 
