@@ -179,3 +179,16 @@ def test_a_repeat_costs_its_operands_vregs_like_a_broadcast():
     body = _body(kernel, ((64, 512), jnp.float32))
     # The (64, 128) operand is 8 vregs; its 4 copies along lanes are the same 8 vregs.
     assert step_cost(body).vpu_ops == 8
+
+
+def test_the_vector_rates_are_the_sourced_figures_and_the_labelled_estimate():
+    # v5e: 4 VALU ops per cycle at jax's MXU-derived clock, 197 TFLOP/s / (4 MXUs x 128² x
+    # 2) = 1.503 GHz, the scaling book's "1.5GHz"; v5p 1.75 GHz; v4 2 ops per cycle.
+    assert chip("v5e").valu_slots == 4
+    assert chip("v5e").clock_hz == pytest.approx(1.503e9, rel=1e-3)
+    assert chip("v5p").clock_hz == pytest.approx(1.75e9, rel=1e-3)
+    assert chip("v4").valu_slots == 2
+    # v6e and later: no public clock; the estimate is v5p's, never jax's MXU quotient.
+    assert chip("7x").clock_hz == chip("v6e").clock_hz == 1.75e9
+    assert chip("7x").vpu_ops_per_s == 4 * 1.75e9
+    assert chip("7x").eup_ops_per_s == 1.75e9
