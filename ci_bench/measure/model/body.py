@@ -354,7 +354,7 @@ def _simulated_while(
     """A ``while`` whose bounds and conditionals the loop computes from values known at
     every grid step and the same at all of them (a grid-less call's SMEM operands:
     tokamax's ``emit_pipeline`` over a grid read from SMEM), run iteration by iteration."""
-    from ci_bench.measure.model.loops import _is_ref, simulate_while
+    from ci_bench.measure.model.whiles import _is_ref, simulate_while
 
     if not env:
         return None
@@ -372,7 +372,21 @@ def _simulated_while(
 def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) -> StepCost:
     """The costs of one execution of ``jaxpr`` (a kernel body, or part of one); with the
     call's ``grid``, a ``cond`` on program ids counts each branch at the steps it runs (an
-    init ``pl.when(k == 0)`` and an accumulate ``pl.when(k > 0)`` are one dot per step)."""
+    init ``pl.when(k == 0)`` and an accumulate ``pl.when(k > 0)`` are one dot per step).
+    Loops it cannot size one by one are run as a whole when ``env`` knows what they need
+    (a lookahead pipeline: ``whiles.simulate_block``)."""
+    total = _step_cost(jaxpr, grid, env)
+    if total.not_modelled and env:
+        from ci_bench.measure.model.whiles import simulate_block
+
+        whole = simulate_block(jaxpr, step_cost, env)
+        if whole is not None and not whole.not_modelled:
+            return whole
+    return total
+
+
+def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
+    """``step_cost``, one equation at a time."""
     total = StepCost()
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
