@@ -1,4 +1,4 @@
-"""What one grid step of a Pallas kernel body costs: MXU FLOPs and manual HBM DMAs.
+"""What one grid step of a Pallas kernel body costs: MXU FLOPs, vector work, manual DMAs.
 
 The body is a jaxpr over refs. Every ``dot_general`` is ``2 x prod(output) x prod(contracted
 dims)`` FLOPs; a ``cond`` (``pl.when``) counts its costliest branch and says so; ``scan``
@@ -6,7 +6,8 @@ multiplies its body by its length, a ``while`` by its trip count when the loop i
 ``fori_loop`` with literal bounds; anything else is listed as not modelled, never counted as
 zero. ``dma_start`` on a ref in ``ANY``/``HBM`` memory (``pltpu.async_copy``/``sync_copy``)
 moves the bytes of its (statically sliced) destination. ``run_scoped`` allocations add to
-the step's VMEM.
+the step's VMEM. Every other equation's vector and transcendental work is counted in vreg
+operations (vector.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class StepCost:
     dma_write_bytes: int = 0  # VMEM/SMEM -> HBM, manual copies
     scoped_vmem_bytes: int = 0  # run_scoped allocations
     inner_steps: int = 0  # steps of pipelines inside the body (emit_pipeline), each charged
+    # Vector work in vreg operations (vector.py): VALU ops and EUP pushes, with 16-bit types
+    # worked as 32-bit (chips without a bf16 VPU) and packed (16, 128) (chips with one).
+    vpu_ops: float = 0.0
+    eup_ops: float = 0.0
+    vpu_ops_packed: float = 0.0
+    eup_ops_packed: float = 0.0
     notes: list[str] = field(default_factory=list)
     not_modelled: list[str] = field(default_factory=list)
 
@@ -46,6 +53,8 @@ class StepCost:
         self.dma_read_bytes += other.dma_read_bytes * times
         self.dma_write_bytes += other.dma_write_bytes * times
         self.inner_steps += other.inner_steps * times
+        for name in _VECTOR_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name) * times)
         self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
         self.notes += [n for n in other.notes if n not in self.notes]
         self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
@@ -58,13 +67,32 @@ class StepCost:
         self.dma_read_bytes += round(other.dma_read_bytes * share)
         self.dma_write_bytes += round(other.dma_write_bytes * share)
         self.inner_steps += round(other.inner_steps * share)
+        for name in _VECTOR_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name) * share)
         if share > 0:
             self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
             self.notes += [n for n in other.notes if n not in self.notes]
             self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
 
     def weight(self) -> float:
-        return self.bf16_flops + self.int8_flops + self.dma_read_bytes + self.dma_write_bytes
+        # Vector work weighs a vreg op like 1,024 elements of it: the same order as a FLOP.
+        vector = (self.vpu_ops + self.eup_ops) * 1024
+        return (
+            self.bf16_flops + self.int8_flops + self.dma_read_bytes + self.dma_write_bytes + vector
+        )
+
+
+_VECTOR_FIELDS = ("vpu_ops", "eup_ops", "vpu_ops_packed", "eup_ops_packed")
+VECTOR_NOTE = "vector work not timed (an operation the vector table does not know): "
+
+
+def _vector_cost(eqn: Any) -> StepCost:
+    from ci_bench.measure.model.vector import work
+
+    found = work(eqn)
+    if found is None:
+        return StepCost(notes=[VECTOR_NOTE + eqn.primitive.name])
+    return StepCost(**dict(zip(_VECTOR_FIELDS, found, strict=True)))
 
 
 def padded_bytes(shape: tuple[int, ...], itemsize: int) -> int:
@@ -429,6 +457,9 @@ def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
             cost.scoped_vmem_bytes += scoped
             total.add(cost)
         else:
-            for sub in _sub_jaxprs(eqn):
+            subs = _sub_jaxprs(eqn)
+            for sub in subs:
                 total.add(step_cost(sub))
+            if not subs:
+                total.add(_vector_cost(eqn))
     return total
