@@ -25,6 +25,7 @@ import pytest
 from ci_bench import HOMEPAGE, REPOSITORY, __version__
 from ci_bench.pipeline.adopt import package_at
 from tests.conftest import run_cli
+from tests.harness import forkserver
 from tests.harness.adopt import ADOPTER, PIN, ROOT, ZIZMOR
 from tests.harness.adopt import zizmor as _zizmor
 from tests.harness.github_server import FakeGitHub
@@ -123,7 +124,9 @@ def adopter(tmp_path, wheel):
         repository=REPO,
         token=TOKEN,
         installed={
-            "CI_BENCH_VENV": sys.prefix,
+            # this venv; its ci-bench forks from a server that imported it with the
+            # jobs' JAX_PLATFORMS (tests/harness/forkserver.py)
+            "CI_BENCH_VENV": str(forkserver.venv(tmp_path / "stand-in", {"JAX_PLATFORMS": "cpu"})),
             "CI_BENCH_JAX_CACHE": str(tmp_path / "tool-cache" / "jax"),
         },
         variables={"CI_BENCH_PR_MODE": "baseline"},

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tomllib
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from ci_bench.schema.gpus import GPU_NAMES
 from tests.conftest import run_cli
+from tests.harness import forkserver
 from tests.harness.adopt import PIN
 from tests.harness.github_server import FakeGitHub
 from tests.harness.pipeline_repo import REPO, TOKEN, event, failures, git
@@ -79,7 +79,11 @@ def test_the_gpu_callers_measure_on_gpu_runners_and_lower_for_cuda(gpu_adopter, 
             repository=REPO,
             token=TOKEN,
             installed={
-                "CI_BENCH_VENV": sys.prefix,
+                # this venv; its ci-bench forks from a server that imported it with the
+                # jobs' JAX_PLATFORMS (tests/harness/forkserver.py)
+                "CI_BENCH_VENV": str(
+                    forkserver.venv(tmp_path / "stand-in", {"JAX_PLATFORMS": "cpu"})
+                ),
                 "CI_BENCH_JAX_CACHE": str(tmp_path / "tool-cache" / "jax"),
             },
             variables={"CI_BENCH_PR_MODE": "baseline"},

@@ -13,11 +13,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.harness import forkserver
 from tests.harness.github_server import FakeGitHub
 from tests.harness.workflow_runner import Runner, WorkflowRun
 
@@ -233,7 +233,12 @@ def new_world(template: Path, tmp: Path, jax_cache: Path, pr_mode: str) -> tuple
         api_url=context.url,
         repository=REPO,
         token=TOKEN,
-        installed={"CI_BENCH_VENV": sys.prefix, "CI_BENCH_JAX_CACHE": str(jax_cache)},
+        # this venv, its ci-bench a fork of a server that imported it (each call its own
+        # process, without the ~2 s of imports: tests/harness/forkserver.py)
+        installed={
+            "CI_BENCH_VENV": str(forkserver.venv(tmp / "venv")),
+            "CI_BENCH_JAX_CACHE": str(jax_cache),
+        },
         variables={"CI_BENCH_PR_MODE": pr_mode},
         workflow_run_example=event("workflow_run_completed.json"),
         tool_cache=tmp / "tool-cache",
