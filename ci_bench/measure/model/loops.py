@@ -23,7 +23,7 @@ from ci_bench.measure.model.indexmap import _BINARY, _UNARY
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ci_bench.measure.model.body import StepCost
+    from ci_bench.measure.model.stepcost import StepCost
 
 # Iterations simulated in Python at most (past it: the costliest-branch bound).
 MAX_ITERATIONS = 100_000
@@ -72,7 +72,7 @@ def simulate_scan(
     consts = [value(v) for v in eqn.invars[:n_consts]]
     carries = [value(v) for v in eqn.invars[n_consts : n_consts + n_carry]]
     branch_costs: dict[tuple[int, int], StepCost] = {}
-    from ci_bench.measure.model.body import StepCost
+    from ci_bench.measure.model.stepcost import StepCost
 
     total = StepCost()
     for _ in range(length):

@@ -20,7 +20,7 @@ from ci_bench.measure.model.loops import _with_the_rest
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ci_bench.measure.model.body import StepCost
+    from ci_bench.measure.model.stepcost import StepCost
 
 # Iterations of a compiled ``while`` at most (as many as a grid may have steps: calls.py).
 MAX_WHILE_ITERATIONS = 4_194_304
@@ -260,7 +260,7 @@ def simulate_while(
 def _counted(listed: list[Any], hits: np.ndarray, cost: Callable[[Any], StepCost]) -> StepCost:
     """The conditionals' branches at the times each was taken, and each nested loop's other
     work at its trips."""
-    from ci_bench.measure.model.body import StepCost
+    from ci_bench.measure.model.stepcost import StepCost
 
     total = StepCost()
     for row, e in enumerate(listed):
