@@ -67,6 +67,7 @@ def test_a_partial_case_carries_no_modelled_time_in_the_json(tmp_path):
     assert "a while loop with a dynamic trip count in the body" in partial["reason"]
     assert partial["hbm_bytes"] == whole["hbm_bytes"] > 0  # bytes stay: lower bounds
     times = ("modelled_us", "compute_us", "memory_us", "overhead_us", "mfu_ceiling", "bound")
+    times += ("vector_us", "eup_us")  # the vector term's parts (issue 39), withheld too
     chips = [partial["chips"], *(call["chips"] for call in partial["calls"])]
     assert len(chips) == 2
     for per_chip in chips:
@@ -77,6 +78,7 @@ def test_a_partial_case_carries_no_modelled_time_in_the_json(tmp_path):
     for chip in ("v5e", "v6e"):
         assert whole["chips"][chip]["modelled_us"] > 0
         assert whole["calls"][0]["chips"][chip]["modelled_us"] > 0
+        assert whole["chips"][chip]["vector_us"] > 0  # its doubling runs on the VALU
     # Read back (the lowering role reads this file): still null, still partial.
     back = Analysis.model_validate_json(done.stdout)
     assert back.cases[0].status == "partial"

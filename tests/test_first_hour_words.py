@@ -123,6 +123,29 @@ def test_a_report_and_a_run_table_name_the_interpreter_of_their_run(mode, words)
     assert words in table.splitlines()[0]
 
 
+def test_a_kernel_the_config_switched_to_the_tpu_interpreter_is_named_in_every_banner() -> None:
+    """The run-wide mode says ``kernel``; the config (``cpu-interpret-tpu``) ran this kernel
+    under jax's TPU interpreter: compare's banner, the comment's and its footnote say so."""
+    from ci_bench.report.comment import markdown_report
+    from ci_bench.report.comment_tables import footnotes
+
+    report = _baseline_report()
+    settings = report.meta.settings.model_copy(
+        update={"interpret_mode": "kernel", "kernel_interpret": {"matmul": "tpu"}}
+    )
+    report = report.model_copy(
+        update={"meta": report.meta.model_copy(update={"settings": settings})}
+    )
+    for text in (terminal_report(report).splitlines()[0], footnotes(report)):
+        assert "jax's TPU interpreter" in text
+        assert "interpret=True" not in text
+    assert "jax's TPU interpreter" in markdown_report(report)
+    # A file written before per-kernel modes were recorded reads as the run-wide mode.
+    older = report.meta.settings.model_copy(update={"kernel_interpret": {}})
+    assert older.interpreters(["matmul"]) == ["kernel"]
+    assert older.comparable(settings)  # a baseline without them still compares
+
+
 def test_lowers_table_fits_120_columns_and_puts_errors_under_it() -> None:
     from ci_bench.report.lowering_table import lowering_table
     from ci_bench.schema.lowering import LoweredCase

@@ -59,9 +59,15 @@ def test_a_tpu_only_kernel_and_a_self_interpreting_one_in_one_run(tmp_path):
     folder = _project(tmp_path, 'cpu-interpret-tpu = ["tpu_matmul"]\n')
     done = _run(folder)
     assert done.returncode == 0, done.stderr[-2000:]
-    cases = {c["id"]: c for c in json.loads(done.stdout)["cases"]}
+    written = json.loads(done.stdout)
+    cases = {c["id"]: c for c in written["cases"]}
     assert cases[TPU_CASE]["status"] == "ok"
     assert cases[OWN_CASE]["status"] == "ok"
+    # The file says which kernel ran under which interpreter: a later compare's banner
+    # names them (tests/test_first_hour_words.py), not the run-wide mode alone.
+    settings = written["meta"]["settings"]
+    assert settings["interpret_mode"] == "kernel"
+    assert settings["kernel_interpret"] == {"tpu_matmul": "tpu"}
 
 
 def test_without_it_the_tpu_only_kernel_errors_and_says_what_to_set(tmp_path):

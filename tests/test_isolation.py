@@ -33,6 +33,19 @@ def _ab(repo: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[st
     return done, json.loads(out.read_text())
 
 
+def _slowdown_seen(done: subprocess.CompletedProcess[str], verdict: dict) -> None:
+    """The head's kernel measured several times slower than the base's: the proof that
+    each side ran its own copy (one copy for both reads about 1.0). A regression, or, on a
+    loaded machine, the same change not confirmed by the re-measurement (``noisy``): which
+    one a shared machine gives is its load, not the isolation under test."""
+    assert verdict["ratio_low"] > 1.3, verdict["reason"]  # four times the steps
+    if verdict["verdict"] == "regression":
+        assert done.returncode == ExitCode.FAILED
+    else:
+        assert verdict["verdict"] == "noisy", verdict["reason"]
+        assert "not reproduced when re-measured" in verdict["reason"]
+
+
 def _analyze(repo: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], dict]:
     done = run_cli("analyze", "--base", "main", "--format", "json", "-q", cwd=repo, env=env)
     assert done.returncode in (ExitCode.OK, ExitCode.FAILED), done.stderr[-3000:]
@@ -48,10 +61,8 @@ def test_a_kernel_only_slowdown_is_a_regression_and_a_structural_change_in_every
     slower(repo, layout)
 
     done, report = _ab(repo, env)
-    assert done.returncode == ExitCode.FAILED
     (verdict,) = report["cases"]
-    assert verdict["verdict"] == "regression", verdict["reason"]
-    assert verdict["ratio_low"] > 1.3  # four times the steps: well past noise
+    _slowdown_seen(done, verdict)
     # The proof, per run: each side traced its kernel from its own checkout's copy.
     (kernel,) = report["kernels"]
     sources = kernel["sources"]
@@ -187,10 +198,15 @@ def test_an_editable_install_of_the_repository_is_isolated_too(tmp_path):
     assert probe.stdout.strip() == str(repo / "src" / "mylib" / "__init__.py")
     slower(repo, "src")
 
-    _, report = _ab(repo, env)
+    done, report = _ab(repo, env)
     (verdict,) = report["cases"]
-    assert verdict["verdict"] == "regression", verdict["reason"]
-    assert report["kernels"][0]["sources"]["changed"] == [kernel_path("src")]
+    _slowdown_seen(done, verdict)
+    sources = report["kernels"][0]["sources"]
+    assert sources["changed"] == [kernel_path("src")]
+    head = {f["path"]: f["sha256"] for f in sources["head"] if f["kernel"]}
+    base = {f["path"]: f["sha256"] for f in sources["base"] if f["kernel"]}
+    assert head.keys() == base.keys() == {kernel_path("src")}
+    assert head != base  # the base traced its own copy, not the editable install's head
     assert report["run_states"] == []
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ci_bench.measure.model import analyze_case
 from ci_bench.measure.model.dma import EDGE_NOTE
-from ci_bench.measure.model.loops import WHILE_NOTE
+from ci_bench.measure.model.whiles import BLOCK_NOTE, WHILE_NOTE
 from tests.test_model import ADHOC, KIB, _adhoc
 
 kernel = pytest.importorskip("tokamax._src.ops.ragged_dot.pallas_mosaic_tpu_kernel")
@@ -85,3 +85,30 @@ def test_tokamax_gmm_edge_blocks_of_dynamic_size_are_bounded_by_their_block():
     assert EDGE_NOTE in model.notes
     # rhs (256, 128) blocks change every iteration too (4 x 64 KiB); 2 (128, 128) outputs.
     assert model.hbm_bytes == (4 + 4) * 64 * KIB + 2 * 32 * KIB + _smem(256, 2)
+
+
+@pytest.mark.parametrize("buffers", [3, 4])
+def test_tokamax_gmm_with_a_lookahead_pipeline_moves_the_same_blocks(buffers):
+    # input_buffer_count 3 or 4: the lhs is pl.Buffered(n, use_lookahead=True), whose
+    # fetches are while loops of their own (before the pipeline and in each iteration,
+    # sized by the grid read from SMEM and the slots in flight). Lookahead changes when a
+    # block is fetched, never how many: the same 16 + 16 + 8 blocks and 16 dots as double
+    # buffering, and the same 17 steps (the fetch loops are not pipeline steps).
+    def gmm(lhs, rhs, sizes):
+        return kernel.gmm(
+            lhs,
+            rhs,
+            sizes,
+            precision=DEFAULT,
+            out_dtype=jnp.bfloat16,
+            tiling=(128, 128, 128),
+            input_buffer_count=buffers,
+        )
+
+    model = analyze_case(_adhoc(gmm, _inputs(512, [128] * 4)), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    assert BLOCK_NOTE in model.notes
+    assert model.flops == 16 * 2 * 128**3
+    assert model.hbm_bytes == (16 + 16 + 8) * 32 * KIB + _smem(512, 4)
+    (call,) = model.calls
+    assert call.chips["v5e"].overhead_us == pytest.approx(17 * 0.35)

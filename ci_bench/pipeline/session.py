@@ -135,6 +135,7 @@ def open_bench(
             seed=settings.seed,
             interpret=device.platform == "cpu",
             interpret_mode=mode,
+            kernel_interpret=dict(settings.kernel_interpret) if device.platform == "cpu" else {},
             lowered_for=request.lower,
             compilation_cache=str(cache) if cache else None,
             timer=settings.timer,

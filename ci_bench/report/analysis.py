@@ -57,7 +57,10 @@ def analysis_table(analysis: Analysis) -> str:
         lines.append("\nDoes not fit VMEM (an error on that chip):")
         lines += [f"  {e}" for e in errors]
     lines += [f"\n{r.state}: {r.reason}" for r in analysis.run_states]
-    lines.append("\nµs: compute counted: MXU only (vector and EUP work is not timed)")
+    lines.append(
+        "\nµs: MXU, vector (VALU) and transcendental (EUP) work overlapped, the busiest one "
+        'counted (docs/MODEL.md, "Time"); transposes and relayouts are not timed'
+    )
     seconds = analysis.meta.seconds or 0.0
     lines.append(f"\n{analysis.verdict}: {len(analysis.cases)} cases in {seconds:.1f} s")
     return "\n".join(lines) + "\n"

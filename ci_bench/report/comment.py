@@ -126,13 +126,18 @@ def _provenance(k: KernelSummary) -> str:
     )
 
 
+def _modes(report: Report) -> list[str | None]:
+    """The interpret mode of every kernel the report shows (its banner names them)."""
+    return report.meta.settings.interpreters(k.kernel for k in report.kernels)
+
+
 def _interpreted(report: Report) -> list[str]:
     if not report.meta.settings.interpret:
         return []
     return [
         "",
         f"> **{INTERPRETED_MARK} {INTERPRETER}.** "
-        f"{interpreter_words([report.meta.settings.interpret_mode])} on this runner: the "
+        f"{interpreter_words(_modes(report))} on this runner: the "
         "verdicts compare interpreter times; speedup, TFLOPS and MFU marked "
         f"{INTERPRETED_MARK} are the interpreter's, not the kernel's.",
     ]

@@ -232,5 +232,6 @@ def footnotes(report: Report) -> str:
     if _has_model(report.cases):
         notes.append(_MODEL_NOTE)
     if report.meta.settings.interpret:
-        notes.append(interpreted_note([report.meta.settings.interpret_mode]))
+        settings = report.meta.settings
+        notes.append(interpreted_note(settings.interpreters(k.kernel for k in report.kernels)))
     return "  \n".join(notes)

@@ -226,7 +226,7 @@ def terminal_report(report: Report, *, wide: bool = False) -> str:
         return line if width is None else wrap(line, width)
 
     settings = report.meta.settings
-    banner = interpreted_banner([settings.interpret_mode])
+    banner = interpreted_banner(settings.interpreters(k.kernel for k in report.kernels))
     head = [fold(banner), ""] if settings.interpret else []
     notes = []
     if left_out:

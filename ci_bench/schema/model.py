@@ -36,7 +36,7 @@ TPU_DEVICE_KINDS = {
 }
 
 MemorySpace = Literal["vmem", "smem", "any", "semaphore"]
-Bound = Literal["compute", "memory", "overhead"]
+Bound = Literal["compute", "vector", "memory", "overhead"]
 FlopsCheck = Literal["ok", "mismatch", "unverifiable"]
 
 
@@ -80,6 +80,12 @@ class ChipModel(Model):
     )
     modelled_us: float = Field(ge=0)
     compute_us: float = Field(ge=0, description="MXU time: dot FLOPs / peak")
+    vector_us: float | None = Field(
+        None, ge=0, description="VALU time: vreg operations / the chip's rate (issue 39)"
+    )
+    eup_us: float | None = Field(
+        None, ge=0, description="EUP time: transcendental vreg pushes / the chip's rate"
+    )
     memory_us: float = Field(ge=0, description="HBM time: modelled bytes / bandwidth")
     overhead_us: float = Field(ge=0, description="grid steps x the per-step overhead")
     bound: Bound

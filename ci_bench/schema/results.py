@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import (
@@ -264,6 +265,11 @@ class RunSettings(Model):
         description="CPU: 'kernel' (each kernel's own interpret choice) or 'tpu' "
         "(every pallas_call under jax's TPU interpreter)",
     )
+    kernel_interpret: dict[str, Literal["kernel", "tpu"]] = Field(
+        default_factory=dict,
+        description="CPU: the kernels whose mode is not interpret_mode (config "
+        "cpu-interpret-tpu, a SPEC's cpu_interpret), by name",
+    )
     lowered_for: str | None = Field(None, description="run --lower: the platform checked")
     compilation_cache: str | None = None
     timer: TimerName = Field(
@@ -272,9 +278,15 @@ class RunSettings(Model):
     )
 
     def comparable(self, other: RunSettings) -> bool:
-        """Same measurement method: everything but where the compilation cache lives."""
-        skip = {"compilation_cache"}
+        """Same measurement method: everything but where the compilation cache lives and
+        the per-kernel interpreters (files before issue 41 never recorded them)."""
+        skip = {"compilation_cache", "kernel_interpret"}
         return self.model_dump(exclude=skip) == other.model_dump(exclude=skip)
+
+    def interpreters(self, kernels: Iterable[str]) -> list[str | None]:
+        """The CPU interpret mode each of ``kernels`` ran under (None: an older file's
+        kernel's own), for a banner that names the interpreter."""
+        return [self.kernel_interpret.get(k, self.interpret_mode) for k in kernels]
 
 
 class GitInfo(Model):

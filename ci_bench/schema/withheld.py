@@ -17,7 +17,16 @@ from ci_bench.schema.gpu_model import GpuDetail
 from ci_bench.schema.model import Bound, CallModel, CaseModel, ChipModel
 
 # The per-chip fields that are times (or follow from them): withheld for a partial case.
-TIME_FIELDS = ("modelled_us", "compute_us", "memory_us", "overhead_us", "mfu_ceiling", "bound")
+TIME_FIELDS = (
+    "modelled_us",
+    "compute_us",
+    "vector_us",
+    "eup_us",
+    "memory_us",
+    "overhead_us",
+    "mfu_ceiling",
+    "bound",
+)
 
 
 class WithheldGpu(GpuDetail):

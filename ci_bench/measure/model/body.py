@@ -1,4 +1,4 @@
-"""What one grid step of a Pallas kernel body costs: MXU FLOPs and manual HBM DMAs.
+"""What one grid step of a Pallas kernel body costs: MXU FLOPs, vector work, manual DMAs.
 
 The body is a jaxpr over refs. Every ``dot_general`` is ``2 x prod(output) x prod(contracted
 dims)`` FLOPs; a ``cond`` (``pl.when``) counts its costliest branch and says so; ``scan``
@@ -6,7 +6,8 @@ multiplies its body by its length, a ``while`` by its trip count when the loop i
 ``fori_loop`` with literal bounds; anything else is listed as not modelled, never counted as
 zero. ``dma_start`` on a ref in ``ANY``/``HBM`` memory (``pltpu.async_copy``/``sync_copy``)
 moves the bytes of its (statically sliced) destination. ``run_scoped`` allocations add to
-the step's VMEM.
+the step's VMEM. Every other equation's vector and transcendental work is counted in vreg
+operations (vector.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ci_bench.measure.model.dma import EDGE_NOTE, edge_bound
+from ci_bench.measure.model.gridvalues import Env, _carried, _mean_trips, branch_shares, grid_values
 
 # bf16 passes of the MXU per dot, by operand dtype and precision. TPUs have no float32 MXU:
 # XLA's TPU convention (and Mosaic's) runs float32 dots as 1 (DEFAULT), 3 (HIGH) or 6
@@ -36,6 +38,12 @@ class StepCost:
     dma_write_bytes: int = 0  # VMEM/SMEM -> HBM, manual copies
     scoped_vmem_bytes: int = 0  # run_scoped allocations
     inner_steps: int = 0  # steps of pipelines inside the body (emit_pipeline), each charged
+    # Vector work in vreg operations (vector.py): VALU ops and EUP pushes, with 16-bit types
+    # worked as 32-bit (chips without a bf16 VPU) and packed (16, 128) (chips with one).
+    vpu_ops: float = 0.0
+    eup_ops: float = 0.0
+    vpu_ops_packed: float = 0.0
+    eup_ops_packed: float = 0.0
     notes: list[str] = field(default_factory=list)
     not_modelled: list[str] = field(default_factory=list)
 
@@ -46,6 +54,8 @@ class StepCost:
         self.dma_read_bytes += other.dma_read_bytes * times
         self.dma_write_bytes += other.dma_write_bytes * times
         self.inner_steps += other.inner_steps * times
+        for name in _VECTOR_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name) * times)
         self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
         self.notes += [n for n in other.notes if n not in self.notes]
         self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
@@ -58,13 +68,32 @@ class StepCost:
         self.dma_read_bytes += round(other.dma_read_bytes * share)
         self.dma_write_bytes += round(other.dma_write_bytes * share)
         self.inner_steps += round(other.inner_steps * share)
+        for name in _VECTOR_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name) * share)
         if share > 0:
             self.scoped_vmem_bytes = max(self.scoped_vmem_bytes, other.scoped_vmem_bytes)
             self.notes += [n for n in other.notes if n not in self.notes]
             self.not_modelled += [n for n in other.not_modelled if n not in self.not_modelled]
 
     def weight(self) -> float:
-        return self.bf16_flops + self.int8_flops + self.dma_read_bytes + self.dma_write_bytes
+        # Vector work weighs a vreg op like 1,024 elements of it: the same order as a FLOP.
+        vector = (self.vpu_ops + self.eup_ops) * 1024
+        return (
+            self.bf16_flops + self.int8_flops + self.dma_read_bytes + self.dma_write_bytes + vector
+        )
+
+
+_VECTOR_FIELDS = ("vpu_ops", "eup_ops", "vpu_ops_packed", "eup_ops_packed")
+VECTOR_NOTE = "vector work not timed (an operation the vector table does not know): "
+
+
+def _vector_cost(eqn: Any) -> StepCost:
+    from ci_bench.measure.model.vector import work
+
+    found = work(eqn)
+    if found is None:
+        return StepCost(notes=[VECTOR_NOTE + eqn.primitive.name])
+    return StepCost(**dict(zip(_VECTOR_FIELDS, found, strict=True)))
 
 
 def padded_bytes(shape: tuple[int, ...], itemsize: int) -> int:
@@ -170,120 +199,6 @@ def _sub_jaxprs(eqn: Any) -> list[Any]:
     return [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
 
 
-Env = dict  # variable -> its value at every grid step (an np.ndarray of [steps])
-
-
-def grid_values(
-    jaxpr: Any, eqn: Any, atom: Any, grid: tuple[int, ...], env: Env | None = None
-) -> np.ndarray | None:
-    """``atom`` (an input of ``eqn`` in a kernel body) at every grid step, when the body
-    computes it from program ids, ``env``'s known values and scalar reads of known SMEM
-    refs (scalar prefetch: ``env`` maps such a ref to its array) alone; None otherwise."""
-    from ci_bench.measure.model.indexmap import evaluate
-
-    env = dict(env or {})
-    if not (grid or env) or not hasattr(atom, "aval") or hasattr(atom, "val"):
-        return None  # a grid-less call: one step, known only from ``env``
-    if atom in env:
-        return env[atom]
-    needed, eqns, ids = {atom}, [], []
-    for e in reversed(jaxpr.eqns[: jaxpr.eqns.index(eqn)]):
-        if not any(v in needed for v in e.outvars):
-            continue
-        if e.primitive.name == "program_id":
-            ids.append(e)
-        elif e.primitive.name == "get" and e.invars[0] in env:
-            read = _smem_read(jaxpr, e, grid, env)
-            if read is None:
-                return None
-            env[e.outvars[0]] = read
-        else:
-            eqns.append(e)
-            needed |= {v for v in e.invars if hasattr(v, "aval") and not hasattr(v, "val")}
-    if atom in env:  # a scalar read itself
-        return np.broadcast_to(np.asarray(env[atom]), (math.prod(grid),))
-    leaves = [v for v in needed if v in env]
-    if not (ids or leaves) or any(
-        (v in jaxpr.invars or v in jaxpr.constvars) and v not in env for v in needed
-    ):
-        return None
-    eqns.reverse()
-    inputs = [e.outvars[0] for e in ids] + leaves
-    sliced = jaxpr.replace(constvars=[], invars=inputs, outvars=[atom], eqns=eqns)
-    steps = np.indices(grid).reshape(len(grid), -1) if grid else np.zeros((0, 1), np.int64)
-    args = [steps[int(e.params["axis"])] for e in ids] + [env[v] for v in leaves]
-    found = evaluate(sliced, [], args)
-    if found is None:
-        return None
-    return np.broadcast_to(np.asarray(found[0]), (steps.shape[1],))
-
-
-def _smem_read(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env) -> np.ndarray | None:
-    """``ref[i, j]`` of a known SMEM ref at every grid step (scalar indices only)."""
-    import jax
-
-    try:
-        (indexer,) = jax.tree_util.tree_unflatten(eqn.params["tree"], eqn.invars[1:])
-    except (ValueError, TypeError):
-        return None
-    table = np.asarray(env[eqn.invars[0]])
-    parts = []
-    for index in getattr(indexer, "indices", ()):
-        if hasattr(index, "val"):
-            parts.append(np.asarray(index.val))
-        elif hasattr(index, "aval") and not np.shape(index.aval):
-            found = grid_values(jaxpr, eqn, index, grid, env)
-            if found is None:
-                return None
-            parts.append(found.astype(np.int64))
-        else:
-            return None  # a slice: not a scalar read
-    if len(parts) != table.ndim:
-        return None
-    steps = math.prod(grid)
-    return np.broadcast_to(
-        table[tuple(np.clip(p, 0, n - 1) for p, n in zip(parts, table.shape, strict=True))],
-        (steps,),
-    )
-
-
-def branch_shares(
-    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
-) -> list[float] | None:
-    """The share of grid steps that take each branch of a ``cond`` whose index is computed
-    from program ids alone (``pl.when(k == 0)``), over the whole grid; None otherwise."""
-    index = grid_values(jaxpr, eqn, eqn.invars[0], grid, env)
-    if index is None:
-        return None
-    index = index.astype(np.int64)
-    return [float(np.mean(index == b)) for b in range(len(eqn.params["branches"]))]
-
-
-def _mean_trips(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None) -> float | None:
-    """The mean trip count over the grid of a ``fori_loop``-style ``while`` whose bounds the
-    body computes from program ids and scalar-prefetch reads (paged attention's page loop)."""
-    cond = eqn.params["cond_jaxpr"].jaxpr
-    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
-    if not grid or len(cond.eqns) != 1 or cond.eqns[0].primitive.name != "lt":
-        return None
-    consts, carries = eqn.invars[:cn], eqn.invars[cn + bn :]
-    bounds = []
-    for var in cond.eqns[0].invars:
-        if hasattr(var, "val"):
-            bounds.append(np.asarray(var.val, np.int64))
-            continue
-        where = cond.invars.index(var)
-        outer = consts[where] if where < cn else carries[where - cn]
-        if hasattr(outer, "val"):
-            bounds.append(np.asarray(outer.val, np.int64))
-            continue
-        found = grid_values(jaxpr, eqn, outer, grid, env)
-        if found is None:
-            return None
-        bounds.append(found.astype(np.int64))
-    return float(np.mean(np.maximum(bounds[1] - bounds[0], 0)))
-
-
 def _scan_over_grid(
     jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
 ) -> StepCost | None:
@@ -308,25 +223,13 @@ def _scan_over_grid(
     return total
 
 
-def _carried(jaxpr: Any, eqn: Any, branch: Any, grid: tuple[int, ...], env: Env | None) -> Env:
-    """What is known of a ``cond`` branch's inputs (its operands after the index): SMEM
-    tables and values at every grid step carry into the branch."""
-    if not env:
-        return {}
-    return {
-        inner: found
-        for inner, outer in zip(branch.invars, eqn.invars[1:], strict=False)
-        if (found := grid_values(jaxpr, eqn, outer, grid, env)) is not None
-    }
-
-
 def _simulated_while(
     jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None
 ) -> StepCost | None:
     """A ``while`` whose bounds and conditionals the loop computes from values known at
     every grid step and the same at all of them (a grid-less call's SMEM operands:
     tokamax's ``emit_pipeline`` over a grid read from SMEM), run iteration by iteration."""
-    from ci_bench.measure.model.loops import _is_ref, simulate_while
+    from ci_bench.measure.model.whiles import _is_ref, simulate_while
 
     if not env:
         return None
@@ -344,7 +247,21 @@ def _simulated_while(
 def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) -> StepCost:
     """The costs of one execution of ``jaxpr`` (a kernel body, or part of one); with the
     call's ``grid``, a ``cond`` on program ids counts each branch at the steps it runs (an
-    init ``pl.when(k == 0)`` and an accumulate ``pl.when(k > 0)`` are one dot per step)."""
+    init ``pl.when(k == 0)`` and an accumulate ``pl.when(k > 0)`` are one dot per step).
+    Loops it cannot size one by one are run as a whole when ``env`` knows what they need
+    (a lookahead pipeline: ``whiles.simulate_block``)."""
+    total = _step_cost(jaxpr, grid, env)
+    if total.not_modelled and env:
+        from ci_bench.measure.model.whiles import simulate_block
+
+        whole = simulate_block(jaxpr, step_cost, env)
+        if whole is not None and not whole.not_modelled:
+            return whole
+    return total
+
+
+def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
+    """``step_cost``, one equation at a time."""
     total = StepCost()
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
@@ -415,6 +332,9 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
             cost.scoped_vmem_bytes += scoped
             total.add(cost)
         else:
-            for sub in _sub_jaxprs(eqn):
+            subs = _sub_jaxprs(eqn)
+            for sub in subs:
                 total.add(step_cost(sub))
+            if not subs:
+                total.add(_vector_cost(eqn))
     return total

@@ -20,11 +20,6 @@ from ci_bench.measure.model.pipeline import (
 from ci_bench.schema.model import CallModel, CaseModel, ChipModel, GpuBound, OperandModel
 
 MIB = 1024 * 1024
-# What the compute term holds, said on every model: vector work has no cost term yet.
-MXU_ONLY = (
-    "compute counted: MXU only (vector and EUP work -- masks, transposes, softmax, "
-    "elementwise -- is not timed: compute-bound kernels model optimistic)"
-)
 
 
 def _mib(n: int) -> str:
@@ -84,6 +79,7 @@ def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> Chi
     why, warning = _fit(vmem, smem, call.vmem_limit_bytes, chip)
     terms = {
         "compute": timing.compute_s,
+        "vector": max(timing.vector_s, timing.eup_s),
         "memory": timing.memory_s,
         "overhead": timing.overhead_s,
     }
@@ -101,6 +97,8 @@ def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> Chi
         vmem_warning=warning,
         modelled_us=seconds * 1e6,
         compute_us=timing.compute_s * call.count * 1e6,
+        vector_us=timing.vector_s * call.count * 1e6,
+        eup_us=timing.eup_s * call.count * 1e6,
         memory_us=timing.memory_s * call.count * 1e6,
         overhead_us=timing.overhead_s * call.count * 1e6,
         bound=max(terms, key=terms.__getitem__),  # type: ignore[arg-type]
@@ -178,6 +176,7 @@ def _sum_chips(calls: Sequence[CallModel], chips: Sequence[Chip], flops: int) ->
         seconds = sum(p.modelled_us for p in per) / 1e6
         terms = {
             "compute": sum(p.compute_us for p in per),
+            "vector": max(sum(p.vector_us or 0 for p in per), sum(p.eup_us or 0 for p in per)),
             "memory": sum(p.memory_us for p in per),
             "overhead": sum(p.overhead_us for p in per),
         }
@@ -196,6 +195,8 @@ def _sum_chips(calls: Sequence[CallModel], chips: Sequence[Chip], flops: int) ->
             vmem_warning=next((p.vmem_warning for p in per if p.vmem_warning), None),
             modelled_us=seconds * 1e6,
             compute_us=terms["compute"],
+            vector_us=sum(p.vector_us or 0 for p in per),
+            eup_us=sum(p.eup_us or 0 for p in per),
             memory_us=terms["memory"],
             overhead_us=terms["overhead"],
             bound=max(terms, key=terms.__getitem__),  # type: ignore[arg-type]
@@ -260,7 +261,6 @@ def case_model(
         not_modelled += [n for n in call.step.not_modelled if n not in not_modelled]
     for c in calls:
         notes += [n for n in c.notes if n not in notes]
-    notes.append(MXU_ONLY)
     flops = sum(c.flops for c in calls)
     ratio = check = None
     if spec_flops is not None:

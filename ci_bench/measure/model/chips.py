@@ -30,6 +30,21 @@ What jax's table lacks is kept here, with sources:
   (bm = bk = bn = 128 at 8192³: 91.8 ms over 64³ = 262,144 steps = 0.350 µs per step,
   where the MXU needs 5.6 ms and HBM 21 ms); docs/MODEL.md shows how the rest of the guide's
   measurements then come out.
+- the vector unit's throughput (docs/MODEL.md, "Time"). One VALU operation works one vreg
+  of 8 sublanes x 128 lanes (jax's table: ``num_sublanes``, ``num_lanes``); a TensorCore
+  issues ``VALU_SLOTS`` of them per cycle: v5 (v5e, v5p) 4, "each (lane, sublane) pair on
+  v5 contains 4 standard floating-point ALUs", and v4 2, "on v4 contains 2" (jax-ml's
+  scaling book, "How to Think About TPUs", Appendix A, and its February 2025 edition); v4i
+  is assumed like v4 (same generation); v6e, 7, 7x, 8i: 4, an estimate, no public source.
+  The clock (``Chip.clock_hz``): for v4, v4i, v5e, v5p the bf16 peak of jax's table over its
+  ``num_mxus`` x ``mxu_column_size`` squared x 2 FLOPs per cycle, which gives the published
+  clocks (the scaling book: "5e13 bf16 FLOPs/s per MXU at 1.5GHz on TPU v5e", "a clock
+  speed of about 1.75GHz" on v5p); for v6e and later the same quotient gives 3.5-4.4 GHz,
+  not a clock, and no clock is published: 1.75 GHz, v5p's, an estimate, no public source.
+  The EUP takes one vreg push per cycle: an estimate, no public source. A 16-bit VPU
+  (bf16 packed (16, 128) per vreg) from generation 6 (``BF16_VPU_GENERATION``): Mosaic's
+  ``bf16_ops_min_supported_versions`` (canonicalize_mosaic.cc) keeps bf16 add, mul, max,
+  exp... in bf16 from generation 6 and widens them to float32 below it.
 """
 
 from __future__ import annotations
@@ -48,6 +63,13 @@ STEP_OVERHEAD_US = 0.35
 # XLA's default --xla_tpu_scoped_vmem_limit_kib per generation (sources in the docstring).
 DEFAULT_SCOPED_VMEM = {"v4": 16 * MIB, "v5e": 16 * MIB, "v5p": 16 * MIB, "v6e": 32 * MIB}
 DEFAULT_SCOPED_VMEM |= {"7x": 32 * MIB, "v4i": 16 * MIB, "7": 32 * MIB, "8i": 32 * MIB}
+# VALU operations (one vreg each) a TensorCore issues per cycle (sources in the docstring;
+# v6e and later an estimate, no public source).
+VALU_SLOTS = {"v4i": 2, "v4": 2, "v5e": 4, "v5p": 4, "v6e": 4, "7": 4, "7x": 4, "8i": 4}
+# Chips whose clock follows from jax's MXU peak; later ones: ESTIMATED_CLOCK_HZ.
+CLOCK_FROM_MXU = ("v4i", "v4", "v5e", "v5p")
+ESTIMATED_CLOCK_HZ = 1.75e9  # v5p's published clock, assumed for v6e and later: no source
+BF16_VPU_GENERATION = 6  # Mosaic keeps bf16 elementwise ops in bf16 from this generation
 # Chips whose default rests on libtpu's own error message (past it: an error, not a warning).
 SOLID_SCOPED_VMEM = ("v5e", "v6e")
 # Chips the model knows (jax's table but v2/v3, which Pallas TPU does not target), in
@@ -69,6 +91,19 @@ class Chip:
     int8_ops_per_s: float  # per TensorCore (0: not published)
     step_overhead_us: float = STEP_OVERHEAD_US
     scoped_vmem_solid: bool = True  # False: past the default is a warning (no solid source)
+    clock_hz: float = ESTIMATED_CLOCK_HZ  # the TensorCore's clock (docstring: sources)
+    valu_slots: int = 4  # vreg VALU operations issued per cycle
+    bf16_vpu: bool = False  # 16-bit elementwise work packed (16, 128) per vreg
+
+    @property
+    def vpu_ops_per_s(self) -> float:
+        """VALU vreg operations per second (per TensorCore)."""
+        return self.valu_slots * self.clock_hz
+
+    @property
+    def eup_ops_per_s(self) -> float:
+        """EUP vreg pushes per second (per TensorCore): one per cycle, an estimate."""
+        return self.clock_hz
 
     @property
     def chip_tflops(self) -> float:
@@ -92,6 +127,8 @@ def chip(name: str) -> Chip:
 
     cores = tensor_cores(name)
     info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion(name), cores)
+    per_cycle = info.num_mxus * info.mxu_column_size**2 * 2
+    clock = info.bf16_ops_per_second / per_cycle if name in CLOCK_FROM_MXU else None
     return Chip(
         name=name,
         tensor_cores=cores,
@@ -102,6 +139,9 @@ def chip(name: str) -> Chip:
         hbm_bytes_per_s=float(info.mem_bw_bytes_per_second),
         bf16_flops_per_s=float(info.bf16_ops_per_second),
         int8_ops_per_s=float(info.int8_ops_per_second),
+        clock_hz=float(clock or ESTIMATED_CLOCK_HZ),
+        valu_slots=VALU_SLOTS[name],
+        bf16_vpu=info.generation >= BF16_VPU_GENERATION,
     )
 
 

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 # Iterations simulated in Python at most (past it: the costliest-branch bound).
 MAX_ITERATIONS = 100_000
-# Iterations of a compiled ``while`` at most (as many as a grid may have steps: calls.py).
-MAX_WHILE_ITERATIONS = 4_194_304
 NOTE = "a loop's conditionals (emit_pipeline's copies) evaluated at every iteration"
 # A loop whose conditionals start DMAs is a pipeline (emit_pipeline): each iteration is
 # charged the per-step overhead of a grid step (``StepCost.inner_steps``), an assumption:
@@ -112,7 +110,8 @@ def _with_the_rest(
 ) -> StepCost:
     """``total`` (the conditionals' branches, as evaluated) plus the body's other work at
     every iteration; a loop whose conditionals copy is a pipeline: one step per iteration."""
-    rest = cost(SimpleNamespace(eqns=[e for e in body.eqns if e.primitive.name != "cond"]))
+    counted = {e.primitive.name for e in conds}  # the conds, and whiles simulated with them
+    rest = cost(SimpleNamespace(eqns=[e for e in body.eqns if e.primitive.name not in counted]))
     total.add(rest, iterations)
     if any(_copies(c) for c in conds):
         total.inner_steps += iterations
@@ -122,184 +121,12 @@ def _with_the_rest(
 
 
 def _copies(eqn: Any) -> bool:
-    """Whether a conditional starts a DMA (a pipeline's guarded copy)."""
+    """Whether a conditional (or a loop of them) starts a DMA (a pipeline's guarded copy)."""
+    if eqn.primitive.name == "while":
+        inner = eqn.params["body_jaxpr"].jaxpr.eqns
+        return any(_copies(e) for e in inner if e.primitive.name in ("cond", "while"))
     return any(
         e.primitive.name == "dma_start" or (e.primitive.name == "cond" and _copies(e))
         for branch in eqn.params["branches"]
         for e in branch.jaxpr.eqns
     )
-
-
-WHILE_NOTE = (
-    "a pipeline sized at run time (a while over a trip count read from SMEM) evaluated at "
-    "every iteration from the case's inputs"
-)
-
-
-def _is_ref(atom: Any) -> bool:
-    return "Ref" in type(getattr(atom, "aval", None)).__name__
-
-
-def _trace_scalars(
-    jaxpr: Any, ins: list[Any], tables: dict[Any, Any], conds: list[Any] | None
-) -> tuple[list[Any], list[Any]] | None:
-    """``jaxpr``'s outputs (and each listed ``cond``'s index) from ``ins`` with jax ops, as
-    traced values: integer scalar equations and scalar reads of known SMEM tables only
-    (None where an output needs anything else); None when a listed index is unknown."""
-    import jax.numpy as jnp
-    from jax.extend import core as jcore
-
-    env: dict[Any, Any] = {v: x for v, x in zip(jaxpr.invars, ins, strict=True) if x is not None}
-
-    def read(atom: Any) -> Any:
-        return jnp.asarray(atom.val) if isinstance(atom, jcore.Literal) else env.get(atom)
-
-    indices = []
-    for e in jaxpr.eqns:
-        name = e.primitive.name
-        if name == "cond":
-            if conds is not None and e in conds:
-                index = read(e.invars[0])
-                if index is None:
-                    return None
-                indices.append(jnp.clip(index.astype(jnp.int32), 0, len(e.params["branches"]) - 1))
-            continue
-        if len(e.outvars) != 1 or _is_ref(e.outvars[0]) or np.shape(e.outvars[0].aval):
-            continue
-        args = [read(v) for v in e.invars]
-        if name == "get":
-            env[e.outvars[0]] = _get(e, read, tables)
-        elif all(a is not None for a in args) and not any(_is_ref(v) for v in e.invars):
-            try:
-                out = e.primitive.bind(*args, **e.params)
-                env[e.outvars[0]] = out[0] if e.primitive.multiple_results else out
-            except Exception:  # a primitive that does not bind outside a kernel: unknown
-                continue
-    return [read(v) for v in jaxpr.outvars], indices
-
-
-def _get(eqn: Any, read: Callable[[Any], Any], tables: dict[Any, Any]) -> Any:
-    """``ref[i, ...]`` of a known SMEM table at scalar indices (clipped); None when not."""
-    import jax
-    import jax.numpy as jnp
-
-    table = tables.get(eqn.invars[0])
-    if table is None:
-        return None
-    try:
-        (indexer,) = jax.tree_util.tree_unflatten(eqn.params["tree"], eqn.invars[1:])
-    except (ValueError, TypeError):
-        return None
-    parts = []
-    for index in getattr(indexer, "indices", ()):
-        value = read(index) if hasattr(index, "aval") else None
-        if value is None or getattr(value, "ndim", None) != 0:
-            return None  # a slice, or an unknown index
-        parts.append(value)
-    if len(parts) != table.ndim:
-        return None
-    where = tuple(jnp.clip(p, 0, n - 1) for p, n in zip(parts, table.shape, strict=True))
-    return table[where]
-
-
-def simulate_while(
-    eqn: Any, cost: Callable[[Any], StepCost], outer: dict[Any, Any]
-) -> StepCost | None:
-    """A ``while`` (``emit_pipeline`` over a grid read from SMEM: tokamax's grouped matmul)
-    run on its integer scalars and the SMEM tables it reads (``outer``: the loop's operands
-    whose values are known: scalars, or arrays for refs), compiled once with jax on the CPU:
-    each ``cond`` in the body takes the branch its index says at every iteration; the rest
-    of the body costs the same every iteration. None when the condition or a branch index
-    cannot be computed, the body writes a table it reads, or the loop runs past
-    ``MAX_WHILE_ITERATIONS``."""
-    import jax
-    import jax.numpy as jnp
-    from jax.extend import core as jcore
-
-    from ci_bench.measure.model.body import StepCost
-
-    body, cond = eqn.params["body_jaxpr"].jaxpr, eqn.params["cond_jaxpr"].jaxpr
-    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
-
-    def value(atom: Any) -> Any:
-        return np.asarray(atom.val) if isinstance(atom, jcore.Literal) else outer.get(atom)
-
-    cond_consts = [value(v) for v in eqn.invars[:cn]]
-    body_consts = [value(v) for v in eqn.invars[cn : cn + bn]]
-    carries = [value(v) for v in eqn.invars[cn + bn :]]
-    refs = {i for i, v in enumerate(body.invars[:bn]) if _is_ref(v) and body_consts[i] is not None}
-    written = {e.invars[0] for e in body.eqns if e.primitive.name in ("swap", "addupdate")}
-    if written & {body.invars[i] for i in refs}:
-        return None
-    known = [i for i, c in enumerate(carries) if c is not None and not np.shape(c)]
-    conds = [e for e in body.eqns if e.primitive.name == "cond"]
-    if not known:
-        return None
-
-    def full(args: list[Any], carried: list[Any]) -> list[Any]:
-        values: list[Any] = [None] * len(carries)
-        for i, c in zip(known, carried, strict=True):
-            values[i] = c
-        return [*args, *values]
-
-    def go(consts: list[Any], carried: list[Any]) -> Any:
-        tables = {body.invars[i]: jnp.asarray(consts[i]) for i in refs}
-        scalars = [None if i in refs or c is None else jnp.asarray(c) for i, c in enumerate(consts)]
-        cond_ins = [None if c is None or np.shape(c) else jnp.asarray(c) for c in cond_consts]
-
-        def keep_going(state: Any) -> Any:
-            n, carried_, _ = state
-            found = _trace_scalars(cond, full(cond_ins, carried_), {}, None)
-            if found is None or found[0][0] is None:
-                raise _UnknownError
-            return jnp.logical_and(found[0][0], n < MAX_WHILE_ITERATIONS)
-
-        def step(state: Any) -> Any:
-            n, carried_, seen = state
-            found = _trace_scalars(body, full(scalars, carried_), tables, conds)
-            if found is None:
-                raise _UnknownError
-            outs, indices = found
-            new = [outs[i] for i in known]
-            if any(x is None for x in new):
-                raise _UnknownError
-            new = [x.astype(c.dtype) for x, c in zip(new, carried_, strict=True)]
-            if indices:
-                hit = jnp.stack(indices)[:, None] == jnp.arange(seen.shape[1])[None, :]
-                seen = seen + hit.astype(jnp.int32)
-            return n + 1, new, seen
-
-        width = max((len(e.params["branches"]) for e in conds), default=1)
-        seen = jnp.zeros((len(conds), width), jnp.int32)
-        return jax.lax.while_loop(keep_going, step, (jnp.int32(0), carried, seen))
-
-    start = [jnp.asarray(carries[i]) for i in known]
-    try:
-        with jax.default_device(jax.devices("cpu")[0]):
-            args = (_arrays(body_consts), start)
-            # The loop is small scalar code run once: XLA's cheapest compile is the fastest.
-            options = {
-                "xla_backend_optimization_level": 0,
-                "xla_llvm_disable_expensive_passes": True,
-            }
-            trips, _, seen = jax.jit(go).lower(*args).compile(options)(*args)
-    except _UnknownError:
-        return None
-    trips, seen = int(trips), np.asarray(seen)
-    if trips >= MAX_WHILE_ITERATIONS:
-        return None
-    total = StepCost()
-    for k, e in enumerate(conds):
-        for which, count in enumerate(seen[k]):
-            if count:
-                total.add(cost(e.params["branches"][which].jaxpr), int(count))
-    return _with_the_rest(total, body, conds, cost, trips, WHILE_NOTE)
-
-
-class _UnknownError(Exception):
-    """A loop's condition, carry or branch index needs a value the model does not know."""
-
-
-def _arrays(consts: list[Any]) -> list[Any]:
-    """The loop's constants as jit arguments (unknown ones as None, a static leaf)."""
-    return [None if c is None else np.asarray(c) for c in consts]

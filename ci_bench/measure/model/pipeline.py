@@ -17,11 +17,13 @@ properties"; docs/pallas/tpu/pipelining.md, "Multiple Buffering") and the Mosaic
   by both.
 
 Time of a sequence of steps on one TensorCore (docs/MODEL.md, "Time"): DMAs run on their own
-engines, overlapped with the step before (double buffering), while MXU work and the fixed
-per-step cost share the core's one instruction stream. So each step costs
-``max(compute + overhead, DMA in flight)``, plus the first step's fetch (prologue) and the
-last write-back (epilogue); an operand with one buffer cannot overlap, its copies add to
-its step. With uniform steps this is ``max(FLOPs/peak + steps x overhead, bytes/bandwidth)``.
+engines, overlapped with the step before (double buffering). The MXU, the vector ALUs and
+the EUP issue from the same VLIW bundles, each in its own slots, so within a step they
+overlap and the busiest sets the pace; the fixed per-step cost is the scalar core's, in
+the same instruction stream, and adds. So each step costs
+``max(max(MXU, VALU, EUP) + overhead, DMA in flight)``, plus the first step's fetch
+(prologue) and the last write-back (epilogue); an operand with one buffer cannot overlap,
+its copies add to its step.
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ class Timing:
 
     seconds: float
     compute_s: float
+    vector_s: float  # VALU time
+    eup_s: float  # EUP (transcendental) time
     memory_s: float
     overhead_s: float
     hbm_bytes: int
@@ -118,13 +122,16 @@ class Timing:
 
 def _sequence_time(
     call: Call, order: np.ndarray, chip: Chip, fetches: list[Traffic], ops: list[Operand]
-) -> tuple[float, float, float, float, int]:
+) -> tuple[float, float, float, float, float, float, int]:
     n = len(order)
     bw = chip.hbm_bytes_per_s
     step = call.step
     compute = step.bf16_flops / chip.bf16_flops_per_s
     if step.int8_flops:
         compute += step.int8_flops / (chip.int8_ops_per_s or chip.bf16_flops_per_s)
+    packed = chip.bf16_vpu
+    vector = (step.vpu_ops_packed if packed else step.vpu_ops) / chip.vpu_ops_per_s
+    eup = (step.eup_ops_packed if packed else step.eup_ops) / chip.eup_ops_per_s
     overhead = chip.step_overhead_us * 1e-6 * (1 + step.inner_steps)
     overlapped_in = np.zeros(n)
     overlapped_out = np.zeros(n)
@@ -140,12 +147,12 @@ def _sequence_time(
     in_flight[:-1] += overlapped_in[1:]  # the next step's inputs, fetched during this one
     in_flight[1:] += overlapped_out[:-1]  # the previous step's outputs, written during it
     in_flight += manual
-    busy = compute + overhead + serial / bw
+    busy = max(compute, vector, eup) + overhead + serial / bw
     seconds = float(np.maximum(busy, in_flight / bw).sum())
     if n:
         seconds += overlapped_in[0] / bw + overlapped_out[-1] / bw  # prologue, epilogue
     moved = int(overlapped_in.sum() + overlapped_out.sum() + serial.sum() + manual * n)
-    return seconds, compute * n, moved / bw, overhead * n, moved
+    return seconds, compute * n, vector * n, eup * n, moved / bw, overhead * n, moved
 
 
 def time_on(call: Call, chip: Chip) -> Timing:
@@ -159,9 +166,11 @@ def time_on(call: Call, chip: Chip) -> Timing:
     return Timing(
         seconds=slowest[0],
         compute_s=slowest[1],
-        memory_s=slowest[2],
-        overhead_s=slowest[3],
-        hbm_bytes=sum(r[4] for r in results),
+        vector_s=slowest[2],
+        eup_s=slowest[3],
+        memory_s=slowest[4],
+        overhead_s=slowest[5],
+        hbm_bytes=sum(r[6] for r in results),
         cores_used=len(results),
     )
 
