@@ -11,6 +11,7 @@ runs, installing the wheel built from this repository (``ci-bench==<version>`` f
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -39,11 +40,16 @@ NUMBER = 2
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """ci-bench's wheel, built from this checkout as a release would build it."""
     dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
-        check=True,
-        capture_output=True,
-    )
+    # One build at a time in this checkout: setuptools builds in the tree (build/), and
+    # two test workers building at once break each other's build.
+    lock = tmp_path_factory.getbasetemp().parent / "ci-bench-wheel.lock"
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
+            check=True,
+            capture_output=True,
+        )
     (found,) = dist.glob("ci_bench-*.whl")
     return found
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ci_bench.errors import ExitCode
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -121,21 +122,14 @@ def test_the_one_multi_line_run_block_is_where_the_actions_page_says():
 def test_site_exit_codes_are_what_the_history_page_says(tmp_path):
     text = (DOCS / "HISTORY.md").read_text(encoding="utf-8")
     assert 'exit 2 ("history folder not found")' in " ".join(text.split())
-    cli = [str(Path(sys.executable).parent / "ci-bench"), "site", "--out"]
-    gone = subprocess.run(
-        [*cli, str(tmp_path / "a"), "--history", str(tmp_path / "nope")],
-        capture_output=True,
-        text=True,
-        check=False,
+    gone = run_cli(
+        "site", "--out", str(tmp_path / "a"), "--history", str(tmp_path / "nope"), cwd=tmp_path
     )
     assert gone.returncode == 2, gone.stderr
     assert "history folder not found" in gone.stderr
     (tmp_path / "empty").mkdir()
-    empty = subprocess.run(
-        [*cli, str(tmp_path / "b"), "--history", str(tmp_path / "empty")],
-        capture_output=True,
-        text=True,
-        check=False,
+    empty = run_cli(
+        "site", "--out", str(tmp_path / "b"), "--history", str(tmp_path / "empty"), cwd=tmp_path
     )
     assert empty.returncode == 3
     assert (tmp_path / "b" / "index.html").is_file()  # the page is still written

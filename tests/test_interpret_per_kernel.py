@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,9 +13,9 @@ import pytest
 
 from ci_bench.contract.spec import SpecError
 from ci_bench.measure.interpret import kernel_modes
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = str(Path(sys.executable).parent / "ci-bench")
 TPU_CASE = "tpu_matmul/M256-K256-N128/float32"
 OWN_CASE = "rmsnorm/R64-D256/float32"
 
@@ -50,13 +49,9 @@ def _project(tmp: Path, extra: str = "") -> Path:
 
 
 def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CLI, "run", "--case", TPU_CASE, "--case", OWN_CASE, "--format", "json", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    """One ``run`` of both kernels (in this process, jax's interpret mode put back after)."""
+    return run_cli(
+        "run", "--case", TPU_CASE, "--case", OWN_CASE, "--format", "json", *args, cwd=folder
     )
 
 
@@ -86,9 +81,7 @@ def test_without_it_the_tpu_only_kernel_errors_and_says_what_to_set(tmp_path):
 def test_init_names_the_tpu_only_kernel_in_the_config(tmp_path):
     shutil.copy(ROOT / "examples" / "tpu_matmul" / "tpu_matmul.py", tmp_path / "tpu_matmul.py")
     shutil.copy(ROOT / "examples" / "rmsnorm.py", tmp_path / "rmsnorm.py")
-    done = subprocess.run(
-        [CLI, "init"], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
-    )
+    done = run_cli("init", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     config = (tmp_path / "pyproject.toml").read_text()
     assert 'cpu-interpret-tpu = ["tpu_matmul"]' in config

@@ -4,7 +4,6 @@ pieces are the whole dump byte for byte, and what merge and promote write is unc
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from ci_bench.schema import BaselineFile
 from ci_bench.store.baselines import entry_from_results
 from ci_bench.store.files import dump_chunks, dump_model
+from tests.conftest import run_cli
 from tests.harness.factories import case, results
 
 IDS = [f"matmul/B{i}-M128-K128-N128/float32" for i in range(1, 6)]
@@ -39,12 +39,8 @@ def test_models_that_set_the_same_fields_share_one_field_set():
 
 
 def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci_bench.commands.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-    )
+    """The CLI as a user runs it (in this process: tests/conftest.py's run_cli)."""
+    return run_cli(*args, cwd=cwd)
 
 
 def test_merge_and_promote_write_what_they_wrote_before(tmp_path):
