@@ -228,9 +228,46 @@ def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143
+    assert proc.returncode == 143, err
     assert "terminated" in err
     assert "saved" not in err
+
+
+def test_sigterm_that_a_library_wraps_in_its_own_error_still_exits_143(files):
+    """pydantic-core, building a model's validator while a command's module is imported,
+    turns the handler's exception into a SchemaError (seen in a clean-clone run: a
+    cancelled ``history`` exited 5, "internal error"): a SIGTERM is a termination
+    whatever exception it comes back as."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time, sys\nfrom ci_bench.commands import cli\n"
+            "def wraps(*a, **k):\n    try:\n        time.sleep(60)\n"
+            "    except BaseException as exc:\n"
+            "        raise RuntimeError(f'Error building validator: {exc!r}')\n"
+            "cli.COMMANDS['history'] = wraps\n"
+            "print('ready', flush=True)\nsys.exit(cli.main(['history', '--history', 'h']))",
+        ],
+        cwd=files,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM)" in err
+    assert "internal error" not in err
 
 
 # --- silent passes ---------------------------------------------------------------------

@@ -38,13 +38,21 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (a cancelled CI job) unwinds like Ctrl-C: what was measured stays saved."""
 
 
+# Whether this command got SIGTERM: the exception the handler raises can come back as
+# another one (pydantic-core, building a model's validator while a module is imported,
+# turns it into a SchemaError), and the exit must still say "terminated", never "a bug".
+_TERM_RECEIVED: list[bool] = [False]
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
+    _TERM_RECEIVED[0] = False
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        _TERM_RECEIVED[0] = True
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -102,6 +110,9 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stderr.write(f"ci-bench: interrupted{_saved(command)}\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
+        if _TERM_RECEIVED[0]:  # the SIGTERM, raised inside code that wrapped it
+            sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
+            return int(ExitCode.TERMINATED)
         from ci_bench.store.files import environment_error
 
         if environment_error(exc):  # the machine's fault (disk full, ...), not a bug
