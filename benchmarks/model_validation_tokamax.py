@@ -37,11 +37,17 @@ SOURCE = {
 }
 
 
-def extract(wheel: Path) -> dict:
-    """The trimmed points of an unzipped tokamax wheel (``wheel``: the folder above tokamax/)."""
+def extract(
+    wheel: Path,
+    chips: dict[str, str] = CHIPS,
+    files: tuple[str, ...] = FILES,
+    source: dict = SOURCE,
+) -> dict:
+    """The trimmed points of an unzipped tokamax wheel (``wheel``: the folder above tokamax/):
+    every config of every argument set in ``files`` of each chip folder in ``chips``."""
     points = []
-    for folder, chip in CHIPS.items():
-        for name in FILES:
+    for folder, chip in chips.items():
+        for name in files:
             path = wheel / "tokamax" / "data" / "autotuning" / folder / name
             for key, configs in json.loads(path.read_text()).items():
                 for config, measured in configs.items():
@@ -54,7 +60,7 @@ def extract(wheel: Path) -> dict:
                             "median_ms": statistics.median(measured["evaluation_times_ms"]),
                         }
                     )
-    return {"source": SOURCE, "points": points}
+    return {"source": source, "points": points}
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:

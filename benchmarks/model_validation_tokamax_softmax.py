@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -42,21 +41,10 @@ SOURCE = {
 
 def extract(wheel: Path) -> dict:
     """The trimmed points of an unzipped tokamax wheel (``wheel``: the folder above tokamax/)."""
-    points = []
-    for name in FILES:
-        path = wheel / "tokamax" / "data" / "autotuning" / "tpu7x" / name
-        for key, configs in json.loads(path.read_text()).items():
-            for config, measured in configs.items():
-                points.append(
-                    {
-                        "chip": "7x",
-                        "file": name,
-                        "args": json.loads(key),
-                        "config": json.loads(config),
-                        "median_ms": statistics.median(measured["evaluation_times_ms"]),
-                    }
-                )
-    return {"source": SOURCE, "points": points}
+    sys.path.insert(0, str(Path(__file__).parent))
+    from model_validation_tokamax import extract as extract_points
+
+    return extract_points(wheel, {"tpu7x": "7x"}, tuple(FILES), SOURCE)
 
 
 def _shape(text: str) -> tuple[str, tuple[int, ...]]:

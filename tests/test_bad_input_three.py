@@ -202,7 +202,9 @@ def test_a_tag_that_is_not_utf8_is_one_line(files, command):
     assert not (files / "h").exists()
 
 
-def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files):
+def _sigterm_during(files, handler: str) -> tuple[int, str]:
+    """A real process whose ``history`` command is ``handler`` (source defining ``slow``),
+    sent SIGTERM half a second after it starts it: its exit code and stderr."""
     import signal
     import subprocess
     import sys
@@ -213,8 +215,7 @@ def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files
         [
             sys.executable,
             "-c",
-            "import time, sys\nfrom ci_bench.commands import cli\n"
-            "def slow(*a, **k):\n    time.sleep(60)\n"
+            f"import time, sys\nfrom ci_bench.commands import cli\n{handler}"
             "cli.COMMANDS['history'] = slow\n"
             "print('ready', flush=True)\nsys.exit(cli.main(['history', '--history', 'h']))",
         ],
@@ -228,7 +229,12 @@ def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
+    return proc.returncode, err
+
+
+def test_sigterm_of_a_command_that_measures_nothing_says_nothing_was_saved(files):
+    code, err = _sigterm_during(files, "def slow(*a, **k):\n    time.sleep(60)\n")
+    assert code == 143, err
     assert "terminated" in err
     assert "saved" not in err
 
@@ -238,34 +244,13 @@ def test_sigterm_that_a_library_wraps_in_its_own_error_still_exits_143(files):
     turns the handler's exception into a SchemaError (seen in a clean-clone run: a
     cancelled ``history`` exited 5, "internal error"): a SIGTERM is a termination
     whatever exception it comes back as."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)])}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time, sys\nfrom ci_bench.commands import cli\n"
-            "def wraps(*a, **k):\n    try:\n        time.sleep(60)\n"
-            "    except BaseException as exc:\n"
-            "        raise RuntimeError(f'Error building validator: {exc!r}')\n"
-            "cli.COMMANDS['history'] = wraps\n"
-            "print('ready', flush=True)\nsys.exit(cli.main(['history', '--history', 'h']))",
-        ],
-        cwd=files,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    wraps = (
+        "def slow(*a, **k):\n    try:\n        time.sleep(60)\n"
+        "    except BaseException as exc:\n"
+        "        raise RuntimeError(f'Error building validator: {exc!r}')\n"
     )
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
+    code, err = _sigterm_during(files, wraps)
+    assert code == 143, err
     assert "terminated (SIGTERM)" in err
     assert "internal error" not in err
 
