@@ -333,6 +333,20 @@ def test_the_modelled_time_is_the_step_sum_of_compute_plus_overhead_or_dma():
     assert model.chips["v5e"].overhead_us == pytest.approx(64 * 0.35)
 
 
+def test_the_mxu_is_charged_at_the_measured_rate_where_one_is_published_the_mfu_at_the_peak():
+    """7x's MXU time is its FLOPs over Google's measured dense-GEMM rate (956.4 TFLOP/s per
+    device, docs/MODEL.md); a chip without a published measurement keeps jax's peak; the
+    MFU ceiling divides by the datasheet peak on both."""
+    model = analyze_case(_matmul(512, 512, 512), _square(2048), ["7x", "v6e"])
+    flops = 2 * 2048**3
+    seven, six = model.chips["7x"], model.chips["v6e"]
+    assert chip("7x").mxu_flops_per_s == pytest.approx(956.3824592e12)
+    assert seven.compute_us == pytest.approx(flops / 956.3824592e12 * 1e6)
+    assert six.compute_us == pytest.approx(flops / chip("v6e").bf16_flops_per_s * 1e6)
+    peak = chip("7x").bf16_flops_per_s
+    assert seven.mfu_ceiling == pytest.approx(flops / (seven.modelled_us * 1e-6 * peak))
+
+
 def test_a_kernel_without_pallas_call_is_not_modelled_with_its_reason():
     spec = dataclasses.replace(MATMUL, pallas=jnp.matmul)
     model = analyze_case(spec, _square(256), ["v5e"])

@@ -45,6 +45,15 @@ What jax's table lacks is kept here, with sources:
   (bf16 packed (16, 128) per vreg) from generation 6 (``BF16_VPU_GENERATION``): Mosaic's
   ``bf16_ops_min_supported_versions`` (canonicalize_mosaic.cc) keeps bf16 add, mul, max,
   exp... in bf16 from generation 6 and widens them to float32 below it.
+- the MXU rate a dense matmul *achieves* (``Chip.mxu_flops_per_s``), where a public
+  measurement gives it, used for the model's MXU time (the roofline's MFU keeps the
+  datasheet peak): 7x 956.4 TFLOP/s per device, 82.8 % of jax's 1,155, the asymptote of
+  Google's own bf16 GEMM sweep on Ironwood (github AI-Hypercomputer/accelerator-microbenchmarks,
+  Ironwood/Ironwood_Microbenchmarks_readme.md, "GEMM Results": m = n = k = 32768, 100 runs;
+  950.1 at 16384). The same fraction is assumed for int8 (no measurement). Every other chip
+  keeps its datasheet peak: no device-timed dense matmul was found for it (jax's matmul
+  guide's XLA matmul on v5e, 181.8 TFLOP/s = 92.3 % at 8192^3, includes Python dispatch in
+  its timing and is a lower bound, consistent with the peak; not applied).
 """
 
 from __future__ import annotations
@@ -69,6 +78,8 @@ VALU_SLOTS = {"v4i": 2, "v4": 2, "v5e": 4, "v5p": 4, "v6e": 4, "7": 4, "7x": 4, 
 # Chips whose clock follows from jax's MXU peak; later ones: ESTIMATED_CLOCK_HZ.
 CLOCK_FROM_MXU = ("v4i", "v4", "v5e", "v5p")
 ESTIMATED_CLOCK_HZ = 1.75e9  # v5p's published clock, assumed for v6e and later: no source
+# A dense bf16 matmul's measured FLOP/s per device, where published (the docstring's source).
+MXU_ACHIEVED_FLOPS_PER_S = {"7x": 956.3824592e12}
 BF16_VPU_GENERATION = 6  # Mosaic keeps bf16 elementwise ops in bf16 from this generation
 # Chips whose default rests on libtpu's own error message (past it: an error, not a warning).
 SOLID_SCOPED_VMEM = ("v5e", "v6e")
@@ -94,6 +105,17 @@ class Chip:
     clock_hz: float = ESTIMATED_CLOCK_HZ  # the TensorCore's clock (docstring: sources)
     valu_slots: int = 4  # vreg VALU operations issued per cycle
     bf16_vpu: bool = False  # 16-bit elementwise work packed (16, 128) per vreg
+    mxu_fraction: float = 1.0  # the measured share of the MXU peak a dense matmul reaches
+
+    @property
+    def mxu_flops_per_s(self) -> float:
+        """bf16 MXU FLOP/s the model charges: the peak times the measured fraction."""
+        return self.bf16_flops_per_s * self.mxu_fraction
+
+    @property
+    def mxu_int8_ops_per_s(self) -> float:
+        """int8 MXU ops/s the model charges (the bf16 rate where no int8 peak is known)."""
+        return (self.int8_ops_per_s or self.bf16_flops_per_s) * self.mxu_fraction
 
     @property
     def vpu_ops_per_s(self) -> float:
@@ -129,6 +151,7 @@ def chip(name: str) -> Chip:
     info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion(name), cores)
     per_cycle = info.num_mxus * info.mxu_column_size**2 * 2
     clock = info.bf16_ops_per_second / per_cycle if name in CLOCK_FROM_MXU else None
+    achieved = MXU_ACHIEVED_FLOPS_PER_S.get(name)
     return Chip(
         name=name,
         tensor_cores=cores,
@@ -142,6 +165,7 @@ def chip(name: str) -> Chip:
         clock_hz=float(clock or ESTIMATED_CLOCK_HZ),
         valu_slots=VALU_SLOTS[name],
         bf16_vpu=info.generation >= BF16_VPU_GENERATION,
+        mxu_fraction=achieved / info.bf16_ops_per_second if achieved else 1.0,
     )
 
 

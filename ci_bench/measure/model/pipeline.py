@@ -126,9 +126,9 @@ def _sequence_time(
     n = len(order)
     bw = chip.hbm_bytes_per_s
     step = call.step
-    compute = step.bf16_flops / chip.bf16_flops_per_s
+    compute = step.bf16_flops / chip.mxu_flops_per_s
     if step.int8_flops:
-        compute += step.int8_flops / (chip.int8_ops_per_s or chip.bf16_flops_per_s)
+        compute += step.int8_flops / chip.mxu_int8_ops_per_s
     packed = chip.bf16_vpu
     vector = (step.vpu_ops_packed if packed else step.vpu_ops) / chip.vpu_ops_per_s
     eup = (step.eup_ops_packed if packed else step.eup_ops) / chip.eup_ops_per_s
