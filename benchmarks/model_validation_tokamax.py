@@ -23,6 +23,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -137,6 +138,29 @@ def _row(family: str, chip: str, rows: list[tuple[float, float]], total: int) ->
     )
 
 
+def _floor_us(chip: Any) -> float:
+    """The guard's floor: the MXU at its datasheet peak, or HBM at its bandwidth."""
+    return max(chip.compute_us * (chip.mxu_fraction or 1.0), chip.memory_us)
+
+
+def floor_line(checked: list[tuple[object, str, float]]) -> str:
+    """What the floor guard (``ci_bench.judge.model.floor_error``) says of these measured
+    points, each ``(model, chip, measured_ms)``: a correct kernel's real time must never be
+    flagged "faster than the chip allows"; the lowest measured/floor is the margin left."""
+    from ci_bench.judge.model import floor_error
+
+    flagged = sum(floor_error(m, ms, chip) is not None for m, chip, ms in checked)  # type: ignore[arg-type]
+    margins = [
+        ms * 1e3 / _floor_us(m.chips[chip])  # type: ignore[attr-defined]
+        for m, chip, ms in checked
+    ]
+    lowest = f"{min(margins):.2f}" if margins else "–"
+    return (
+        f"floor guard: {flagged} of {len(checked)} measured points flagged "
+        f"(lowest measured / floor {lowest}; flagged below 0.5)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extract", type=Path, help="an unzipped tokamax wheel: rewrite DATA")
@@ -163,6 +187,7 @@ def main() -> None:
     found: dict[tuple[str, str], list[tuple[float, float]]] = {}
     totals: dict[tuple[str, str], int] = {}
     reasons: dict[str, int] = {}
+    checked: list[tuple[object, str, float]] = []
     for point in points:
         family, fn, make = _ragged_dot_case(point)
         key = (family, point["chip"])
@@ -176,6 +201,7 @@ def main() -> None:
             continue
         modelled = model.chips[point["chip"]].modelled_us / 1e3
         found.setdefault(key, []).append((modelled, point["median_ms"]))
+        checked.append((model, point["chip"], point["median_ms"]))
         if options.verbose:
             print(
                 f"  {family} {point['chip']} {point['args']['lhs']} {point['args']['rhs']} "
@@ -191,6 +217,7 @@ def main() -> None:
         print(_row(key[0], key[1], found.get(key, []), totals[key]))
     everything = [r for rows in found.values() for r in rows]
     print(_row("all ragged dot", "v5e + 7x", everything, sum(totals.values())))
+    print(floor_line(checked))
     for why, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"not modelled ({count}): {why}")
 

@@ -135,7 +135,7 @@ def main() -> None:
         sys.exit("tokamax is not installed (pip install tokamax==0.0.12): nothing to model")
     sys.path.insert(0, str(Path(__file__).parent))
     from model_validation_kernels import ADHOC, adhoc
-    from model_validation_tokamax import _row
+    from model_validation_tokamax import _row, floor_line
 
     from ci_bench.measure.model import analyze_case
 
@@ -143,6 +143,7 @@ def main() -> None:
     found: dict[str, list[tuple[float, float]]] = {}
     totals: dict[str, int] = {}
     reasons: dict[str, int] = {}
+    checked: list[tuple[object, str, float]] = []
     for point in points:
         family = FILES[point["file"]]
         totals[family] = totals.get(family, 0) + 1
@@ -157,6 +158,7 @@ def main() -> None:
         chip = model.chips["7x"]
         modelled = chip.modelled_us / 1e3
         found.setdefault(family, []).append((modelled, point["median_ms"]))
+        checked.append((model, "7x", point["median_ms"]))
         if options.verbose:
             shapes = {k: v for k, v in point["args"].items() if k in ("q", "k", "x", "w")}
             print(
@@ -176,6 +178,7 @@ def main() -> None:
     for family in FILES.values():
         if family in totals:
             print(_row(family, "7x", found.get(family, []), totals[family]))
+    print(floor_line(checked))
     for why, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"not modelled ({count}): {why}")
 

@@ -334,3 +334,58 @@ def test_a_modelled_change_past_the_largest_float_is_stored_finite():
     assert change.chips[chip].change == sys.float_info.max
     back = ModelChange.model_validate_json(change.model_dump_json())  # the reader takes it
     assert back.chips[chip].change == sys.float_info.max
+
+
+def test_a_reference_from_another_cost_model_revision_is_shown_but_never_judged():
+    """A baseline promoted by an older ci-bench holds the figures of an older cost model (no
+    vector term, 7x's MXU at its peak): its model moving is the model's change, not the
+    kernel's, so it is a ``pass`` saying why; the same revision on both sides is judged."""
+    from ci_bench.schema.model import MODEL_REVISION
+
+    assert model_of(64).revision == MODEL_REVISION  # every model the tool writes says it
+    older = model_of(128).model_copy(update={"revision": None})
+    base = with_model(case(CID, 1.0), older)
+    head = with_model(case(CID, 1.0), model_of(64))  # +100 % modelled: structural if judged
+    report = compare(
+        results([head], profile="ci"), {"matmul": baseline_of([base])}, Thresholds(), FailPolicy()
+    )
+    (row,) = report.cases
+    assert row.model is not None
+    assert row.model.verdict == "pass"
+    assert row.model.reason.startswith(
+        f"not judged: the reference was modelled by cost model revision unrecorded, this run "
+        f"by {MODEL_REVISION} (modelled +"
+    )
+    assert "promote a new baseline" in row.model.reason
+    assert row.model.time_change is not None
+    assert row.model.time_change > 0.5
+    assert report.exit_code == 0
+    assert report.counts.get("model-structural", 0) == 0
+    # Same revision: judged as before.
+    judged = judge_model(model_of(64), model_of(128), CHIPS, Thresholds())
+    assert judged is not None
+    assert judged.verdict == "structural"
+
+
+def test_the_floor_charges_the_mxu_at_its_peak_where_the_model_charges_a_measured_rate():
+    """7x's compute_us is at its measured rate (82.8 % of the peak); the floor guard divides
+    the same FLOPs by the peak: a run between the two floors is fast, never an error."""
+    from ci_bench.judge.model import floor_error
+    from ci_bench.measure.model.chips import chip
+
+    blocks = BlockSizes(block_m=1024, block_k=1024, block_n=1024)
+    spec = dataclasses.replace(MATMUL, pallas=functools.partial(matmul_tiled, block_sizes=blocks))
+    big = Case("matmul", {"B": 1, "M": 8192, "K": 8192, "N": 8192}, "bfloat16")
+    model = analyze_case(spec, big, ["7x"])
+    seven = model.chips["7x"]
+    assert seven.mxu_fraction == pytest.approx(chip("7x").mxu_fraction)
+    peak_us = 2 * 8192**3 / chip("7x").bf16_flops_per_s * 1e6
+    assert seven.compute_us * seven.mxu_fraction == pytest.approx(peak_us)
+    assert peak_us > seven.memory_us  # MXU-bound: the MXU part is the floor
+    # Just above half the peak floor: allowed; just under: an error naming the peak floor.
+    assert floor_error(model, peak_us * 0.51 / 1000, "7x") is None
+    below = floor_error(model, peak_us * 0.49 / 1000, "7x")
+    assert below is not None
+    assert f"floor {peak_us:,.1f} µs on 7x" in below
+    # Half the measured-rate floor would have flagged that first run: it is below it.
+    assert peak_us * 0.51 < 0.5 * seven.compute_us

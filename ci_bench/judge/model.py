@@ -113,6 +113,8 @@ def judge_model(
     common = [c for c in chips if c in head.chips and c in base.chips]
     if not common:
         return None
+    if head.revision != base.revision:
+        return _other_revision(head, base, common)
     changes = {}
     for name in common:
         h, b = head.chips[name], base.chips[name]
@@ -159,6 +161,36 @@ def judge_model(
     )
 
 
+def _other_revision(head: CaseModel, base: CaseModel, common: Sequence[str]) -> ModelChange:
+    """A reference modelled by another revision of the cost model is not judged: its figures
+    moved with the model (a new term, a measured rate), not with the kernel. ``pass``, with
+    the change shown and why it does not count."""
+    changes = {
+        name: ChipChange(
+            base_us=base.chips[name].modelled_us,
+            head_us=head.chips[name].modelled_us,
+            change=_finite(head.chips[name].modelled_us, base.chips[name].modelled_us) - 1
+            if base.chips[name].modelled_us > 0
+            else 0.0,
+            fits=head.chips[name].fits,
+        )
+        for name in common
+    }
+    worst = max(common, key=lambda c: abs(changes[c].change))
+    was = base.revision if base.revision is not None else "unrecorded"
+    return ModelChange(
+        verdict="pass",
+        reason=(
+            f"not judged: the reference was modelled by cost model revision {was}, this run "
+            f"by {head.revision} (modelled {changes[worst].change:+.1%} on {worst}); "
+            "promote a new baseline to judge the model again"
+        ),
+        chip=worst,
+        time_change=changes[worst].change,
+        chips=changes,
+    )
+
+
 def floor_error(
     model: CaseModel | None, measured_ms: float | None, runner: str | None
 ) -> str | None:
@@ -174,7 +206,10 @@ def floor_error(
     chip = model.chips[runner]  # type: ignore[index]
     # A GPU's floor is its tensor cores alone: its modelled bytes assume no L2 reuse between
     # waves, and repeated calls on arrays that fit L2 beat HBM legitimately.
-    floor_us = chip.compute_us if chip.gpu is not None else max(chip.compute_us, chip.memory_us)
+    # The MXU part at the datasheet peak: compute_us may be charged at a measured rate below
+    # it (mxu_fraction), which a kernel could beat; nothing beats the peak.
+    mxu_us = chip.compute_us * (chip.mxu_fraction or 1.0)
+    floor_us = mxu_us if chip.gpu is not None else max(mxu_us, chip.memory_us)
     measured_us = measured_ms * 1000
     if floor_us <= 0 or measured_us >= floor_us * FLOOR_SLACK:
         return None

@@ -79,7 +79,16 @@ class ChipModel(Model):
         None, description="past a default scoped limit that has no solid source (still fits)"
     )
     modelled_us: float = Field(ge=0)
-    compute_us: float = Field(ge=0, description="MXU time: dot FLOPs / peak")
+    compute_us: float = Field(
+        ge=0, description="MXU time: dot FLOPs / the MXU rate (the peak x mxu_fraction)"
+    )
+    mxu_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="the share of the MXU peak compute_us is charged at (a measured dense-"
+        "matmul rate, docs/MODEL.md); None: the peak",
+    )
     vector_us: float | None = Field(
         None, ge=0, description="VALU time: vreg operations / the chip's rate (issue 39)"
     )
@@ -132,6 +141,13 @@ class GpuBound(Model):
     )
 
 
+# The cost model's revision, recorded in every case model it writes: a reference modelled by
+# another revision (or before revisions were recorded: None) is not judged against the
+# current one, since the figures moved with the model, not with the kernel. 1: issue 39
+# (the vector term, lookahead pipelines, 7x's measured MXU rate).
+MODEL_REVISION = 1
+
+
 class CaseModel(Model):
     """A case's model: per call and summed; per target chip. ``partial``: the figures leave
     out parts of the kernel (``not_modelled``) whose cost is unknown, so unbounded: they are
@@ -157,6 +173,9 @@ class CaseModel(Model):
     )
     notes: list[str] = Field(default_factory=list)
     model_ms: float | None = Field(None, ge=0, description="time to trace and model")
+    revision: int | None = Field(
+        None, description="the cost model's revision (MODEL_REVISION); None: written before"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> CaseModel:

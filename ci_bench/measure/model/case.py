@@ -17,7 +17,14 @@ from ci_bench.measure.model.pipeline import (
     vmem_block_bytes,
     vmem_bytes,
 )
-from ci_bench.schema.model import CallModel, CaseModel, ChipModel, GpuBound, OperandModel
+from ci_bench.schema.model import (
+    MODEL_REVISION,
+    CallModel,
+    CaseModel,
+    ChipModel,
+    GpuBound,
+    OperandModel,
+)
 
 MIB = 1024 * 1024
 
@@ -105,6 +112,7 @@ def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> Chi
         mfu_ceiling=flops / (seconds * peak) if seconds > 0 and peak > 0 else None,
         tensor_cores=timing.cores_used,
         hbm_bytes=timing.hbm_bytes * call.count,
+        mxu_fraction=chip.mxu_fraction,
     )
 
 
@@ -203,6 +211,7 @@ def _sum_chips(calls: Sequence[CallModel], chips: Sequence[Chip], flops: int) ->
             mfu_ceiling=flops / (seconds * peak) if seconds > 0 and peak > 0 else None,
             tensor_cores=max(p.tensor_cores for p in per),
             hbm_bytes=sum(p.hbm_bytes for p in per),
+            mxu_fraction=chip.mxu_fraction,
         )
     return out
 
@@ -287,6 +296,7 @@ def case_model(
         not_modelled=not_modelled,
         notes=notes,
         model_ms=model_ms,
+        revision=MODEL_REVISION,
     )
 
 

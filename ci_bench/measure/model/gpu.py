@@ -40,7 +40,7 @@ from ci_bench.measure.model.gputraffic import Traffic, hbm_bytes, triton_traffic
 from ci_bench.measure.model.pipeline import block_bytes
 from ci_bench.schema.gpu_model import GpuDetail
 from ci_bench.schema.gpus import Gpu
-from ci_bench.schema.model import CallModel, CaseModel, ChipModel, OperandModel
+from ci_bench.schema.model import MODEL_REVISION, CallModel, CaseModel, ChipModel, OperandModel
 
 # Past this share of the modelled time, non-matmul work makes the GPU model partial.
 VECTOR_SHARE = 0.10
@@ -358,6 +358,7 @@ def gpu_case_model(
         calls=call_models,
         not_modelled=not_modelled,
         notes=notes,
+        revision=MODEL_REVISION,
     )
 
 

@@ -341,9 +341,8 @@ def simulate_block(
         hits = np.asarray(_compiled(go, [np.asarray(x) for x in values]))
     except _UnknownError:
         return None
-    loops = [
-        (row, e) for row, e in enumerate(listed) if e in jaxpr.eqns and "body_jaxpr" in e.params
-    ]
+    top = {id(e) for e in jaxpr.eqns}  # identity: two equal equations are two loops
+    loops = [(row, e) for row, e in enumerate(listed) if id(e) in top and "body_jaxpr" in e.params]
     if any(hits[row, 0] >= MAX_WHILE_ITERATIONS for row, _ in loops):
         return None
     total = _counted(listed, hits, cost)
