@@ -1,8 +1,9 @@
 """The TPU model against TPU times nobody here took: tokamax's softmax kernels on TPU 7x.
 
 Source: the tokamax 0.0.12 wheel on PyPI (https://pypi.org/project/tokamax/0.0.12/,
-Apache-2.0), files ``tokamax/data/autotuning/tpu7x/pallas_mosaic_tpu_flash_attention.json``
-and ``.../pallas_mosaic_tpu_linear_softmax_cross_entropy_loss.json``: for each argument set,
+Apache-2.0), files ``tokamax/data/autotuning/tpu7x/pallas_mosaic_tpu_flash_attention.json``,
+``.../pallas_mosaic_tpu_linear_softmax_cross_entropy_loss.json`` and their backward
+(``..._vjp.json``) files: for each argument set,
 the config tokamax's authors kept and its ``evaluation_times_ms`` measured on a TPU 7x. The
 points are copied, trimmed (arguments, config, the median of the evaluation times), into
 ``benchmarks/data/tokamax_tpu_softmax_autotuning.json`` with this provenance; ``--extract
@@ -11,7 +12,9 @@ DIR`` regenerates that file from an unzipped wheel (or the installed package's f
 Each point is modelled from the kernel as tokamax ships it (imported from the installed
 tokamax, never copied), traced as the 7x with the point's own config: flash attention
 through ``PallasMosaicTpuFlashAttention._fwd`` (splash attention's kernel), the fused linear
-+ softmax cross-entropy through ``PallasMosaicTpuLinearSoftmaxCrossEntropyLoss._fwd``.
++ softmax cross-entropy through ``PallasMosaicTpuLinearSoftmaxCrossEntropyLoss._fwd``, the
+backward ones through ``PallasMosaicTpuFlashAttentionVjp._fwd`` (dq, dk, dv) and
+``PallasMosaicTpuLinearSoftmaxCrossEntropyLossVjp._fwd`` (dx, dw).
 Nothing is fitted to these points: the model's constants are its own (jax's chip table,
 the 0.35 µs step cost from jax's matmul guide on v5e, the vector unit's figures in
 ``ci_bench/measure/model/chips.py``). Per family: points, modelled (``status: ok``), median
@@ -30,6 +33,8 @@ DATA = Path(__file__).parent / "data" / "tokamax_tpu_softmax_autotuning.json"
 FILES = {
     "pallas_mosaic_tpu_flash_attention.json": "flash attention",
     "pallas_mosaic_tpu_linear_softmax_cross_entropy_loss.json": "fused linear + softmax CE",
+    "pallas_mosaic_tpu_flash_attention_vjp.json": "flash attention backward",
+    "pallas_mosaic_tpu_linear_softmax_cross_entropy_loss_vjp.json": "fused loss backward",
 }
 SOURCE = {
     "package": "tokamax 0.0.12 (https://pypi.org/project/tokamax/0.0.12/)",
@@ -93,6 +98,77 @@ def _attention_case(point: dict):
     return fn
 
 
+def _attention_vjp_case(point: dict):
+    """A flash attention backward point: tokamax's VJP kernel (dq, dk, dv), its config."""
+    import jax
+    import jax.numpy as jnp
+    from tokamax._src.ops.attention import base
+    from tokamax._src.ops.attention import pallas_mosaic_tpu_vjp as tpu
+
+    args = point["args"]
+    names = ("out", "dout", "q", "k", "v")
+    shapes = {n: _shape(args[n]) for n in names}
+    residuals = [_shape(r) for r in args["residuals"]]
+    mask = base.Mask(is_causal=bool((args.get("mask") or {}).get("is_causal")))
+    presets = tuple(getattr(jax.lax.DotAlgorithmPreset, p) for p in args["precision"])
+    op = tpu.PallasMosaicTpuFlashAttentionVjp()
+    config = tpu.Config(**point["config"])
+
+    def fn():
+        arrays = [jnp.zeros(s, d) for d, s in (shapes[n] for n in names)]
+        grads, _ = op._fwd(
+            tuple(jnp.zeros(s, d) for d, s in residuals),
+            *arrays,
+            precision=presets,
+            logits_dtype=jnp.dtype(args["logits_dtype"]),
+            logits_scale=args["logits_scale"],
+            bias=None,
+            logits_soft_cap=args.get("logits_soft_cap"),
+            mask=mask,
+            dropout_mask=None,
+            dropout_rate=0.0,
+            paging_info=None,
+            q_indices=None,
+            k_indices=None,
+            normalize_output=True,
+            return_residuals=False,
+            config=config,
+        )
+        return jax.tree.leaves(grads)
+
+    return fn
+
+
+def _loss_vjp_case(point: dict):
+    """A fused linear + softmax cross-entropy backward point (dx, dw), its config."""
+    import jax.numpy as jnp
+    from tokamax._src.ops.linear_softmax_cross_entropy_loss import pallas_mosaic_tpu as tpu
+
+    args = point["args"]
+    (xdt, xs), (ldt, ls), (wdt, ws) = (_shape(args[n]) for n in ("x", "labels", "w"))
+    (rdt, rs), (odt, _) = _shape(args["residuals"][0]), _shape(args["dout"].replace("[]", "[1]"))
+    op = tpu.PallasMosaicTpuLinearSoftmaxCrossEntropyLossVjp()
+    config = tpu.Config(**point["config"])
+
+    def fn():
+        x, labels, w = jnp.zeros(xs, xdt), jnp.zeros(ls, ldt), jnp.zeros(ws, wdt)
+        scalar = jnp.zeros((), odt)
+        (dx, _, dw), _ = op._fwd(
+            (jnp.zeros(rs, rdt),),
+            scalar,
+            scalar,
+            x,
+            labels,
+            w,
+            reduction=args["reduction"],
+            config=config,
+            return_residuals=False,
+        )
+        return dx, dw
+
+    return fn
+
+
 def _loss_case(point: dict):
     """A fused linear + softmax cross-entropy point as a function of no inputs."""
     import jax.numpy as jnp
@@ -116,6 +192,14 @@ def _loss_case(point: dict):
         return loss
 
     return fn
+
+
+BUILDERS = {
+    "flash attention": _attention_case,
+    "fused linear + softmax CE": _loss_case,
+    "flash attention backward": _attention_vjp_case,
+    "fused loss backward": _loss_vjp_case,
+}
 
 
 def main() -> None:
@@ -147,7 +231,7 @@ def main() -> None:
     for point in points:
         family = FILES[point["file"]]
         totals[family] = totals.get(family, 0) + 1
-        build = _attention_case if family == "flash attention" else _loss_case
+        build = BUILDERS[family]
         model = analyze_case(adhoc(build(point), lambda case, key: ()), ADHOC, ["7x"])
         if model.status != "ok":
             why = (model.reason or model.status)[:160]

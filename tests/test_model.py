@@ -19,6 +19,7 @@ from jax.experimental.pallas import tpu as pltpu
 from ci_bench.contract.spec import Case, KernelSpec, MatrixProfile, Tolerance
 from ci_bench.measure.model import analyze_case
 from ci_bench.measure.model.chips import chip
+from ci_bench.measure.model.dma import EDGE_NOTE
 from kernels.gla import SPEC as GLA
 from kernels.gla.kernel import chunk_gla
 from kernels.matmul import SPEC as MATMUL
@@ -239,6 +240,45 @@ def test_manual_dmas_are_counted_at_their_static_sizes_and_trip_counts():
     # Output block (32, 128) f32 double-buffered (32 KiB) + the (8, 128) f32 buffer.
     assert call.vmem_bytes == 2 * 16 * KIB + 4 * KIB
     assert model.hbm_bytes == 16 * KIB + 16 * KIB
+
+
+def _dynamic_write_back(x, n):
+    """tokamax's fused-loss backward pattern: a VMEM tile's slice of a size read at run time
+    (``tile.at[pl.ds(0, n)]``) copied into a slice of a large HBM output."""
+
+    def kernel(n_ref, x_ref, o_hbm, tile, sem):
+        size = n_ref[0]
+        tile[...] = x_ref[...] * 2
+        i = pl.program_id(0)
+        copy = pltpu.make_async_copy(
+            tile.at[pl.ds(0, size)], o_hbm.at[pl.ds(i * 8, size), pl.ds(0, 128)], sem
+        )
+        copy.start()
+        copy.wait()
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((4096, 1024), jnp.float32),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1,
+            grid=(4,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, n: (i, 0))],
+            out_specs=pl.BlockSpec(memory_space=pl.ANY),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA],
+        ),
+    )(n, x)
+
+
+def test_a_dynamic_copy_is_bounded_by_its_tighter_side_never_the_whole_hbm_array():
+    """Both sides of a copy move the same bytes: a dynamic slice of an (8, 128) tile written
+    into a dynamic slice of a 16 MiB HBM array is at most the tile (4 KiB), an upper bound
+    said as one. Bounding by the HBM side counted the whole array per copy (issue 39:
+    tokamax's fused-loss backward modelled 128x its measured time)."""
+    make = lambda c, k: (jnp.ones((32, 128)), jnp.array([8], jnp.int32))  # noqa: E731
+    model = analyze_case(_adhoc(_dynamic_write_back, make), ADHOC, ["v5e"])
+    (call,) = model.calls
+    assert call.manual_dma_bytes == 4 * 8 * 128 * 4  # 4 steps x one (8, 128) f32 tile
+    assert EDGE_NOTE in model.notes
 
 
 def _copy_call(x, buffers=None, steps=4):

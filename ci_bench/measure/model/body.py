@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ci_bench.measure.model.dma import EDGE_NOTE, edge_bound
+from ci_bench.measure.model.dma import EDGE_NOTE, copy_shape
 from ci_bench.measure.model.gridvalues import Env, _carried, _mean_trips, branch_shares, grid_values
 from ci_bench.measure.model.stepcost import _VECTOR_FIELDS, StepCost
 
@@ -93,12 +93,10 @@ def _dma_cost(eqn: Any) -> StepCost:
 
     src, dst, *_ = _dma_unflatten(eqn.params["tree"], [v.aval for v in eqn.invars])
     cost = StepCost()
-    shape = tuple(getattr(dst, "shape", ()) or ())
     dtype = getattr(dst, "dtype", None)
-    if dtype is not None and not all(isinstance(d, int) for d in shape):
-        shape = edge_bound(dst, shape)
-        if shape is not None:
-            cost.notes.append(EDGE_NOTE)
+    shape, bounded = copy_shape(src, dst)
+    if bounded:
+        cost.notes.append(EDGE_NOTE)
     if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
         cost.not_modelled.append("a manual DMA of dynamic size")
         return cost

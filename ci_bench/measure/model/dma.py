@@ -31,3 +31,19 @@ def edge_bound(dst: Any, shape: tuple[Any, ...]) -> tuple[int, ...] | None:
     for d, k in zip(holes, dynamic, strict=True):
         bounded[d] = int(base[k])
     return tuple(bounded)
+
+
+def copy_shape(src: Any, dst: Any) -> tuple[tuple[int, ...] | None, bool]:
+    """The shape a copy moves and whether it is a bound: a static side is exact; with both
+    sides of dynamic size (``ref.at[pl.ds(0, n)]``), each side's slices are bounded by its
+    own buffer and the tighter bound holds, since both sides move the same bytes (a VMEM
+    tile's slice written into a slice of a large HBM array is bounded by the tile)."""
+    shapes = [tuple(getattr(side, "shape", ()) or ()) for side in (src, dst)]
+    for shape in shapes:
+        if shape and all(isinstance(d, int) for d in shape):
+            return shape, False
+    bounds = [edge_bound(side, shape) for side, shape in zip((src, dst), shapes, strict=True)]
+    found = [b for b in bounds if b is not None and len(b) == len(shapes[1])]
+    if not found:
+        return None, False
+    return tuple(min(dims) for dims in zip(*found, strict=True)), True
