@@ -355,3 +355,39 @@ def test_a_body_loops_trip_count_read_from_scalar_prefetch_at_every_step():
     assert "a while loop's trip count read from the case's inputs at every grid step" in (
         model.notes
     )
+
+
+def _exclusive_whens(x):
+    """splash attention's backward without a mask: two ``pl.when``s on predicates computed
+    from Python constants (``jnp.logical_and(False, True)`` and its complement), each the
+    same dot; exactly one runs."""
+    masked = False
+
+    def kernel(x_ref, o_ref):
+        @pl.when(jnp.logical_and(jnp.logical_not(masked), True))
+        def _():
+            o_ref[...] = jnp.dot(x_ref[...], x_ref[...], preferred_element_type=jnp.float32)
+
+        @pl.when(jnp.logical_and(masked, True))
+        def _():
+            o_ref[...] = jnp.dot(x_ref[...], x_ref[...], preferred_element_type=jnp.float32)
+
+    spec = pl.BlockSpec((128, 128), lambda i: (i, 0))
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32),
+        grid=(2,),
+        in_specs=[spec],
+        out_specs=spec,
+    )(x)
+
+
+def test_a_conditional_on_constants_counts_the_branch_it_takes_never_both_whens():
+    """Issue 39: each constant predicate was a conditional the model could not read, its
+    costliest branch counted in both: twice the dots (tokamax's full-mask attention
+    backward modelled ten matmuls of work for five)."""
+    make = lambda c, k: jnp.ones((256, 128), jnp.bfloat16)  # noqa: E731
+    model = analyze_case(_adhoc(_exclusive_whens, make), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    assert model.flops == 2 * (2 * 128**3)  # 2 steps x one (128, 128) @ (128, 128) dot
+    assert "a conditional in the body: its costliest branch counted" not in model.notes

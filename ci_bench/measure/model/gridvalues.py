@@ -43,10 +43,12 @@ def grid_values(
     if atom in env:  # a scalar read itself
         return np.broadcast_to(np.asarray(env[atom]), (math.prod(grid),))
     leaves = [v for v in needed if v in env]
-    if not (ids or leaves) or any(
-        (v in jaxpr.invars or v in jaxpr.constvars) and v not in env for v in needed
-    ):
+    if any((v in jaxpr.invars or v in jaxpr.constvars) and v not in env for v in needed):
         return None
+    if not (ids or leaves or eqns):
+        return None  # nothing computes it here
+    # No program id and no known value: computed from literals alone (splash attention's
+    # ``pl.when(jnp.logical_and(False, True))`` when it has no mask), the same every step.
     eqns.reverse()
     inputs = [e.outvars[0] for e in ids] + leaves
     sliced = jaxpr.replace(constvars=[], invars=inputs, outvars=[atom], eqns=eqns)
