@@ -439,3 +439,25 @@ def test_the_walk_goes_into_remat_custom_vjp_grad_and_vmap(wrap, calls, steps):
     assert len(model.calls) == calls
     assert model.grid_steps == steps
     assert model.hbm_bytes == steps * 2 * 4 * KIB  # every step reads and writes one block
+
+
+def _scalar_copy(x):
+    def kernel(x_hbm, o_ref, scalar, sem):
+        copy = pltpu.make_async_copy(x_hbm, scalar, sem)  # a whole rank-0 ref: shape ()
+        copy.start()
+        copy.wait()
+        o_ref[...] = jnp.zeros_like(o_ref) + scalar[...]
+
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        scratch_shapes=[pltpu.VMEM((), jnp.float32), pltpu.SemaphoreType.DMA],
+    )(x)
+
+
+def test_a_scalar_copy_is_exact_never_a_copy_of_dynamic_size():
+    model = analyze_case(_adhoc(_scalar_copy, lambda c, k: (jnp.ones(()),)), ADHOC, ["v5e"])
+    assert model.status == "ok", model.reason
+    assert model.calls[0].manual_dma_bytes == 4
+    assert EDGE_NOTE not in model.notes

@@ -178,12 +178,18 @@ def _other_revision(head: CaseModel, base: CaseModel, common: Sequence[str]) -> 
     }
     worst = max(common, key=lambda c: abs(changes[c].change))
     was = base.revision if base.revision is not None else "unrecorded"
+    now = head.revision if head.revision is not None else "unrecorded"
+    newer_base = (base.revision or 0) > (head.revision or 0)
+    advice = (
+        "upgrade ci-bench to the baseline's version to judge the model again"
+        if newer_base
+        else "promote a new baseline to judge the model again"
+    )
     return ModelChange(
         verdict="pass",
         reason=(
             f"not judged: the reference was modelled by cost model revision {was}, this run "
-            f"by {head.revision} (modelled {changes[worst].change:+.1%} on {worst}); "
-            "promote a new baseline to judge the model again"
+            f"by {now} (modelled {changes[worst].change:+.1%} on {worst}); {advice}"
         ),
         chip=worst,
         time_change=changes[worst].change,

@@ -40,7 +40,7 @@ def copy_shape(src: Any, dst: Any) -> tuple[tuple[int, ...] | None, bool]:
     tile's slice written into a slice of a large HBM array is bounded by the tile)."""
     shapes = [tuple(getattr(side, "shape", ()) or ()) for side in (src, dst)]
     for shape in shapes:
-        if shape and all(isinstance(d, int) for d in shape):
+        if all(isinstance(d, int) for d in shape):  # a scalar's () is static too
             return shape, False
     bounds = [edge_bound(side, shape) for side, shape in zip((src, dst), shapes, strict=True)]
     found = [b for b in bounds if b is not None and len(b) == len(shapes[1])]
