@@ -58,6 +58,25 @@ def _shape(text: str) -> tuple[str, tuple[int, ...]]:
     return names[dtype], tuple(int(d) for d in dims.split(","))
 
 
+def _attention_options(args: dict, mask: object, presets: tuple) -> dict:
+    """The keyword arguments tokamax's attention ops (forward and VJP) share for a point."""
+    import jax.numpy as jnp
+
+    return {
+        "precision": presets,
+        "logits_dtype": jnp.dtype(args["logits_dtype"]),
+        "logits_scale": args["logits_scale"],
+        "bias": None,
+        "logits_soft_cap": args.get("logits_soft_cap"),
+        "mask": mask,
+        "dropout_mask": None,
+        "dropout_rate": 0.0,
+        "paging_info": None,
+        "q_indices": None,
+        "k_indices": None,
+    }
+
+
 def _attention_case(point: dict):
     """A flash attention point as a function of no inputs: tokamax's kernel, its config."""
     import jax
@@ -78,17 +97,7 @@ def _attention_case(point: dict):
             q,
             k,
             v,
-            precision=presets,
-            logits_dtype=jnp.dtype(args["logits_dtype"]),
-            logits_scale=args["logits_scale"],
-            bias=None,
-            logits_soft_cap=args.get("logits_soft_cap"),
-            mask=mask,
-            dropout_mask=None,
-            dropout_rate=0.0,
-            paging_info=None,
-            q_indices=None,
-            k_indices=None,
+            **_attention_options(args, mask, presets),
             normalize_output=bool(args.get("normalize_output", True)),
             return_residuals=bool(args.get("return_residuals")),
             config=config,
@@ -119,17 +128,7 @@ def _attention_vjp_case(point: dict):
         grads, _ = op._fwd(
             tuple(jnp.zeros(s, d) for d, s in residuals),
             *arrays,
-            precision=presets,
-            logits_dtype=jnp.dtype(args["logits_dtype"]),
-            logits_scale=args["logits_scale"],
-            bias=None,
-            logits_soft_cap=args.get("logits_soft_cap"),
-            mask=mask,
-            dropout_mask=None,
-            dropout_rate=0.0,
-            paging_info=None,
-            q_indices=None,
-            k_indices=None,
+            **_attention_options(args, mask, presets),
             normalize_output=True,
             return_residuals=False,
             config=config,
