@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 
 from ci_bench.measure.model.dma import EDGE_NOTE, copy_shape
-from ci_bench.measure.model.gridvalues import Env, _carried, _mean_trips, branch_shares, grid_values
+from ci_bench.measure.model.gridvalues import (
+    TAKEN,
+    Env,
+    _carried,
+    _mean_trips,
+    _taken,
+    branch_masks,
+    grid_values,
+)
 from ci_bench.measure.model.stepcost import _VECTOR_FIELDS, StepCost
 
 # bf16 passes of the MXU per dot, by operand dtype and precision. TPUs have no float32 MXU:
@@ -27,6 +35,7 @@ from ci_bench.measure.model.stepcost import _VECTOR_FIELDS, StepCost
 _F32_PASSES = {"DEFAULT": 1, "HIGH": 3, "HIGHEST": 6}
 
 
+MXU_PADDING_NOTE = "dots narrower than the MXU: charged at the array's width (k and n padded to it)"
 VECTOR_NOTE = "vector work not timed (an operation the vector table does not know): "
 
 
@@ -51,23 +60,42 @@ def padded_bytes(shape: tuple[int, ...], itemsize: int) -> int:
     return math.prod(lead) * (-(-r // rows) * rows) * (-(-c // 128) * 128) * itemsize
 
 
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def mxu_flops(m: int, k: int, n: int, batch: int, columns: int) -> int:
+    """FLOPs a dot occupies the MXU for: a systolic array of ``columns`` x ``columns`` holds
+    a (k, n) tile of the right operand and streams the left one 8 rows at a time (the scaling
+    book, "How to Think About TPUs"; jax's chip table: ``mxu_column_size``), so k and n are
+    padded to the array and m to 8 sublanes: a 64-wide head dim fills a 256-wide array to a
+    quarter, and costs the time of the whole."""
+    return 2 * batch * _round_up(m, 8) * _round_up(k, columns) * _round_up(n, columns)
+
+
 def _dot_cost(eqn: Any) -> StepCost:
-    (contract_lhs, _), _ = eqn.params["dimension_numbers"]
+    (contract_lhs, contract_rhs), (batch_lhs, batch_rhs) = eqn.params["dimension_numbers"]
     lhs, rhs = (v.aval for v in eqn.invars[:2])
     out = eqn.outvars[0].aval
     k = math.prod(lhs.shape[d] for d in contract_lhs)
     flops = 2 * math.prod(out.shape) * k
+    batch = math.prod(lhs.shape[d] for d in batch_lhs)
+    m = math.prod(s for d, s in enumerate(lhs.shape) if d not in (*contract_lhs, *batch_lhs))
+    n = math.prod(s for d, s in enumerate(rhs.shape) if d not in (*contract_rhs, *batch_rhs))
+    narrow, wide = (mxu_flops(m, k, n, batch, c) for c in (128, 256))
     cost = StepCost(flops=flops)
     dtypes = {np.dtype(lhs.dtype).name, np.dtype(rhs.dtype).name}
     if dtypes <= {"int8", "uint8", "int4", "uint4"}:
-        cost.int8_flops = float(flops)
+        cost.int8_flops, cost.int8_flops_wide = float(narrow), float(wide)
     elif "float32" in dtypes:
         precision = eqn.params.get("precision")
-        name = _precision_name(precision)
-        cost.bf16_flops = float(flops * _F32_PASSES.get(name, 1))
-        cost.notes.append(f"float32 dots run as {_F32_PASSES.get(name, 1)} bf16 MXU pass(es)")
+        passes = _F32_PASSES.get(_precision_name(precision), 1)
+        cost.bf16_flops, cost.bf16_flops_wide = float(narrow * passes), float(wide * passes)
+        cost.notes.append(f"float32 dots run as {passes} bf16 MXU pass(es)")
     else:
-        cost.bf16_flops = float(flops)
+        cost.bf16_flops, cost.bf16_flops_wide = float(narrow), float(wide)
+    if wide > flops:
+        cost.notes.append(MXU_PADDING_NOTE)
     return cost
 
 
@@ -153,6 +181,9 @@ def _scan_over_grid(
     if not known:
         return None
     table = np.stack([c.astype(np.int64) for c in known.values()], axis=1)
+    table = table[_taken(env, len(table))]
+    if not len(table):
+        return StepCost()
     combos, counts = np.unique(table, axis=0, return_counts=True)
     total = StepCost()
     for combo, count in zip(combos, counts, strict=True):
@@ -210,10 +241,13 @@ def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
             total.add(_dot_cost(eqn))
         elif name == "dma_start":
             total.add(_dma_cost(eqn))
-        elif name == "cond" and (shares := branch_shares(jaxpr, eqn, grid, env)) is not None:
-            for share, branch in zip(shares, eqn.params["branches"], strict=True):
-                part = step_cost(branch.jaxpr, grid, _carried(jaxpr, eqn, branch.jaxpr, grid, env))
-                total.add_share(part, share)
+        elif name == "cond" and (masks := branch_masks(jaxpr, eqn, grid, env)) is not None:
+            reach = max(int(sum(m.sum() for m in masks)), 1)
+            for mask, branch in zip(masks, eqn.params["branches"], strict=True):
+                if not mask.any():
+                    continue
+                known = _carried(jaxpr, eqn, branch.jaxpr, grid, env, mask)
+                total.add_share(step_cost(branch.jaxpr, grid, known), float(mask.sum()) / reach)
             note = "pl.when on program ids: each branch counted at the steps it runs"
             if note not in total.notes:
                 total.notes.append(note)
@@ -269,6 +303,8 @@ def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
                 for inside, outside in zip(inner.constvars, eqn.invars, strict=False)
                 if (found := grid_values(jaxpr, eqn, outside, grid, env)) is not None
             }
+            if env and TAKEN in env:
+                known[TAKEN] = env[TAKEN]
             cost = step_cost(inner, grid, known)
             cost.scoped_vmem_bytes += scoped
             total.add(cost)

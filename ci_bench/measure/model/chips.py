@@ -106,6 +106,7 @@ class Chip:
     valu_slots: int = 4  # vreg VALU operations issued per cycle
     bf16_vpu: bool = False  # 16-bit elementwise work packed (16, 128) per vreg
     mxu_fraction: float = 1.0  # the measured share of the MXU peak a dense matmul reaches
+    mxu_column_size: int = 128  # the systolic array's width (jax's table): dots pad to it
 
     @property
     def mxu_flops_per_s(self) -> float:
@@ -166,6 +167,7 @@ def chip(name: str) -> Chip:
         valu_slots=VALU_SLOTS[name],
         bf16_vpu=info.generation >= BF16_VPU_GENERATION,
         mxu_fraction=achieved / info.bf16_ops_per_second if achieved else 1.0,
+        mxu_column_size=int(info.mxu_column_size),
     )
 
 

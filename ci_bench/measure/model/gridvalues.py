@@ -11,6 +11,16 @@ from typing import Any
 import numpy as np
 
 Env = dict  # variable -> its value at every grid step (an np.ndarray of [steps])
+# In a ``cond`` branch's Env: the grid steps that take the branch (a bool [steps]), so that
+# what the branch computes is weighed over those steps alone: an init ``pl.when(h == 0)``
+# and an accumulate ``pl.when(h != 0)`` nested in a ``pl.when(stage == 0)`` are one dot.
+TAKEN = "steps taking this branch"
+
+
+def _taken(env: Env | None, steps: int) -> np.ndarray:
+    """The steps that reach this part of the body (all of them outside any branch)."""
+    mask = (env or {}).get(TAKEN)
+    return np.ones(steps, bool) if mask is None else np.asarray(mask, bool)
 
 
 def grid_values(
@@ -89,16 +99,29 @@ def _smem_read(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env) -> np.ndar
     )
 
 
-def branch_shares(
+def branch_masks(
     jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
-) -> list[float] | None:
-    """The share of grid steps that take each branch of a ``cond`` whose index is computed
-    from program ids alone (``pl.when(k == 0)``), over the whole grid; None otherwise."""
+) -> list[np.ndarray] | None:
+    """The grid steps that take each branch of a ``cond`` whose index is computed from
+    program ids and known values (``pl.when(k == 0)``), among the steps that reach it;
+    None when the index is not known."""
     index = grid_values(jaxpr, eqn, eqn.invars[0], grid, env)
     if index is None:
         return None
     index = index.astype(np.int64)
-    return [float(np.mean(index == b)) for b in range(len(eqn.params["branches"]))]
+    reach = _taken(env, len(index))
+    return [reach & (index == b) for b in range(len(eqn.params["branches"]))]
+
+
+def branch_shares(
+    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
+) -> list[float] | None:
+    """The share of the steps reaching a ``cond`` that take each branch (``branch_masks``)."""
+    masks = branch_masks(jaxpr, eqn, grid, env)
+    if masks is None:
+        return None
+    reach = max(int(sum(m.sum() for m in masks)), 1)
+    return [float(m.sum()) / reach for m in masks]
 
 
 def _mean_trips(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None) -> float | None:
@@ -123,16 +146,19 @@ def _mean_trips(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None) ->
         if found is None:
             return None
         bounds.append(found.astype(np.int64))
-    return float(np.mean(np.maximum(bounds[1] - bounds[0], 0)))
+    trips = np.broadcast_to(np.maximum(bounds[1] - bounds[0], 0), (math.prod(grid),))
+    reach = _taken(env, len(trips))
+    return float(trips[reach].mean()) if reach.any() else 0.0
 
 
-def _carried(jaxpr: Any, eqn: Any, branch: Any, grid: tuple[int, ...], env: Env | None) -> Env:
+def _carried(
+    jaxpr: Any, eqn: Any, branch: Any, grid: tuple[int, ...], env: Env | None, taken: Any
+) -> Env:
     """What is known of a ``cond`` branch's inputs (its operands after the index): SMEM
-    tables and values at every grid step carry into the branch."""
-    if not env:
-        return {}
-    return {
-        inner: found
-        for inner, outer in zip(branch.invars, eqn.invars[1:], strict=False)
-        if (found := grid_values(jaxpr, eqn, outer, grid, env)) is not None
-    }
+    tables and values at every grid step (program ids among them) carry into the branch,
+    with the steps that take it (``taken``)."""
+    carried: Env = {TAKEN: taken}
+    for inner, outer in zip(branch.invars, eqn.invars[1:], strict=False):
+        if (found := grid_values(jaxpr, eqn, outer, grid, env)) is not None:
+            carried[inner] = found
+    return carried

@@ -126,9 +126,11 @@ def _sequence_time(
     n = len(order)
     bw = chip.hbm_bytes_per_s
     step = call.step
-    compute = step.bf16_flops / chip.mxu_flops_per_s
-    if step.int8_flops:
-        compute += step.int8_flops / chip.mxu_int8_ops_per_s
+    wide = chip.mxu_column_size >= 256
+    compute = (step.bf16_flops_wide if wide else step.bf16_flops) / chip.mxu_flops_per_s
+    int8 = step.int8_flops_wide if wide else step.int8_flops
+    if int8:
+        compute += int8 / chip.mxu_int8_ops_per_s
     packed = chip.bf16_vpu
     vector = (step.vpu_ops_packed if packed else step.vpu_ops) / chip.vpu_ops_per_s
     eup = (step.eup_ops_packed if packed else step.eup_ops) / chip.eup_ops_per_s

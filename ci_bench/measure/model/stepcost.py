@@ -11,8 +11,13 @@ class StepCost:
     """The costs of one grid step (mutable while a body is walked)."""
 
     flops: int = 0  # logical MXU FLOPs, 2·m·n·k
-    bf16_flops: float = 0.0  # the MXU work in bf16-pass FLOPs (what the peak is quoted in)
+    # The MXU work in bf16-pass FLOPs (what the peak is quoted in), each dot's contracted and
+    # output dims padded to a 128-wide systolic array (chips before v6e) and, ``_wide``, to a
+    # 256-wide one (v6e and later): the array's idle cells are time spent (body.py).
+    bf16_flops: float = 0.0
     int8_flops: float = 0.0
+    bf16_flops_wide: float = 0.0
+    int8_flops_wide: float = 0.0
     dma_read_bytes: int = 0  # HBM -> VMEM/SMEM, manual copies
     dma_write_bytes: int = 0  # VMEM/SMEM -> HBM, manual copies
     scoped_vmem_bytes: int = 0  # run_scoped allocations
@@ -30,6 +35,8 @@ class StepCost:
         self.flops += other.flops * times
         self.bf16_flops += other.bf16_flops * times
         self.int8_flops += other.int8_flops * times
+        self.bf16_flops_wide += other.bf16_flops_wide * times
+        self.int8_flops_wide += other.int8_flops_wide * times
         self.dma_read_bytes += other.dma_read_bytes * times
         self.dma_write_bytes += other.dma_write_bytes * times
         self.inner_steps += other.inner_steps * times
@@ -44,6 +51,8 @@ class StepCost:
         self.flops += round(other.flops * share)
         self.bf16_flops += other.bf16_flops * share
         self.int8_flops += other.int8_flops * share
+        self.bf16_flops_wide += other.bf16_flops_wide * share
+        self.int8_flops_wide += other.int8_flops_wide * share
         self.dma_read_bytes += round(other.dma_read_bytes * share)
         self.dma_write_bytes += round(other.dma_write_bytes * share)
         self.inner_steps += round(other.inner_steps * share)
