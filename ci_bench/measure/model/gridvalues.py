@@ -113,17 +113,6 @@ def branch_masks(
     return [reach & (index == b) for b in range(len(eqn.params["branches"]))]
 
 
-def branch_shares(
-    jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None = None
-) -> list[float] | None:
-    """The share of the steps reaching a ``cond`` that take each branch (``branch_masks``)."""
-    masks = branch_masks(jaxpr, eqn, grid, env)
-    if masks is None:
-        return None
-    reach = max(int(sum(m.sum() for m in masks)), 1)
-    return [float(m.sum()) / reach for m in masks]
-
-
 def _mean_trips(jaxpr: Any, eqn: Any, grid: tuple[int, ...], env: Env | None) -> float | None:
     """The mean trip count over the grid of a ``fori_loop``-style ``while`` whose bounds the
     body computes from program ids and scalar-prefetch reads (paged attention's page loop)."""
