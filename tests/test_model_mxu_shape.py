@@ -12,28 +12,10 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
 
-from ci_bench.contract.spec import Case, KernelSpec, MatrixProfile, Tolerance
 from ci_bench.measure.model import analyze_case
 from ci_bench.measure.model.body import MXU_PADDING_NOTE
 from ci_bench.measure.model.chips import chip
-
-ADHOC = Case("adhoc", {"N": 1}, "float32")
-
-
-def _adhoc(fn, make) -> KernelSpec:
-    return KernelSpec(
-        name="adhoc",
-        version="0.1.0",
-        pallas=fn,
-        native=fn,
-        reference=fn,
-        make_inputs=make,
-        flops=lambda c: 0,
-        bytes_accessed=lambda c: 0,
-        tolerances={"float32": Tolerance(atol=1, rtol=1)},
-        matrix={"smoke": MatrixProfile(({"N": 1},), ("float32",))},
-        shape_keys=("N",),
-    )
+from tests.test_model import ADHOC, _adhoc
 
 
 def _one_dot(x, y):
