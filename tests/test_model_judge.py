@@ -367,6 +367,23 @@ def test_a_reference_from_another_cost_model_revision_is_shown_but_never_judged(
     assert judged.verdict == "structural"
 
 
+def test_copies_counted_at_their_whole_block_are_no_memory_floor():
+    """An edge block counted whole (dma.EDGE_NOTE) bounds the HBM bytes from above: a run
+    under half that memory floor is a kernel moving its real, smaller blocks, never an
+    error; under half the MXU floor it still is one."""
+    from ci_bench.judge.model import floor_error
+    from ci_bench.measure.model.dma import EDGE_NOTE
+
+    whole = model_of(128)
+    v5e = whole.chips["v5e"]
+    assert v5e.memory_us > 2 * v5e.compute_us  # memory-bound: the HBM part is its floor
+    bounded = whole.model_copy(update={"notes": [*whole.notes, EDGE_NOTE]})
+    between_ms = v5e.memory_us * 0.4 / 1000
+    assert floor_error(whole, between_ms, "v5e") is not None
+    assert floor_error(bounded, between_ms, "v5e") is None
+    assert floor_error(bounded, v5e.compute_us * 0.4 / 1000, "v5e") is not None
+
+
 def test_the_floor_charges_the_mxu_at_its_peak_where_the_model_charges_a_measured_rate():
     """7x's compute_us is at its measured rate (82.8 % of the peak); the floor guard divides
     the same FLOPs by the peak: a run between the two floors is fast, never an error."""

@@ -24,6 +24,9 @@ KIB = 1024
 # only a broken timer or a kernel that skipped its work can beat it by that much.
 FLOOR_SLACK = 0.5
 _UPPER_BOUND_NOTES = ("costliest branch", "costliest one")
+# A note that says its copies are counted at their whole block (dma.EDGE_NOTE): the HBM
+# bytes are an upper bound, so the memory part is no floor; the MXU part still is.
+_MEMORY_BOUND_NOTE = "an upper bound"
 
 
 def target_chips(
@@ -204,7 +207,9 @@ def floor_error(
     under ``FLOOR_SLACK`` x the model's physical floor there; None otherwise (no model for
     that chip, a partial model, or a model with upper-bound parts, e.g. a conditional's
     costliest branch). A partial model is never a floor: what it did not read has no known
-    cost, and its figures can sit far from the chip's (issue 39)."""
+    cost, and its figures can sit far from the chip's (issue 39). Copies counted at their
+    whole block (emit_pipeline's edge blocks) make the HBM part an upper bound: the MXU
+    part alone is the floor then."""
     if model is None or model.status != "ok" or runner not in model.chips:
         return None
     if measured_ms is None or any(u in n for n in model.notes for u in _UPPER_BOUND_NOTES):
@@ -215,7 +220,8 @@ def floor_error(
     # The MXU part at the datasheet peak: compute_us may be charged at a measured rate below
     # it (mxu_fraction), which a kernel could beat; nothing beats the peak.
     mxu_us = chip.compute_us * (chip.mxu_fraction or 1.0)
-    floor_us = mxu_us if chip.gpu is not None else max(mxu_us, chip.memory_us)
+    bytes_bounded = any(_MEMORY_BOUND_NOTE in n for n in model.notes)
+    floor_us = mxu_us if chip.gpu is not None or bytes_bounded else max(mxu_us, chip.memory_us)
     measured_us = measured_ms * 1000
     if floor_us <= 0 or measured_us >= floor_us * FLOOR_SLACK:
         return None
