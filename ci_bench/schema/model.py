@@ -96,6 +96,12 @@ class ChipModel(Model):
         None, ge=0, description="EUP time: transcendental vreg pushes / the chip's rate"
     )
     memory_us: float = Field(ge=0, description="HBM time: modelled bytes / bandwidth")
+    outside_us: float | None = Field(
+        None,
+        ge=0,
+        description="the XLA operations around the kernels: outside_bytes / bandwidth, in "
+        "modelled_us (a case's total only; None: a call, or written before revision 3)",
+    )
     overhead_us: float = Field(ge=0, description="grid steps x the per-step overhead")
     bound: Bound
     mfu_ceiling: float | None = Field(None, description="flops / (modelled time x chip peak)")
@@ -146,8 +152,8 @@ class GpuBound(Model):
 # current one, since the figures moved with the model, not with the kernel. 1: issue 39
 # (the vector term, lookahead pipelines, 7x's measured MXU rate). 2: dots charged at the
 # MXU's width (k and n padded to 128 or 256), nested pl.when weighed over the steps that
-# reach it.
-MODEL_REVISION = 2
+# reach it. 3: the XLA operations around the kernels (their HBM bytes under perfect fusion).
+MODEL_REVISION = 3
 
 
 class CaseModel(Model):
@@ -161,6 +167,12 @@ class CaseModel(Model):
     )
     hbm_bytes: int | None = None
     ideal_bytes: int | None = None
+    outside_bytes: int | None = Field(
+        None,
+        ge=0,
+        description="HBM bytes the XLA operations around the kernels move under perfect "
+        "fusion (a lower bound); None: written before revision 3",
+    )
     vmem_bytes: int | None = Field(None, description="the largest call's VMEM")
     grid_steps: int | None = None
     flops: int | None = Field(None, description="MXU FLOPs of every call")

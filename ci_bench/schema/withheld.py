@@ -23,6 +23,7 @@ TIME_FIELDS = (
     "vector_us",
     "eup_us",
     "memory_us",
+    "outside_us",
     "overhead_us",
     "mfu_ceiling",
     "bound",

@@ -138,6 +138,7 @@ def analyze_case(
     from ci_bench.measure.model.case import case_model, merge_chips
     from ci_bench.measure.model.chips import chip
     from ci_bench.measure.model.extract import Scope, walk
+    from ci_bench.measure.model.outside import outside_bytes
 
     start = clock()
     try:
@@ -146,6 +147,7 @@ def analyze_case(
         vector = getattr(spec, "compute_unit", "matrix") == "vector"
         spec_flops = _spec_flops(spec, case, seed)
         walks: dict[str, Any] = {}  # the printed jaxpr -> its walk (most kernels ignore the chip)
+        outside: dict[str, int] = {}  # the printed jaxpr -> what its XLA operations move
         gpu: list[Any] = []
 
         def as_(name: str | None) -> tuple[str, bool]:
@@ -158,6 +160,7 @@ def analyze_case(
                 if text not in walks:
                     top = Scope(closed.jaxpr, closed.consts, inputs)
                     walks[text] = walk(closed.jaxpr, top, "tpu")
+                    outside[text] = outside_bytes(closed.jaxpr)
                 if not gpu:
                     top = Scope(closed.jaxpr, closed.consts, inputs)
                     gpu.append(walk(closed.jaxpr, top, "gpu"))
@@ -173,6 +176,7 @@ def analyze_case(
                 flops_factor=flops_factor,
                 gpu=gpu[0],
                 check_flops=not vector,
+                outside_bytes=outside[texts[name]],
             )
             for name, target in zip(names, targets or [None], strict=True)
         ]

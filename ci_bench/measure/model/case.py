@@ -177,15 +177,21 @@ def _resolve(items: Sequence[Item], chips: Sequence[Chip], notes: list[str]) -> 
     return found
 
 
-def _sum_chips(calls: Sequence[CallModel], chips: Sequence[Chip], flops: int) -> dict:
+def _sum_chips(
+    calls: Sequence[CallModel], chips: Sequence[Chip], flops: int, outside: int = 0
+) -> dict:
+    """Per chip: the calls one after another, then the XLA operations around them
+    (``outside`` bytes at the chip's HBM bandwidth: they run between the kernels)."""
     out = {}
     for chip in chips:
         per = [c.chips[chip.name] for c in calls]
-        seconds = sum(p.modelled_us for p in per) / 1e6
+        outside_us = outside / chip.hbm_bytes_per_s * 1e6
+        seconds = (sum(p.modelled_us for p in per) + outside_us) / 1e6
+        kernels_memory_us = sum(p.memory_us for p in per)
         terms = {
             "compute": sum(p.compute_us for p in per),
             "vector": max(sum(p.vector_us or 0 for p in per), sum(p.eup_us or 0 for p in per)),
-            "memory": sum(p.memory_us for p in per),
+            "memory": kernels_memory_us + outside_us,
             "overhead": sum(p.overhead_us for p in per),
         }
         tightest = max(per, key=lambda p: p.vmem_bytes / p.vmem_limit_bytes)
@@ -205,7 +211,8 @@ def _sum_chips(calls: Sequence[CallModel], chips: Sequence[Chip], flops: int) ->
             compute_us=terms["compute"],
             vector_us=sum(p.vector_us or 0 for p in per),
             eup_us=sum(p.eup_us or 0 for p in per),
-            memory_us=terms["memory"],
+            memory_us=kernels_memory_us,
+            outside_us=outside_us,
             overhead_us=terms["overhead"],
             bound=max(terms, key=terms.__getitem__),  # type: ignore[arg-type]
             mfu_ceiling=flops / (seconds * peak) if seconds > 0 and peak > 0 else None,
@@ -254,10 +261,12 @@ def case_model(
     gpu: Walk | None = None,
     model_ms: float | None = None,
     check_flops: bool = True,
+    outside_bytes: int = 0,
 ) -> CaseModel:
     """The case's model, or why it has none (no pallas_call on the TPU path).
     ``check_flops`` False (a ``compute_unit="vector"`` kernel: its FLOPs are VPU work):
-    the MXU FLOPs are not checked against the SPEC's, so no mismatch warning."""
+    the MXU FLOPs are not checked against the SPEC's, so no mismatch warning.
+    ``outside_bytes``: what the XLA operations around the kernels move (``outside``)."""
     notes: list[str] = []
     calls = _resolve(tpu.items, chips, notes)
     not_modelled = list(tpu.not_modelled)
@@ -290,7 +299,8 @@ def case_model(
         spec_flops=spec_flops,
         flops_ratio=ratio,
         flops_check=check,  # type: ignore[arg-type]
-        chips=_sum_chips(calls, chips, flops),
+        chips=_sum_chips(calls, chips, flops, outside_bytes),
+        outside_bytes=outside_bytes,
         calls=calls,
         gpu=gpu_bound(gpu.items) if gpu is not None else None,
         not_modelled=not_modelled,

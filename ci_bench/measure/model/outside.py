@@ -1,0 +1,131 @@
+"""What the XLA operations around a case's kernels move through HBM (pure, over a jaxpr).
+
+A case times its whole function: the ``pallas_call`` kernels and the XLA operations between
+and around them (a layout transpose of q, k and v before an attention kernel, the partial
+sums it leaves to reduce, a cast back). Those run one after another with the kernels, and
+what they do is mostly move memory. How XLA fuses them is its own choice; the model assumes
+the most it could do, *perfect fusion*: every array crossing the boundary between XLA
+operations and the rest (the function's inputs and outputs, a kernel's operands and
+results, a loop's) is read or written once, and everything computed between XLA operations
+stays on chip. That is a lower bound on their traffic, never an estimate above it.
+
+Views cost nothing (``reshape``, ``squeeze``, ``expand_dims``, a ``broadcast_in_dim`` that
+only adds unit dimensions, a cast to its own type): XLA lays them out as the array they
+view. A control-flow or other primitive holding sub-jaxprs (``cond``, ``scan``, ``while``,
+``shard_map``) is a boundary whose inside is not counted here. Work is not counted either:
+a matmul left to XLA is bounded by its bytes alone (docs/MODEL.md, "Outside the kernels").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ci_bench.measure.model.extract import _CALLS, _CUSTOM
+
+_VIEWS = {"reshape", "squeeze", "expand_dims", "copy", "copy_p", "stop_gradient"}
+# Reads of part of an array: what they take out is what moves (x[0, 0] reads 4 bytes).
+_SLICES = {"slice", "dynamic_slice", "gather"}
+# Primitives whose sub-jaxpr is where the work is: the walk goes into them.
+_INTO = set(_CALLS) | set(_CUSTOM)
+
+
+def _bytes(atom: Any) -> int:
+    aval = getattr(atom, "aval", None)
+    shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
+    if shape is None or dtype is None or "Ref" in type(aval).__name__:
+        return 0
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def _is_view(eqn: Any) -> bool:
+    name = eqn.primitive.name
+    if name in _VIEWS:
+        return True
+    if name == "convert_element_type" and eqn.invars:
+        return eqn.invars[0].aval.dtype == eqn.outvars[0].aval.dtype  # same type: a no-op
+    if name == "broadcast_in_dim" and eqn.invars:
+        return _bytes(eqn.invars[0]) == _bytes(eqn.outvars[0])  # unit dims only
+    return False
+
+
+def _sub(eqn: Any) -> Any | None:
+    """The jaxpr a call-like primitive runs with its own operands (None: not one)."""
+    if eqn.primitive.name not in _INTO:
+        return None
+    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr", "call"):
+        found = eqn.params.get(key)
+        if found is not None:
+            inner = found.jaxpr if hasattr(found, "jaxpr") else found
+            return inner if hasattr(inner, "eqns") else None
+    return None
+
+
+class _Flow:
+    """Every equation of the case, calls inlined, each variable named by the array it is."""
+
+    def __init__(self) -> None:
+        self.same: dict[Any, Any] = {}  # a variable -> the array it names (views, calls)
+        self.eqns: list[tuple[Any, list[Any], list[Any]]] = []
+
+    def name(self, atom: Any) -> Any:
+        while atom in self.same:
+            atom = self.same[atom]
+        return atom
+
+    def inline(self, jaxpr: Any) -> None:
+        for eqn in jaxpr.eqns:
+            inner = _sub(eqn)
+            if inner is not None and len(inner.invars) == len(eqn.invars):
+                for mine, theirs in zip(inner.invars, eqn.invars, strict=True):
+                    if not hasattr(theirs, "val"):
+                        self.same[mine] = self.name(theirs)
+                self.inline(inner)
+                for mine, theirs in zip(eqn.outvars, inner.outvars, strict=True):
+                    if not hasattr(theirs, "val"):
+                        self.same[mine] = self.name(theirs)
+                continue
+            ins = [self.name(v) for v in eqn.invars if not hasattr(v, "val")]
+            if _is_view(eqn) and len(ins) == 1:
+                self.same[eqn.outvars[0]] = ins[0]
+                continue
+            self.eqns.append((eqn, ins, list(eqn.outvars)))
+
+
+def _is_xla(eqn: Any) -> bool:
+    """An XLA operation (counted), not a kernel or another boundary."""
+    from jax.extend import core as jcore
+
+    if eqn.primitive.name == "pallas_call":
+        return False
+    return not list(jcore.jaxprs_in_params(eqn.params))
+
+
+def outside_bytes(jaxpr: Any) -> int:
+    """HBM bytes the XLA operations of ``jaxpr`` (a case's function) move under perfect
+    fusion: each array they read from outside (an input, a kernel's or a loop's result)
+    once (a slice of it: the slice), each array they make for outside (a kernel's or a
+    loop's operand, an output) once. 0 when the function is its kernels alone."""
+    flow = _Flow()
+    flow.inline(jaxpr)
+    made_by_xla: set[Any] = set()
+    for eqn, _, outs in flow.eqns:
+        if _is_xla(eqn):
+            made_by_xla.update(outs)
+    read: dict[Any, int] = {}  # an array from outside -> the bytes XLA reads of it
+    written: set[Any] = set()
+    for eqn, ins, outs in flow.eqns:
+        xla = _is_xla(eqn)
+        for var in ins:
+            if xla and var not in made_by_xla:
+                part = eqn.primitive.name in _SLICES and var is ins[0]
+                charge = sum(_bytes(o) for o in outs) if part else _bytes(var)
+                read[var] = max(read.get(var, 0), min(charge, _bytes(var)))
+            elif not xla and var in made_by_xla:
+                written.add(var)
+    for out in jaxpr.outvars:
+        if not hasattr(out, "val") and flow.name(out) in made_by_xla:
+            written.add(flow.name(out))
+    return sum(read.values()) + sum(_bytes(v) for v in written)
