@@ -152,7 +152,8 @@ class GpuBound(Model):
 # current one, since the figures moved with the model, not with the kernel. 1: issue 39
 # (the vector term, lookahead pipelines, 7x's measured MXU rate). 2: dots charged at the
 # MXU's width (k and n padded to 128 or 256), nested pl.when weighed over the steps that
-# reach it. 3: the XLA operations around the kernels (their HBM bytes under perfect fusion).
+# reach it. 3: the XLA operations around the kernels (their HBM bytes under perfect fusion),
+# manual copies waited on with no work issued since their start added to their step.
 MODEL_REVISION = 3
 
 

@@ -141,6 +141,28 @@ def _dma_cost(eqn: Any) -> StepCost:
     return cost
 
 
+def _semaphore(eqn: Any) -> tuple | None:
+    """The semaphore a ``dma_start`` signals or a ``dma_wait`` waits on, as its atoms (the
+    ref and its indices: a start and its wait share them); None when unreadable."""
+    try:
+        from jax._src.pallas.mosaic.primitives import _dma_tree_leaves, _dma_unflatten
+
+        avals = [v.aval for v in eqn.invars]
+        src, dst, sem, *_ = _dma_unflatten(eqn.params["tree"], avals)
+        start = len(_dma_tree_leaves(src)) + len(_dma_tree_leaves(dst))
+        count = len(_dma_tree_leaves(sem))
+    except Exception:  # jax internals moved: no copy is taken as exposed
+        return None
+    atoms = eqn.invars[start : start + count]
+    return tuple(("literal", a.val) if hasattr(a, "val") else a for a in atoms) or None
+
+
+def _outer(key: tuple, inner: Any, operands: Any) -> tuple:
+    """A branch's semaphore atoms as the body around it names them."""
+    names = dict(zip(inner.invars, operands, strict=False))
+    return tuple(names.get(a, a) if not isinstance(a, tuple) else a for a in key)
+
+
 def fori_trip_count(eqn: Any) -> int | None:
     """A ``while`` from ``fori_loop(lo, hi, ...)`` with literal bounds: hi - lo; else None."""
     from jax.extend import core as jcore
@@ -233,30 +255,52 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
 
 
 def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
-    """``step_cost``, one equation at a time."""
+    """``step_cost``, one equation at a time. A copy waited on with no work issued since it
+    started is exposed (``StepCost.exposed_dma_bytes``); one started in a conditional after
+    the branch's work is followed into the body around it."""
     total = StepCost()
+    started: dict[tuple, tuple[float, float]] = {}  # semaphore -> (bytes, work at start)
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
         if name == "dot_general":
             total.add(_dot_cost(eqn))
         elif name == "dma_start":
-            total.add(_dma_cost(eqn))
+            copy = _dma_cost(eqn)
+            total.add(copy)
+            if (key := _semaphore(eqn)) is not None:
+                started[key] = (copy.dma_read_bytes + copy.dma_write_bytes, total.work())
+        elif name == "dma_wait":
+            key = _semaphore(eqn)
+            copy = started.pop(key, None) if key is not None else None
+            if copy is not None and total.work() == copy[1]:
+                total.exposed_dma_bytes += copy[0]
         elif name == "cond" and (masks := branch_masks(jaxpr, eqn, grid, env)) is not None:
             reach = max(int(sum(m.sum() for m in masks)), 1)
+            tails: dict[tuple, float] = {}
             for mask, branch in zip(masks, eqn.params["branches"], strict=True):
                 if not mask.any():
                     continue
                 known = _carried(jaxpr, eqn, branch.jaxpr, grid, env, mask)
-                total.add_share(step_cost(branch.jaxpr, grid, known), float(mask.sum()) / reach)
+                cost = step_cost(branch.jaxpr, grid, known)
+                share = float(mask.sum()) / reach
+                total.add_share(cost, share)
+                for key, nbytes in cost.tail_copies.items():
+                    outer = _outer(key, branch.jaxpr, eqn.invars[1:])
+                    tails[outer] = tails.get(outer, 0.0) + nbytes * share
+            started.update({key: (nbytes, total.work()) for key, nbytes in tails.items()})
             note = "pl.when on program ids: each branch counted at the steps it runs"
             if note not in total.notes:
                 total.notes.append(note)
         elif name == "cond":
-            branches = [step_cost(b.jaxpr) for b in eqn.params["branches"]]
-            worst = max(branches, key=StepCost.weight)
-            if any(b.weight() != worst.weight() for b in branches):
+            costs = [step_cost(b.jaxpr) for b in eqn.params["branches"]]
+            at = max(range(len(costs)), key=lambda i: costs[i].weight())
+            worst = costs[at]
+            if any(b.weight() != worst.weight() for b in costs):
                 worst.notes.append("a conditional in the body: its costliest branch counted")
             total.add(worst)
+            inner = eqn.params["branches"][at].jaxpr
+            for key, nbytes in worst.tail_copies.items():
+                started[_outer(key, inner, eqn.invars[1:])] = (nbytes, total.work())
         elif name == "scan":
             from ci_bench.measure.model.loops import simulate_scan
 
@@ -314,4 +358,5 @@ def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
                 total.add(step_cost(sub))
             if not subs:
                 total.add(_vector_cost(eqn))
+    total.tail_copies = {k: b for k, (b, at) in started.items() if total.work() == at}
     return total

@@ -23,7 +23,8 @@ overlap and the busiest sets the pace; the fixed per-step cost is the scalar cor
 the same instruction stream, and adds. So each step costs
 ``max(max(MXU, VALU, EUP) + overhead, DMA in flight)``, plus the first step's fetch
 (prologue) and the last write-back (epilogue); an operand with one buffer cannot overlap,
-its copies add to its step.
+its copies add to its step, and so do the body's own copies it waits on with no work issued
+since they started (a ``sync_copy``, a write started after the step's last dot).
 """
 
 from __future__ import annotations
@@ -145,11 +146,12 @@ def _sequence_time(
             overlapped_in += t.fetch
             overlapped_out += t.write
     manual = float(step.dma_read_bytes + step.dma_write_bytes)
+    exposed = min(float(step.exposed_dma_bytes), manual)  # waited with no work since started
     in_flight = np.zeros(n)
     in_flight[:-1] += overlapped_in[1:]  # the next step's inputs, fetched during this one
     in_flight[1:] += overlapped_out[:-1]  # the previous step's outputs, written during it
-    in_flight += manual
-    busy = max(compute, vector, eup) + overhead + serial / bw
+    in_flight += manual - exposed
+    busy = max(compute, vector, eup) + overhead + (serial + exposed) / bw
     seconds = float(np.maximum(busy, in_flight / bw).sum())
     if n:
         seconds += overlapped_in[0] / bw + overlapped_out[-1] / bw  # prologue, epilogue

@@ -20,6 +20,10 @@ class StepCost:
     int8_flops_wide: float = 0.0
     dma_read_bytes: int = 0  # HBM -> VMEM/SMEM, manual copies
     dma_write_bytes: int = 0  # VMEM/SMEM -> HBM, manual copies
+    # Of those, the bytes of copies waited on with no work issued since they started (a
+    # ``sync_copy``; a write started after the step's last dot and waited at its end): the
+    # step waits for them, nothing hides them (body.py).
+    exposed_dma_bytes: float = 0.0
     scoped_vmem_bytes: int = 0  # run_scoped allocations
     inner_steps: int = 0  # steps of pipelines inside the body (emit_pipeline), each charged
     # Vector work in vreg operations (vector.py): VALU ops and EUP pushes, with 16-bit types
@@ -30,6 +34,13 @@ class StepCost:
     eup_ops_packed: float = 0.0
     notes: list[str] = field(default_factory=list)
     not_modelled: list[str] = field(default_factory=list)
+    # Copies started after the last work of this jaxpr and not waited in it, by semaphore
+    # (its atoms): a conditional's branch hands them to the body around it (body.py).
+    tail_copies: dict = field(default_factory=dict)
+
+    def work(self) -> float:
+        """The compute issued so far (MXU and vector): a copy is hidden only behind it."""
+        return self.bf16_flops + self.int8_flops + sum(getattr(self, n) for n in _VECTOR_FIELDS)
 
     def add(self, other: StepCost, times: int = 1) -> None:
         self.flops += other.flops * times
@@ -39,6 +50,7 @@ class StepCost:
         self.int8_flops_wide += other.int8_flops_wide * times
         self.dma_read_bytes += other.dma_read_bytes * times
         self.dma_write_bytes += other.dma_write_bytes * times
+        self.exposed_dma_bytes += other.exposed_dma_bytes * times
         self.inner_steps += other.inner_steps * times
         for name in _VECTOR_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name) * times)
@@ -55,6 +67,7 @@ class StepCost:
         self.int8_flops_wide += other.int8_flops_wide * share
         self.dma_read_bytes += round(other.dma_read_bytes * share)
         self.dma_write_bytes += round(other.dma_write_bytes * share)
+        self.exposed_dma_bytes += other.exposed_dma_bytes * share
         self.inner_steps += round(other.inner_steps * share)
         for name in _VECTOR_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name) * share)
