@@ -24,9 +24,9 @@ KIB = 1024
 # only a broken timer or a kernel that skipped its work can beat it by that much.
 FLOOR_SLACK = 0.5
 _UPPER_BOUND_NOTES = ("costliest branch", "costliest one")
-# A note that says its copies are counted at their whole block (dma.EDGE_NOTE): the HBM
-# bytes are an upper bound, so the memory part is no floor; the MXU part still is.
-_MEMORY_BOUND_NOTE = "an upper bound"
+# What dma.EDGE_NOTE says of copies counted at their whole block: the HBM bytes are an upper
+# bound, so the memory part is no floor; the MXU part still is.
+_MEMORY_BOUND_NOTE = "counted at its whole block"
 
 
 def target_chips(
