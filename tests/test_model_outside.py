@@ -55,6 +55,11 @@ def _jaxpr(fn):
         (lambda x: _double(x.T).T + x, 4 * F32),  # x read once, though used twice
         (lambda x: _double(x.astype(jnp.bfloat16)), F32 + F32 // 2),  # a real cast
         (lambda x: _double(jnp.zeros((N, N), jnp.float32) + x[0, 0]), F32 + 4),  # a slice: 4 B
+        # platform_dependent runs its TPU branch, as the kernel walk does; its index is a scalar
+        (
+            lambda x: jax.lax.platform_dependent(x, tpu=lambda y: _double(y.T), default=_double),
+            2 * F32,
+        ),
     ],
 )
 def test_what_the_xla_operations_around_a_kernel_move(fn, moved):

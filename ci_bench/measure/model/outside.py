@@ -11,9 +11,11 @@ stays on chip. That is a lower bound on their traffic, never an estimate above i
 
 Views cost nothing (``reshape``, ``squeeze``, ``expand_dims``, a ``broadcast_in_dim`` that
 only adds unit dimensions, a cast to its own type): XLA lays them out as the array they
-view. A control-flow or other primitive holding sub-jaxprs (``cond``, ``scan``, ``while``,
-``shard_map``) is a boundary whose inside is not counted here. Work is not counted either:
-a matmul left to XLA is bounded by its bytes alone (docs/MODEL.md, "Outside the kernels").
+view, and scalars are a register's. A ``platform_dependent`` conditional runs its TPU
+branch; any other control-flow or primitive holding sub-jaxprs (``cond``, ``scan``,
+``while``, ``shard_map``) is a boundary whose inside is not counted here. Work is not
+counted either: a matmul left to XLA is bounded by its bytes alone (docs/MODEL.md, "Outside
+the kernels").
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ci_bench.measure.model.extract import _CALLS, _CUSTOM
+from ci_bench.measure.model.extract import _CALLS, _CUSTOM, _branch_for
 
 _VIEWS = {"reshape", "squeeze", "expand_dims", "copy", "copy_p", "stop_gradient"}
 # Reads of part of an array: what they take out is what moves (x[0, 0] reads 4 bytes).
@@ -33,9 +35,10 @@ _INTO = set(_CALLS) | set(_CUSTOM)
 
 
 def _bytes(atom: Any) -> int:
+    """An array's bytes; 0 for a ref or a scalar (a register's, not HBM traffic)."""
     aval = getattr(atom, "aval", None)
     shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
-    if shape is None or dtype is None or "Ref" in type(aval).__name__:
+    if not shape or dtype is None or "Ref" in type(aval).__name__:
         return 0
     return math.prod(shape) * np.dtype(dtype).itemsize
 
@@ -51,15 +54,22 @@ def _is_view(eqn: Any) -> bool:
     return False
 
 
-def _sub(eqn: Any) -> Any | None:
-    """The jaxpr a call-like primitive runs with its own operands (None: not one)."""
+def _sub(eqn: Any) -> tuple[Any, list[Any]] | None:
+    """The jaxpr a call-like primitive runs and the operands it binds (None: not one); a
+    ``platform_dependent`` conditional runs its TPU branch (as ``extract.walk`` does)."""
+    platforms = eqn.params.get("branches_platforms")
+    if eqn.primitive.name == "cond" and platforms is not None:
+        index = _branch_for(platforms, "tpu")
+        if index is None:
+            return None
+        return eqn.params["branches"][index].jaxpr, list(eqn.invars[1:])
     if eqn.primitive.name not in _INTO:
         return None
     for key in ("jaxpr", "call_jaxpr", "fun_jaxpr", "call"):
         found = eqn.params.get(key)
         if found is not None:
             inner = found.jaxpr if hasattr(found, "jaxpr") else found
-            return inner if hasattr(inner, "eqns") else None
+            return (inner, list(eqn.invars)) if hasattr(inner, "eqns") else None
     return None
 
 
@@ -77,9 +87,10 @@ class _Flow:
 
     def inline(self, jaxpr: Any) -> None:
         for eqn in jaxpr.eqns:
-            inner = _sub(eqn)
-            if inner is not None and len(inner.invars) == len(eqn.invars):
-                for mine, theirs in zip(inner.invars, eqn.invars, strict=True):
+            found = _sub(eqn)
+            inner, operands = found if found is not None else (None, [])
+            if inner is not None and len(inner.invars) == len(operands):
+                for mine, theirs in zip(inner.invars, operands, strict=True):
                     if not hasattr(theirs, "val"):
                         self.same[mine] = self.name(theirs)
                 self.inline(inner)
