@@ -330,3 +330,28 @@ def test_a_huge_shape_is_refused_in_one_line_never_allocated(tmp_path):
     assert case["status"] == "not_modelled"
     assert "past the model's budget of 4,194,304 steps per call" in case["reason"]
     assert "\n" not in case["reason"]
+
+
+def test_the_xla_operations_around_a_kernel_are_in_its_modelled_time(tmp_path):
+    """Issue 39 (model revision 3): a case times its whole function, so the analysis JSON's
+    modelled time is the kernel's plus what the XLA operations around it move (4 x the
+    array: x read, x + x written, the result read, the quotient written), said apart as
+    ``outside_bytes`` and ``outside_us``; the table's µs include it and its note says so."""
+    from ci_bench.measure.model.chips import chip
+
+    write_project(tmp_path, ["around_kernel", "sub_block_kernel"])
+    args = ("analyze", "--profile", "smoke", "--chip", "v5e", "-q")
+    done = run_cli(*args, "--format", "json", cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    by_kernel = {c["kernel"]: c for c in json.loads(done.stdout)["cases"]}
+    around, alone = by_kernel["around"], by_kernel["sub_block"]
+    array = 1024 * 128 * 4  # the smoke case: R = 1024 rows of 128 float32
+    assert (around["outside_bytes"], alone["outside_bytes"]) == (4 * array, 0)
+    assert around["hbm_bytes"] == alone["hbm_bytes"]  # the kernels' own traffic
+    outside_us = 4 * array / chip("v5e").hbm_bytes_per_s * 1e6
+    v5e, bare = around["chips"]["v5e"], alone["chips"]["v5e"]
+    assert v5e["outside_us"] == pytest.approx(outside_us)
+    assert v5e["modelled_us"] == pytest.approx(bare["modelled_us"] + outside_us)
+    table = run_cli(*args, cwd=tmp_path)
+    assert table.returncode == ExitCode.OK, table.stderr
+    assert "the XLA operations around the kernels" in table.stdout

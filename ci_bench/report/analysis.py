@@ -59,7 +59,9 @@ def analysis_table(analysis: Analysis) -> str:
     lines += [f"\n{r.state}: {r.reason}" for r in analysis.run_states]
     lines.append(
         "\nµs: MXU, vector (VALU) and transcendental (EUP) work overlapped, the busiest one "
-        'counted (docs/MODEL.md, "Time"); transposes and relayouts are not timed'
+        'counted (docs/MODEL.md, "Time"), then on a TPU the XLA operations around the kernels '
+        'at HBM bandwidth (their bytes under perfect fusion, "Outside the kernels"; HBM MiB '
+        "are the kernels' own); transposes and relayouts inside a kernel are not timed"
     )
     seconds = analysis.meta.seconds or 0.0
     lines.append(f"\n{analysis.verdict}: {len(analysis.cases)} cases in {seconds:.1f} s")
