@@ -54,6 +54,13 @@ class Walk:
     not_modelled: list[str] = field(default_factory=list)
 
 
+def called(params: Any) -> tuple[Any, list[Any]]:
+    """(Jaxpr, consts) a call-like primitive (``_CALLS``, ``_CUSTOM``) runs with its own
+    operands, from its params."""
+    key = next(k for k in ("jaxpr", "call_jaxpr", "fun_jaxpr", "call") if k in params)
+    return _jaxpr_of(params[key])
+
+
 def _jaxpr_of(obj: Any) -> tuple[Any, list[Any]]:
     """(Jaxpr, consts) of a Jaxpr or ClosedJaxpr param."""
     if hasattr(obj, "jaxpr") and hasattr(obj, "consts"):
@@ -160,8 +167,7 @@ def walk(jaxpr: Any, scope: Scope, platform: Platform, count: int = 1) -> Walk:
             if name == "pallas_call":
                 found.items.append(build_call(eqn, scope, count))
             elif name in _CALLS or name in _CUSTOM:
-                key = next(k for k in ("jaxpr", "call_jaxpr", "fun_jaxpr", "call") if k in params)
-                inner, consts = _jaxpr_of(params[key])
+                inner, consts = called(params)
                 _merge(found, walk(inner, scope.child(inner, consts, eqn.invars), platform, count))
             elif name == "cond":
                 _cond(found, eqn, scope, platform, count)

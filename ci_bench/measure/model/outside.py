@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ci_bench.measure.model.extract import _CALLS, _CUSTOM, _branch_for
+from ci_bench.measure.model.extract import _CALLS, _CUSTOM, _branch_for, called
 
 _VIEWS = {"reshape", "squeeze", "expand_dims", "copy", "copy_p", "stop_gradient"}
 # Reads of part of an array: what they take out is what moves (x[0, 0] reads 4 bytes).
@@ -65,12 +65,11 @@ def _sub(eqn: Any) -> tuple[Any, list[Any]] | None:
         return eqn.params["branches"][index].jaxpr, list(eqn.invars[1:])
     if eqn.primitive.name not in _INTO:
         return None
-    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr", "call"):
-        found = eqn.params.get(key)
-        if found is not None:
-            inner = found.jaxpr if hasattr(found, "jaxpr") else found
-            return (inner, list(eqn.invars)) if hasattr(inner, "eqns") else None
-    return None
+    try:
+        inner, _ = called(eqn.params)
+    except StopIteration:  # a call primitive whose body this jax keeps elsewhere: a boundary
+        return None
+    return (inner, list(eqn.invars)) if hasattr(inner, "eqns") else None
 
 
 class _Flow:
@@ -78,7 +77,7 @@ class _Flow:
 
     def __init__(self) -> None:
         self.same: dict[Any, Any] = {}  # a variable -> the array it names (views, calls)
-        self.eqns: list[tuple[Any, list[Any], list[Any]]] = []
+        self.eqns: list[tuple[bool, list[Any], Any]] = []  # (an XLA operation?, ins, eqn)
 
     def name(self, atom: Any) -> Any:
         while atom in self.same:
@@ -102,7 +101,7 @@ class _Flow:
             if _is_view(eqn) and len(ins) == 1:
                 self.same[eqn.outvars[0]] = ins[0]
                 continue
-            self.eqns.append((eqn, ins, list(eqn.outvars)))
+            self.eqns.append((_is_xla(eqn), ins, eqn))
 
 
 def _is_xla(eqn: Any) -> bool:
@@ -121,18 +120,14 @@ def outside_bytes(jaxpr: Any) -> int:
     loop's operand, an output) once. 0 when the function is its kernels alone."""
     flow = _Flow()
     flow.inline(jaxpr)
-    made_by_xla: set[Any] = set()
-    for eqn, _, outs in flow.eqns:
-        if _is_xla(eqn):
-            made_by_xla.update(outs)
+    made_by_xla = {out for xla, _, eqn in flow.eqns if xla for out in eqn.outvars}
     read: dict[Any, int] = {}  # an array from outside -> the bytes XLA reads of it
     written: set[Any] = set()
-    for eqn, ins, outs in flow.eqns:
-        xla = _is_xla(eqn)
+    for xla, ins, eqn in flow.eqns:
         for var in ins:
             if xla and var not in made_by_xla:
                 part = eqn.primitive.name in _SLICES and var is ins[0]
-                charge = sum(_bytes(o) for o in outs) if part else _bytes(var)
+                charge = sum(_bytes(o) for o in eqn.outvars) if part else _bytes(var)
                 read[var] = max(read.get(var, 0), min(charge, _bytes(var)))
             elif not xla and var in made_by_xla:
                 written.add(var)
