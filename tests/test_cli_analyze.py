@@ -26,7 +26,9 @@ def test_analyze_json_has_the_contracts_fields_with_hand_computed_figures(tmp_pa
     )  # fmt: skip
     assert done.returncode == ExitCode.OK, done.stderr
     doc = json.loads(done.stdout)
-    assert (doc["kind"], doc["schema_version"], doc["verdict"]) == ("analysis", 4, "pass")
+    # The float32 cases' dots are float32 x float32 at DEFAULT precision, whose cost in
+    # Mosaic is not known (model revision 4): partial, so the verdict is partial, not pass.
+    assert (doc["kind"], doc["schema_version"], doc["verdict"]) == ("analysis", 4, "partial")
     assert doc["meta"]["chips"] == ["v5e", "v6e"]
     by_id = {c["id"]: c for c in doc["cases"]}
     for case in doc["cases"]:
@@ -34,6 +36,15 @@ def test_analyze_json_has_the_contracts_fields_with_hand_computed_figures(tmp_pa
             assert case[key] is not None, key
         for chip in ("v5e", "v6e"):
             assert {"vmem_limit_bytes", "fits", "modelled_us"} <= set(case["chips"][chip])
+            timed = case["chips"][chip]["modelled_us"]
+            if case["id"].split("/")[2] == "float32":
+                assert case["status"] == "partial", case
+                assert timed is None
+                assert "float32 x float32 dot at DEFAULT precision" in case["reason"]
+            else:
+                assert case["status"] == "ok", case
+                assert timed > 0
+    assert sum(c["status"] == "ok" for c in doc["cases"]) == len(doc["cases"]) // 2
     # 128³ bf16 in one (128, 128, 128) step: a, b read and the output written once (3 x
     # 32 KiB); two buffers of each block and the f32 accumulator: 6 x 32 + 64 KiB.
     small = by_id["matmul/B1-M128-K128-N128/bfloat16"]

@@ -19,6 +19,7 @@ from tests.test_model import ADHOC, _adhoc
 
 N = 512
 COPY = N * N * 4  # the (N, N) float32 block copied from HBM
+F32 = jnp.float32  # y is bfloat16: a float32 x float32 dot would make the case partial
 
 
 def _kernel(order: str):
@@ -29,14 +30,14 @@ def _kernel(order: str):
         copy = pltpu.make_async_copy(x_hbm, x_vmem, sem)
         if order == "sync":
             pltpu.sync_copy(x_hbm, x_vmem)
-            o_ref[...] = jnp.dot(x_vmem[...], y_ref[...])
+            o_ref[...] = jnp.dot(x_vmem[...], y_ref[...], preferred_element_type=F32)
         elif order == "overlapped":
             copy.start()
-            o_ref[...] = jnp.dot(y_ref[...], y_ref[...])
+            o_ref[...] = jnp.dot(y_ref[...], y_ref[...], preferred_element_type=F32)
             copy.wait()
             o_ref[...] += x_vmem[...]
         else:  # "after the dot, in a branch": started when the work is done, waited at the end
-            o_ref[...] = jnp.dot(y_ref[...], y_ref[...])
+            o_ref[...] = jnp.dot(y_ref[...], y_ref[...], preferred_element_type=F32)
 
             @pl.when(pl.program_id(0) >= 0)
             def _():
@@ -61,7 +62,7 @@ def _kernel(order: str):
 
 
 def _make(case, key):
-    return jnp.ones((N, N), jnp.float32), jnp.ones((N, N), jnp.float32)
+    return jnp.ones((N, N), F32), jnp.ones((N, N), jnp.bfloat16)
 
 
 def _modelled_us(order: str) -> float:

@@ -263,7 +263,7 @@ def test_a_broken_tuned_file_is_a_one_line_error_at_run_time(tmp_path):
 def test_jax_flash_attention_declares_tunables_from_its_documented_block_sizes():
     example = REPO / "examples" / "flash_attention"
     done = run_cli(
-        "tune", "--chip", "v5e", "--case", "flash_attention/B1-H2-T256-D64/float32",
+        "tune", "--chip", "v5e", "--case", "flash_attention/B1-H2-T256-D64/bfloat16",
         "--format", "json", "-q", cwd=example,
     )  # fmt: skip
     assert done.returncode == ExitCode.OK, done.stderr
@@ -276,6 +276,29 @@ def test_jax_flash_attention_declares_tunables_from_its_documented_block_sizes()
     default = case["candidates"][case["default_index"]]
     assert default["config"] == {"block_b": 1, "block_q": 128, "block_k_major": 128, "block_k": 128}
     assert best["chips"]["v5e"]["modelled_us"] < default["chips"]["v5e"]["modelled_us"]
+
+
+def test_tune_ranks_nothing_it_cannot_time_float32_flash_attention():
+    """jax's flash attention on float32 inputs runs float32 x float32 dots at DEFAULT
+    precision, whose cost in Mosaic is not known (model revision 4): every candidate is
+    left unranked with that reason, no best is named, and tune exits 3 (nothing ranked)."""
+    example = REPO / "examples" / "flash_attention"
+    done = run_cli(
+        "tune", "--chip", "v5e", "--case", "flash_attention/B1-H2-T256-D64/float32",
+        "--format", "json", "-q", cwd=example,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.NOTHING_MEASURED, done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    assert case["best"] == {}
+    assert case["space"] == 128
+    assert all(c["chips"] == {} for c in case["candidates"])
+    # Every candidate jax accepts (the others break a constraint or BlockSizes' own check).
+    valid = [c for c in case["candidates"] if c["why_not"].startswith("unranked")]
+    assert case["candidates"][case["default_index"]] in valid
+    assert len(valid) > 1
+    for candidate in valid:
+        assert candidate["why_not"].startswith("unranked: partial model"), candidate
+        assert "float32 x float32 dot at DEFAULT precision" in candidate["why_not"]
 
 
 def test_the_faster_tiling_sentence_names_chip_config_and_both_times():
