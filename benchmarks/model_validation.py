@@ -146,7 +146,11 @@ def ci_profile_seconds() -> tuple[int, float]:
     count = 0
     for spec in (MATMUL, GLA):
         for case in spec.cases("ci"):
-            assert analyze_case(spec, case, list(CHIP_NAMES)).status == "ok"
+            model = analyze_case(spec, case, list(CHIP_NAMES))
+            # float32 matmul runs float32 x float32 dots at DEFAULT precision: partial
+            # (model revision 4); everything else is modelled whole.
+            f32_default = spec is MATMUL and case.dtype == "float32"
+            assert model.status == ("partial" if f32_default else "ok"), model.reason
             count += 1
     return count, time.perf_counter() - start
 
