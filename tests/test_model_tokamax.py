@@ -112,3 +112,27 @@ def test_tokamax_gmm_with_a_lookahead_pipeline_moves_the_same_blocks(buffers):
     assert model.hbm_bytes == (16 + 16 + 8) * 32 * KIB + _smem(512, 4)
     (call,) = model.calls
     assert call.chips["v5e"].overhead_us == pytest.approx(17 * 0.35)
+
+
+def test_a_lookahead_pipeline_of_float32_dots_is_walked_whole_and_partial_for_them_alone():
+    """Float32 operands at DEFAULT precision (model revision 4): the lookahead pipeline is
+    still run as a whole, so the case's bytes and FLOPs are the double-buffering ones (at
+    4 bytes an element), and the float32 x float32 dots are its one unknown."""
+    from ci_bench.measure.model.body import F32_DOT_NOT_MODELLED
+
+    def gmm(lhs, rhs, sizes):
+        return kernel.gmm(
+            lhs, rhs, sizes, precision=DEFAULT, out_dtype=jnp.bfloat16,
+            tiling=(128, 128, 128), input_buffer_count=3,
+        )  # fmt: skip
+
+    def make(case, key):
+        lhs, rhs, sizes = _inputs(512, [128] * 4)(case, key)
+        return lhs.astype(jnp.float32), rhs.astype(jnp.float32), sizes
+
+    model = analyze_case(_adhoc(gmm, make), ADHOC, ["v5e"])
+    assert model.status == "partial"
+    assert model.not_modelled == [F32_DOT_NOT_MODELLED]
+    assert BLOCK_NOTE in model.notes
+    assert model.flops == 16 * 2 * 128**3
+    assert model.hbm_bytes == (16 + 16) * 64 * KIB + 8 * 32 * KIB + _smem(512, 4)

@@ -30,8 +30,9 @@ from ci_bench.measure.model.gridvalues import (
 from ci_bench.measure.model.stepcost import _VECTOR_FIELDS, StepCost
 
 # bf16 passes of the MXU per dot, by operand dtype and precision. TPUs have no float32 MXU:
-# XLA's TPU convention (and Mosaic's) runs float32 dots as 1 (DEFAULT), 3 (HIGH) or 6
-# (HIGHEST) bf16 passes.
+# XLA's TPU convention runs float32 dots as 1 (DEFAULT), 3 (HIGH) or 6 (HIGHEST) bf16
+# passes. In Mosaic a float32 x bfloat16 dot at DEFAULT measures as one pass; a float32 x
+# float32 one at DEFAULT does not (F32_DOT_NOT_MODELLED); HIGH and HIGHEST are unmeasured.
 _F32_PASSES = {"DEFAULT": 1, "HIGH": 3, "HIGHEST": 6}
 
 
@@ -267,7 +268,7 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
         from ci_bench.measure.model.whiles import simulate_block
 
         whole = simulate_block(jaxpr, step_cost, env)
-        if whole is not None and not whole.not_modelled:
+        if whole is not None and all(n == F32_DOT_NOT_MODELLED for n in whole.not_modelled):
             return whole
     return total
 
