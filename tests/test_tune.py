@@ -260,14 +260,20 @@ def test_a_broken_tuned_file_is_a_one_line_error_at_run_time(tmp_path):
     ) == {"b": 1}
 
 
-def test_jax_flash_attention_declares_tunables_from_its_documented_block_sizes():
-    example = REPO / "examples" / "flash_attention"
+def _tune_jax_flash_attention(dtype: str, exit_code: ExitCode) -> dict:
+    """``ci-bench tune`` on v5e of the flash attention example's smallest case in ``dtype``,
+    run as a user runs it; the one case's JSON."""
     done = run_cli(
-        "tune", "--chip", "v5e", "--case", "flash_attention/B1-H2-T256-D64/bfloat16",
-        "--format", "json", "-q", cwd=example,
+        "tune", "--chip", "v5e", "--case", f"flash_attention/B1-H2-T256-D64/{dtype}",
+        "--format", "json", "-q", cwd=REPO / "examples" / "flash_attention",
     )  # fmt: skip
-    assert done.returncode == ExitCode.OK, done.stderr
+    assert done.returncode == exit_code, done.stderr
     (case,) = json.loads(done.stdout)["cases"]
+    return case
+
+
+def test_jax_flash_attention_declares_tunables_from_its_documented_block_sizes():
+    case = _tune_jax_flash_attention("bfloat16", ExitCode.OK)
     reasons = {c["why_not"].split(" (")[0] for c in case["candidates"] if c["why_not"]}
     assert {"breaks block_b | B", "breaks block_q | T", "breaks block_k_major | T"} <= reasons
     # jax's own BlockSizes refuses a block_k above block_k_major: its message is the reason.
@@ -282,13 +288,7 @@ def test_tune_ranks_nothing_it_cannot_time_float32_flash_attention():
     """jax's flash attention on float32 inputs runs float32 x float32 dots at DEFAULT
     precision, whose cost in Mosaic is not known (model revision 4): every candidate is
     left unranked with that reason, no best is named, and tune exits 3 (nothing ranked)."""
-    example = REPO / "examples" / "flash_attention"
-    done = run_cli(
-        "tune", "--chip", "v5e", "--case", "flash_attention/B1-H2-T256-D64/float32",
-        "--format", "json", "-q", cwd=example,
-    )  # fmt: skip
-    assert done.returncode == ExitCode.NOTHING_MEASURED, done.stderr
-    (case,) = json.loads(done.stdout)["cases"]
+    case = _tune_jax_flash_attention("float32", ExitCode.NOTHING_MEASURED)
     assert case["best"] == {}
     assert case["space"] == 128
     assert all(c["chips"] == {} for c in case["candidates"])
