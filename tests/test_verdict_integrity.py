@@ -365,6 +365,30 @@ def test_a_pr_that_fixes_the_merge_bases_crash_is_judged_alone_not_failed(ab_onl
     assert "head measured alone" in body
 
 
+@pytest.mark.parametrize(("misbehave", "what"), [("crash-all", "crashed"), ("hang-all", "hung")])
+def test_a_pr_that_fixes_a_base_kernel_that_fails_while_traced_gets_a_verdict(
+    ab_only, misbehave, what
+):
+    """Issue 57: the merge base's kernel crashes or hangs on every case, so while the A/B
+    traces it (before any pair): the workflow's A/B job still reports, the head alone."""
+    world = ab_only
+    broken = world.commit("broken", world.base, "broken", MISBEHAVE=misbehave)
+    git(world.repo, "branch", "-f", "master", broken)
+    fixed = world.commit("feature", broken, "fixed", MISBEHAVE="", CONFIG="case-timeout = 20")
+    run = world.on_pr(world.pull_request("opened", fixed, base=broken))
+
+    assert run.result("ab") == "success", failures(run)
+    assert run.result("report") == "success", failures(run)
+    report = report_of(run)
+    assert "ab-missing" not in [s["state"] for s in report["run_states"]]
+    for case in report["cases"]:
+        assert case["verdict"] != "error"
+        assert f"the merge base's kernel work {what} while traced" in case["reason"]
+        assert case["reason"].endswith("head measured alone")
+    assert "💥" not in world.headline()
+    assert "re-run" not in world.the_comment()
+
+
 # -- 9. a kernel of the merge base gone from the config is said, and fails -------------
 
 

@@ -22,8 +22,8 @@ from ci_bench.commands.common_args import (
 )
 from ci_bench.commands.shared import emit_report, request_from, write_report_files
 from ci_bench.errors import InputError
-from ci_bench.pipeline.ab import run_ab
-from ci_bench.pipeline.session import load_specs
+from ci_bench.pipeline.ab import resolve_base, run_ab
+from ci_bench.pipeline.kernels import head_kernels
 
 NAME = "ab"
 
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     if getattr(args, "resume", None) is not None:
         raise InputError("--resume does not apply to ab: an A/B is measured whole, in pairs")
     request = request_from(args, cwd)
-    report = run_ab(request, load_specs(request), env)
+    base = resolve_base(request.config.root, request.base)  # a bad ref: said before anything
+    report = run_ab(request, head_kernels(request, env, measuring=True), env, base=base)
     write_report_files(report, request.outputs.output, args.markdown, replace=args.force)
     emit_report(report, request.outputs.fmt, out)
     return report.exit_code

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.commands.common_args import (
+    add_case_timeout,
     add_fail_on,
     add_output,
     add_quiet,
@@ -22,7 +23,7 @@ from ci_bench.commands.common_args import (
     add_target,
 )
 from ci_bench.commands.shared import request_from
-from ci_bench.pipeline.session import load_specs
+from ci_bench.pipeline.kernels import head_kernels
 from ci_bench.store.files import dump_model, write_text
 
 NAME = "analyze"
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_fail_on(analyze)
     add_shape(analyze)
     add_seed(analyze)
+    add_case_timeout(analyze)
     add_quiet(analyze)
 
 
@@ -57,13 +59,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
 
     request = request_from(args, cwd)
     chips = resolve_targets(args.chip, request.config.target_chips)
-    specs = load_specs(request)
+    # Described and modelled in a worker (CPU only): no kernel code runs here.
+    head = head_kernels(request, env, measuring=False)
 
     def progress(line: str) -> None:
         if not args.quiet:
             sys.stderr.write(line + "\n")
 
-    analysis = analyze_cases(request, specs, chips, progress)
+    with head.process:
+        analysis = analyze_cases(request, head, chips, progress)
     if args.output is not None:
         write_text(args.output, dump_model(analysis), what="analysis", replace=args.force)
     out.write(dump_model(analysis) if args.format == "json" else analysis_table(analysis))

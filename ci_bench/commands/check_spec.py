@@ -45,8 +45,9 @@ def _run_once(args: argparse.Namespace, names: list[str], env: Mapping[str, str]
     comes before any timing); only the cases' states are printed."""
     from ci_bench.commands.parser import build_parser
     from ci_bench.commands.shared import request_from
+    from ci_bench.pipeline.kernels import head_kernels
     from ci_bench.pipeline.measuring import measure, saver, worker_runs
-    from ci_bench.pipeline.session import load_specs, open_bench
+    from ci_bench.pipeline.session import open_bench
 
     argv = ["run", "--profile", args.run, "--warmup", "0", "--repeats", "1", "--quiet"]
     argv += ["--kernel", ",".join(names), "--no-compilation-cache"]
@@ -54,7 +55,8 @@ def _run_once(args: argparse.Namespace, names: list[str], env: Mapping[str, str]
     argv += [f"--config={args.config}"] if args.config is not None else []
 
     request = request_from(build_parser(argv).parse_args(argv), cwd)
-    bench = open_bench(request, load_specs(request), env)
+    head = head_kernels(request, env, measuring=True)
+    bench = open_bench(request, head.specs, env, device=head.device, process=head.process)
     with worker_runs(bench) as runs:
         results = measure(bench, runs, saver(None, replace=False))
     failed = [c for c in results.cases if c.status != "ok"]

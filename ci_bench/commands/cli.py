@@ -80,7 +80,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the documented exit code (README, "Exit codes"). Everything it
     prints, argparse's usage errors included, passes the output edge (commands.output)."""
     with inert_output():
-        return _main(argv)
+        try:
+            return _main(argv)
+        finally:
+            _stop_kernel_processes()
+
+
+def _stop_kernel_processes() -> None:
+    """Nothing outlives the command: a worker that described or traced kernels and was
+    never handed to a pool (an error came first) is stopped and waited for."""
+    started = sys.modules.get("ci_bench.measure.kernel_process")
+    if started is not None:
+        started.close_all()
 
 
 def _main(argv: Sequence[str] | None) -> int:

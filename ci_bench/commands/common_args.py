@@ -180,6 +180,18 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
     add_config(group)
 
 
+def add_case_timeout(parser: argparse.ArgumentParser) -> None:
+    """The one time limit of kernel code: a case measured, a module imported, a kernel
+    traced, modelled or lowered in its worker."""
+    parser.add_argument(
+        "--case-timeout",
+        type=positive_float(MAX_SECONDS),
+        metavar="SECONDS",
+        help="a case running longer is an error and its worker is replaced; so is a kernel "
+        f"module importing, or a kernel tracing, longer (default: config, {CASE_TIMEOUT_S:g})",
+    )
+
+
 def add_measurement(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``run``, ``ci`` and ``ab``: how cases are measured."""
     add_rounds(parser)
@@ -220,13 +232,7 @@ def add_measurement(parser: argparse.ArgumentParser) -> None:
         help="per-call time: host wall clock (the specification's) or device time from a "
         "jax.profiler trace (default: config, else per platform: wallclock)",
     )
-    parser.add_argument(
-        "--case-timeout",
-        type=positive_float(MAX_SECONDS),
-        metavar="SECONDS",
-        help="a case running longer is an error and its worker is replaced "
-        f"(default: config, {CASE_TIMEOUT_S:g})",
-    )
+    add_case_timeout(parser)
     parser.add_argument(
         "--workers",
         type=int_range(1, WORKERS_MAX),

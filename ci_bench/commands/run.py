@@ -11,7 +11,8 @@ from ci_bench.commands.common_args import add_measurement, add_selection, add_sh
 from ci_bench.commands.shared import check_given_file, request_from
 from ci_bench.commands.validate import Output, path_arg
 from ci_bench.outcome import Outcome, exit_code
-from ci_bench.pipeline.session import load_specs, open_bench
+from ci_bench.pipeline.kernels import head_kernels
+from ci_bench.pipeline.session import open_bench
 from ci_bench.schema.platforms import LOWERING_NAMES
 from ci_bench.store.files import dump_model
 
@@ -52,7 +53,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
 
     request = request_from(args, cwd)
     check_given_file(request.inputs.resume, "results file to resume", "--resume")
-    bench = open_bench(request, load_specs(request), env)
+    # The kernels are described by the worker that then measures (never imported here).
+    head = head_kernels(request, env, measuring=True)
+    bench = open_bench(request, head.specs, env, device=head.device, process=head.process)
     output = request.outputs.output if request.outputs.output is not None else request.inputs.resume
     with worker_runs(bench) as runs:
         replace = bool(args.force) or output == request.inputs.resume  # --resume grows its own file

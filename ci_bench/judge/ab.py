@@ -7,7 +7,7 @@ head and base back to back, so a ratio per round cancels the drift that separate
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import median
 
 from ci_bench.judge.compare import build_report, judge_memory
@@ -156,8 +156,12 @@ def ab_report(
     policy: FailPolicy,
     *,
     target_chips: Sequence[str] = (),
+    unpaired: Mapping[str, str] | None = None,
 ) -> Report:
     """The A/B report: same model and rendering as a baseline comparison, mode 'ab'.
+
+    ``unpaired``: per kernel, why its head was measured alone (the base's code hung,
+    crashed or failed while imported or traced); a case is ``new`` with that reason.
 
     Where head and base carry their cost models, each case also gets the model's verdict
     (head against base) on the target chips (see ``judge.model.judge_models``).
@@ -170,7 +174,7 @@ def ab_report(
             id=c.id,
             kernel=c.kernel,
             verdict="new",
-            reason=f"no such kernel at {base_ref}",
+            reason=(unpaired or {}).get(c.kernel, f"no such kernel at {base_ref}"),
             current=c,
         )
         for c in head.cases

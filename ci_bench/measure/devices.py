@@ -79,3 +79,16 @@ def fingerprint() -> DeviceFingerprint:
         libtpu=found.pop("libtpu", None),  # its own field since format 1
         toolchain=found or None,
     )
+
+
+def cpu_only_here() -> bool:
+    """Tell jax in this (orchestrating) process to use the CPU alone, before anything can
+    initialise another backend: only one process may hold a TPU chip, and it must be the
+    worker's. False when a backend is already up (nothing is changed then)."""
+    import jax
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        return False
+    jax.config.update("jax_platforms", "cpu")
+    return True

@@ -34,13 +34,12 @@ from typing import IO, Any
 
 from ci_bench.contract.spec import Case
 from ci_bench.defaults import CASE_TIMEOUT_S
+from ci_bench.measure.kernel_process import EXIT_GRACE, START_TIMEOUT, WORKER_CODE, Adopted, death
+from ci_bench.measure.kernel_process import tail as _tail
 from ci_bench.schema import CaseResult, DeviceFingerprint
 from ci_bench.schema.platforms import platform_of
 
 DEFAULT_CASE_TIMEOUT = CASE_TIMEOUT_S
-# Importing jax and the kernels; a worker that is not ready by then is broken, not slow.
-START_TIMEOUT = 300.0
-_WORKER = "from ci_bench.measure.workers import serve; serve()"
 
 
 class WorkerError(RuntimeError):
@@ -125,27 +124,6 @@ def probe(env: Mapping[str, str], timeout: float = START_TIMEOUT) -> DeviceFinge
     return DeviceFingerprint.model_validate_json(done.stdout)
 
 
-def _tail(text: str, lines: int = 4) -> str:
-    """The last lines a dead worker wrote; a fatal error's headline first when there is one."""
-    rows = [r.strip() for r in text.splitlines() if r.strip()]
-    fatal = next((i for i, r in enumerate(rows) if r.startswith("Fatal Python error")), None)
-    if fatal is not None:  # faulthandler: the error, then the innermost frame
-        frame = next((r for r in rows[fatal:] if r.startswith("File ")), None)
-        picked = [rows[fatal], *([frame] if frame else [])]
-    else:
-        picked = rows[-lines:]
-    return " | ".join(picked) or "(no stderr)"
-
-
-def death(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exited with code {returncode}"
-
-
 @dataclass
 class _Slot:
     """One worker process and the job it runs."""
@@ -177,8 +155,11 @@ class Pool:
         *,
         case_timeout: float = DEFAULT_CASE_TIMEOUT,
         env: Mapping[str, str] | None = None,
+        adopt: Adopted | None = None,
     ) -> None:
         self.setup = setup
+        # The kernel process that described the kernels: the first worker, already warm.
+        self.adopt = adopt
         self.case_timeout = case_timeout
         self.env = dict(os.environ if env is None else env)
         self.slots = [_Slot(i, dict(p)) for i, p in enumerate(pins)]
@@ -186,15 +167,19 @@ class Pool:
 
     # -- processes ---------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
-        slot.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
-        slot.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=slot.stderr,
-            env={**self.env, **slot.pin},
-            start_new_session=True,  # its own process group: a kill takes its children too
-        )
+        if self.adopt is not None and self.adopt.proc.poll() is None:
+            slot.proc, slot.stderr = self.adopt.proc, self.adopt.stderr
+        else:
+            slot.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
+            slot.proc = subprocess.Popen(
+                [sys.executable, "-c", WORKER_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=slot.stderr,
+                env={**self.env, **slot.pin},
+                start_new_session=True,  # its own process group: a kill takes its children too
+            )
+        self._drop_adopted()
         assert slot.proc.stdin is not None
         assert slot.proc.stdout is not None
         os.set_blocking(slot.proc.stdout.fileno(), False)
@@ -212,11 +197,20 @@ class Pool:
         except (BrokenPipeError, OSError):
             pass  # it died; the EOF on its stdout says how
 
-    def _stop(self, slot: _Slot, kill: bool) -> int:
+    def _drop_adopted(self) -> None:
+        """The adopted process is taken (or gone): never adopted twice, never left."""
+        adopted, self.adopt = self.adopt, None
+        if adopted is not None and adopted.proc.poll() is not None:
+            adopted.stderr.close()
+
+    def _stop(self, slot: _Slot, kill: bool, grace: float = 0.0) -> int:
         proc = slot.proc
         assert proc is not None
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(proc.stdout)  # type: ignore[arg-type]
+        if grace:  # its pipe closed: its own exit status, unless it lingers
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace)
         if kill and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -235,6 +229,10 @@ class Pool:
         return text
 
     def close(self) -> None:
+        if self.adopt is not None:  # never taken: stopped like any idle worker
+            slot = _Slot(-1, {}, self.adopt.proc, self.adopt.stderr)
+            self.adopt = None
+            self.slots.append(slot)
         for slot in self.slots:
             if slot.proc is not None:
                 if slot.job is None:  # idle: let it exit; busy (an interrupt): kill it now
@@ -297,7 +295,7 @@ class Pool:
                 done(i, [CaseResult.model_validate(r) for r in message["results"]])
 
     def _died(self, slot: _Slot, failed: Failed, done: Done) -> None:
-        code = self._stop(slot, kill=True)
+        code = self._stop(slot, kill=True, grace=EXIT_GRACE)
         text = self._stderr_since(slot)
         if slot.job is None:
             raise WorkerError(f"a worker {death(code)} while starting: {_tail(text)}")
@@ -340,6 +338,9 @@ def serve() -> None:
         message = json.loads(line)
         if "exit" in message:
             return
+        if "call" in message:  # kernel code before (or instead of) measuring
+            proto.write(json.dumps(_call(message)) + "\n")
+            continue
         if "setup" in message:
             measure = _worker(WorkerSetup(**message["setup"]))
             proto.write(json.dumps({"ready": True}) + "\n")
@@ -350,8 +351,30 @@ def serve() -> None:
         proto.write(json.dumps(answer) + "\n")
 
 
+def _call(message: dict[str, Any]) -> dict[str, Any]:
+    """``{"call": "module:function", "args": ...}`` run here; its answer as JSON, or the
+    one-line error (``kernel_process`` on the parent's side)."""
+    import importlib
+
+    from pydantic_core import to_jsonable_python
+
+    from ci_bench.errors import CiBenchError, ExitCode
+    from ci_bench.measure.kernel_process import unpack
+    from ci_bench.text import one_line
+
+    module, _, name = message["call"].partition(":")
+    try:
+        function = getattr(importlib.import_module(module), name)
+        return {"answer": to_jsonable_python(function(*unpack(message["args"])))}
+    except CiBenchError as exc:
+        return {"error": one_line(str(exc)), "exit": int(exc.exit_code)}
+    except Exception as exc:  # the kernel's own exception: said, never a dead worker
+        return {"error": one_line(f"{type(exc).__name__}: {exc}"), "exit": ExitCode.INTERNAL}
+
+
 def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
-    from ci_bench.contract.registry import load_isolated, load_kernels
+    from ci_bench.contract.registry import load_kernels
+    from ci_bench.measure.kernel_side import base_isolated
     from ci_bench.measure.roofline import peak_lookup
     from ci_bench.measure.runner import (
         configure_jax,
@@ -365,11 +388,8 @@ def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:
     specs = load_kernels(setup.modules, Path(setup.root) if setup.root else None)
     isolated = None
     if setup.base_root and setup.base_tree and setup.head_tree:
-        isolated = load_isolated(
-            Path(setup.base_root),
-            setup.base_modules,
-            head_tree=Path(setup.head_tree),
-            base_tree=Path(setup.base_tree),
+        isolated = base_isolated(
+            setup.base_root, setup.base_modules, setup.head_tree, setup.base_tree
         )
         paired = isolated.head(specs)
     device = DeviceFingerprint.model_validate(setup.device)

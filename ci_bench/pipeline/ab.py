@@ -9,17 +9,19 @@ is a one-line error, not a surprise after the baseline measurement.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from ci_bench.contract.registry import load_isolated
 from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import InputError
 from ci_bench.judge.ab import ab_report
 from ci_bench.judge.pr import with_run_states
+from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
 from ci_bench.pipeline.config import load_config
 from ci_bench.pipeline.git import merge_base, resolve_commit, toplevel, worktree
+from ci_bench.pipeline.kernels import HeadKernels, base_side, describe_base
 from ci_bench.pipeline.measuring import (
     BaseCheckout,
     Runs,
@@ -67,21 +69,32 @@ def _base_modules(folder: Path, request: Request) -> list[str]:
 
 
 @contextlib.contextmanager
-def base_checkout(request: Request, name: str, sha: str) -> Iterator[BaseCheckout]:
-    """The base commit checked out beside this one, with its kernels loaded."""
+def base_checkout(
+    request: Request, name: str, sha: str, process: KernelProcess, kernels: Iterable[str]
+) -> Iterator[BaseCheckout]:
+    """The base commit checked out beside this one, its kernels described by ``process``
+    (imported there beside the head's). A base whose modules hang, crash or raise while
+    imported is no error of the pull request: each of ``kernels`` (the head's) is then
+    measured on the head alone, and the checkout says why (``failed``)."""
     head_tree = toplevel(request.config.root)
     with worktree(request.config.root, sha) as folder:
         tree = toplevel(folder)
-        modules = _base_modules(folder, request)
-        isolated = load_isolated(folder, modules, head_tree=head_tree, base_tree=tree)
-        yield BaseCheckout(
-            folder, tuple(modules), name, sha, isolated.base, tree, head_tree, isolated
-        )
+        modules = tuple(_base_modules(folder, request))
+        checkout = BaseCheckout(folder, modules, name, sha, {}, tree, head_tree)
+        try:
+            specs = describe_base(process, checkout.where, base_side(name))
+        except KernelCodeError as exc:
+            process.close(kill=True)  # half-imported: the pool starts clean workers
+            why = f"{exc}; head measured alone"
+            failed = dict.fromkeys(kernels, why)
+            yield dataclasses.replace(checkout, failed=failed, unloadable=True)
+            return
+        yield dataclasses.replace(checkout, specs=specs)
 
 
 def run_ab(
     request: Request,
-    head: Mapping[str, KernelSpec],
+    head: HeadKernels,
     env: Mapping[str, str],
     *,
     base: tuple[str, str] | None = None,
@@ -89,18 +102,31 @@ def run_ab(
 ) -> Report:
     """Measure head against the request's base and judge; flagged cases re-measured.
 
-    ``base`` is the already resolved (name, commit), when the caller resolved it early.
+    ``head``: the head's kernels, described by the worker that measures first (the base's
+    are described, and both sides traced, in it too). ``base`` is the already resolved
+    (name, commit), when the caller resolved it early.
     """
     name, sha = base or resolve_base(request.config.root, request.base)
-    bench = open_bench(request, head, env, harness=request.ab_harness)
-    with base_checkout(request, name, sha) as checkout:
-        if not set(checkout.specs) & set(head):
-            raise InputError(f"{checkout.label} has none of the kernels {', '.join(head)}")
+    specs = head.specs
+    bench = open_bench(
+        request,
+        specs,
+        env,
+        harness=request.ab_harness,
+        device=head.device,
+        process=head.process,
+    )
+    with base_checkout(request, name, sha, head.process, specs) as checkout:
+        if not checkout.unloadable and not set(checkout.specs) & set(specs):
+            raise InputError(f"{checkout.label} has none of the kernels {', '.join(specs)}")
         # Which code each side runs, proved before anything is timed (issue 37).
         seed, chips = request.harness.seed, request.config.target_chips
-        sides = compare_sides(head, checkout, bench.cases, seed, chips)
+        sides = compare_sides(head.process, request, checkout, bench.cases, seed, chips)
+        checkout = dataclasses.replace(checkout, failed={**checkout.failed, **sides.failed})
         for state in sides.states:
             bench.progress.note(f"same code on both sides: {state.reason}")
+        for why in dict.fromkeys(checkout.failed.values()):
+            bench.progress.note(why)
         with open_runs(bench, checkout) as runs:
             results, bases = measure_pairs(bench, runs, checkout)
             results, bases = base_side_failures(bench, runs, results, bases)
@@ -113,11 +139,12 @@ def run_ab(
                     request.thresholds,
                     request.policy,
                     target_chips=request.config.target_chips,
+                    unpaired=checkout.failed,
                 )
 
             def rejudge(ids: set[str]) -> Report:
                 nonlocal results, bases
-                paired = [c for c in results.cases if c.kernel in checkout.specs]
+                paired = [c for c in results.cases if c.kernel in checkout.paired]
                 heads, bases = remeasure(bench, runs, paired, ids, base=checkout, bases=bases)
                 by_id = {c.id: c for c in heads}
                 cases = [by_id.get(c.id, c) for c in results.cases]
@@ -126,7 +153,7 @@ def run_ab(
 
             report = confirmed(judge(), rejudge, request.confirm)
     report = with_sources(report, sides)
-    return with_run_states(report, [*sides.states, *removed_kernels(checkout.specs, head)])
+    return with_run_states(report, [*sides.states, *removed_kernels(checkout.specs, specs)])
 
 
 def removed_kernels(

@@ -8,13 +8,16 @@ runner, forks included. Method: docs/MODEL.md; output format: docs/FORMATS.md.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ci_bench import __version__
-from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.contract.spec import Case
 from ci_bench.errors import ExitCode, InputError
+from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
 from ci_bench.outcome import Outcome, exit_code
 from ci_bench.pipeline.ab import base_checkout, resolve_base
+from ci_bench.pipeline.kernels import HEAD, HeadKernels, base_side, root_of
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import cases_for
 from ci_bench.pipeline.sources import compare_sides
@@ -23,83 +26,117 @@ from ci_bench.schema.model import CaseModel
 from ci_bench.schema.report import RunState
 
 
-def _model_all(
-    specs: Mapping[str, KernelSpec],
+def _models(
+    process: KernelProcess,
     cases: Sequence[Case],
-    chips: Sequence[str],
-    seed: int,
-    factor: float,
+    model: Callable[[Case], tuple[Any, ...]],
+    side: str,
     progress: Callable[[str], None],
-) -> dict[str, CaseModel]:
-    from ci_bench.measure.model import analyze_case
-
-    found = {}
+    *,
+    tolerant: bool,
+) -> tuple[dict[str, CaseModel], dict[str, str]]:
+    """Each case modelled in ``process`` (a worker, under the case time limit): the models
+    and, when ``tolerant`` (the base), per kernel, why its code hung, crashed or failed
+    there (its other cases skipped); else that failure is raised, said to be ``side``'s.
+    ``model(case)``: the worker's function and its arguments before the case."""
+    found: dict[str, CaseModel] = {}
+    failed: dict[str, str] = {}
     for index, case in enumerate(cases, start=1):
-        spec = specs.get(case.kernel)
-        if spec is None:
+        if case.kernel in failed:
             continue
-        model = analyze_case(spec, case, chips, seed=seed, flops_factor=factor)
-        found[case.id] = model
-        what = {"ok": "ok", "partial": model.reason}.get(
-            model.status, f"not modelled: {model.reason}"
+        function, *args = model(case)
+        try:
+            answer = process.call(
+                function, *args, case, what=f"kernel {case.kernel}", doing="modelled"
+            )
+        except KernelCodeError as exc:
+            if not tolerant:
+                raise exc.on(side) from None
+            failed[case.kernel] = str(exc.on(side))
+            continue
+        found[case.id] = result = CaseModel.model_validate(answer)
+        what = {"ok": "ok", "partial": result.reason}.get(
+            result.status, f"not modelled: {result.reason}"
         )
         progress(f"[{index}/{len(cases)}] {case.id} {what}")
-    return found
+    return found, failed
+
+
+_SIDE = "ci_bench.measure.kernel_side"
+ALONE = "; head measured alone"  # the A/B's words; an analysis measures nothing
 
 
 def _base_models(
     request: Request,
-    heads: Mapping[str, KernelSpec],
+    head: HeadKernels,
     cases: Sequence[Case],
     chips: Sequence[str],
     progress: Callable[[str], None],
-) -> tuple[str, dict[str, CaseModel], list[RunState]]:
+) -> tuple[str, dict[str, CaseModel], list[RunState], dict[str, str]]:
     """The base's kernels (the merge base for a pull request), checked out in a temporary
-    worktree and imported beside the head's (``contract.isolation``), modelled case by
-    case: the same base the A/B measures against; ``same-code`` where both sides traced a
-    kernel from one file."""
+    worktree and imported in the worker beside the head's (``contract.isolation``), modelled
+    case by case: the same base the A/B measures against; ``same-code`` where both sides
+    traced a kernel from one file. A base whose code hangs, crashes or fails is not
+    compared, and said to be the base's (the last value: kernel -> why)."""
 
     name, sha = resolve_base(request.config.root, request.base)
-    with base_checkout(request, name, sha) as checkout:
-        sides = compare_sides(heads, checkout, cases, request.harness.seed, chips)
-        same = sides.states
-        for state in same:
+    process = head.process
+    with base_checkout(request, name, sha, process, head.specs) as checkout:
+        seed, factor = request.harness.seed, request.harness.cost_model_factor
+        sides = compare_sides(process, request, checkout, cases, seed, chips)
+        failed = {**checkout.failed, **sides.failed}
+        for state in sides.states:
             progress(f"same code on both sides: {state.reason}")
         for kernel, note in sides.notes.items():
             progress(f"{kernel}: {note}")
-        models = _model_all(
-            checkout.specs,
-            cases,
-            chips,
-            request.harness.seed,
-            request.harness.cost_model_factor,
+        wanted = [c for c in cases if c.kernel in checkout.specs and c.kernel not in failed]
+        models, broken = _models(
+            process,
+            wanted,
+            lambda _: (f"{_SIDE}:model_base", checkout.where, tuple(chips), seed, factor),
+            base_side(name),
             lambda line: progress(f"base {line}"),
+            tolerant=True,
         )
-    return checkout.label, models, same
+    failed = {k: why.removesuffix(ALONE) for k, why in {**failed, **broken}.items()}
+    for why in dict.fromkeys(failed.values()):
+        progress(f"{why}: not compared")
+    return checkout.label, models, sides.states, failed
 
 
 def analyze_cases(
     request: Request,
-    specs: Mapping[str, KernelSpec],
+    head: HeadKernels,
     chips: Sequence[str],
     progress: Callable[[str], None],
 ) -> Analysis:
-    """Every selected case modelled (and judged against the request's base when set)."""
+    """Every selected case modelled in the head's worker (and judged against the request's
+    base when set, modelled in the same worker); nothing of a kernel runs here."""
     import jax
 
     from ci_bench.judge.model import judge_model, vmem_errors
 
     start = time.perf_counter()
+    specs = head.specs
     cases = cases_for(request.selection, specs)
     if not cases:
         raise InputError("the selection is empty: nothing to analyze")
     seed, factor = request.harness.seed, request.harness.cost_model_factor
-    heads = _model_all(specs, cases, chips, seed, factor, progress)
+    modules, root = root_of(request)
+    heads, _ = _models(  # the head's failure is the pull request's error: raised
+        head.process,
+        cases,
+        lambda _: (f"{_SIDE}:model_head", modules, root, tuple(chips), seed, factor),
+        HEAD,
+        progress,
+        tolerant=False,
+    )
     base_ref: str | None = None
     bases: dict[str, CaseModel] = {}
     same: list[RunState] = []
+    failures: dict[str, str] = {}
     if request.base is not None:
-        base_ref, bases, same = _base_models(request, specs, cases, chips, progress)
+        base_ref, bases, same, failures = _base_models(request, head, cases, chips, progress)
     out = []
     for case in cases:
         model = heads[case.id]
@@ -122,6 +159,7 @@ def analyze_cases(
         chips=list(chips),
         seed=seed,
         base_ref=base_ref,
+        base_failures=failures,
         seconds=time.perf_counter() - start,
     )
     return Analysis(verdict=verdict, exit_code=int(code), meta=meta, cases=out, run_states=same)

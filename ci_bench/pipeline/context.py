@@ -19,10 +19,11 @@ from ci_bench.github.context import ActionsContext
 from ci_bench.outcome import Outcome
 from ci_bench.pipeline.ab import OpenRuns
 from ci_bench.pipeline.judging import baseline_report
+from ci_bench.pipeline.kernels import HeadKernels, head_kernels
 from ci_bench.pipeline.measuring import confirmed, measure, remeasure, saver, worker_runs
 from ci_bench.pipeline.plan import Plan
 from ci_bench.pipeline.request import Request
-from ci_bench.pipeline.session import load_specs, open_bench
+from ci_bench.pipeline.session import open_bench
 from ci_bench.schema import Report, Results
 from ci_bench.store.baselines import check_pins
 
@@ -71,13 +72,21 @@ class Context:
     report: Report | None = None
     outcome: Outcome = field(default_factory=Outcome)
     kept: list[str] = field(default_factory=list)  # promote: tuned configs that stay
+    head_kernels: HeadKernels | None = None
     # Done after the last step, in order (a role's closing files and summary line).
     after: list[Callable[[Context], None]] = field(default_factory=list)
 
+    def kernels(self, *, measuring: bool = True) -> HeadKernels:
+        """The head's kernels, described once by a worker (never imported in this process):
+        the one that then measures first, unless the role measures nothing."""
+        if self.head_kernels is None:
+            self.head_kernels = head_kernels(self.request, self.env, measuring=measuring)
+        return self.head_kernels
+
     def specs(self) -> Mapping[str, KernelSpec]:
-        """The kernels' SPECs: the stand-ins, else loaded once from the request's modules."""
+        """The kernels' SPECs: the given ones (the pytest helper), else the head's."""
         if self.given_specs is None:
-            self.given_specs = load_specs(self.request)
+            return self.kernels().specs
         return self.given_specs
 
 
@@ -91,14 +100,26 @@ def measure_and_confirm(
     resume: Path | None = None,
     specs: Mapping[str, KernelSpec] | None = None,
     cases: Sequence[Case] | None = None,
+    head: HeadKernels | None = None,
 ) -> Results:
     """Measure the request's cases (resuming ``resume``, else ``--resume``) saving to
     ``save_to`` after every case and, with ``confirm``, re-measure the cases the baseline
     comparison flags in the same workers. ``specs`` and ``cases`` stand in for the
-    request's modules and selection (the pytest helper's one case of a SPEC object)."""
-    specs = specs if specs is not None else load_specs(request)
+    request's modules and selection (the pytest helper's one case of a SPEC object);
+    ``head``: the head's kernels as a worker described them (else described here)."""
+    if specs is None:
+        head = head or head_kernels(request, env, measuring=True)
+        specs = head.specs
     check_pins(request.baselines.folder, request.baselines.pins)
-    bench = open_bench(request, specs, env, cases=cases, in_process=ports.in_process)
+    bench = open_bench(
+        request,
+        specs,
+        env,
+        cases=cases,
+        in_process=ports.in_process,
+        device=head.device if head else None,
+        process=head.process if head else None,
+    )
 
     # the shard's state file or the job's own output folder: replaced as the run grows
     save = saver(save_to, replace=True)

@@ -18,15 +18,17 @@ from ci_bench.errors import CiBenchError, InputError
 from ci_bench.github.api import legacy_marker, marker
 from ci_bench.github.context import PullRequest, WorkflowRun
 from ci_bench.github.outputs import append_summary
+from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
 from ci_bench.outcome import ERRORS_FAIL, Outcome
 from ci_bench.pipeline.analysis import analyze_cases
 from ci_bench.pipeline.context import Context
 from ci_bench.pipeline.current import against_now
+from ci_bench.pipeline.kernels import HEAD, root_of
 from ci_bench.pipeline.plan import MEASURE_LABEL
 from ci_bench.pipeline.publish import api_client, comment_key, pull_number
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import cases_for, utc_now
-from ci_bench.pipeline.tune_hint import tiling_hints
+from ci_bench.pipeline.tune_hint import tiling_hints, worker_search
 from ci_bench.report.sticky import (
     LOWERING_BUDGET,
     compose,
@@ -43,6 +45,7 @@ from ci_bench.schema.lowering import (
     LoweringMeta,
     LoweringResults,
 )
+from ci_bench.schema.model import CaseModel
 from ci_bench.schema.platforms import LOWER_ROLE_TARGET, lower_role_platform
 from ci_bench.schema.withheld import WithheldModel
 from ci_bench.store.files import atomic_write_text, dump_model, read_model
@@ -55,16 +58,20 @@ def lower_all(
     cases: Sequence[Case],
     platform: str,
     chips: Sequence[str] = (),
+    *,
+    process: KernelProcess | None = None,
 ) -> LoweringResults:
     """Export every case for ``platform`` as each of ``chips`` (TPU chips for tpu, GPUs for
     cuda; else config ``target-chips`` of that platform, else this machine's chip, else
     every one the tables know); a case that cannot lower is
     an error row (a ``host_error`` when the machine, not the kernel, is to blame), and (TPU)
     so is one whose cost model does not fit a target chip's VMEM: it would lower, then fail
-    to compile in libtpu on that chip."""
+    to compile in libtpu on that chip. With ``process`` (the lower role) each case is
+    lowered and modelled in that worker, under the case time limit; else here (``ci-bench
+    lower``, whose job is to run the kernels' code)."""
     import jax
 
-    from ci_bench.measure.lowering import check_platform, lower_for_chips
+    from ci_bench.measure.lowering import check_platform
     from ci_bench.measure.model.targets import resolve_targets
 
     checked = check_platform(platform)
@@ -73,10 +80,12 @@ def lower_all(
     chips = resolve_targets(chips, request.config.target_chips, checked)
     done = []
     for index, case in enumerate(cases, start=1):
-        seed = request.harness.seed
-        lowered = lower_for_chips(specs[case.kernel], case, checked, chips, seed)
-        if checked == "tpu":
-            lowered = with_vmem_check(lowered, specs[case.kernel], case, chips, request)
+        if process is None:
+            lowered, model = _lower_here(specs[case.kernel], case, checked, chips, request)
+        else:
+            lowered, model = _lower_in(process, request, case, checked, chips)
+        if model is not None:
+            lowered = with_vmem_check(lowered, model, chips)
         done.append(lowered)
         if not request.outputs.quiet:
             status = {"error": "ERROR", "host_error": "HOST ERROR (not the kernel)"}
@@ -103,17 +112,51 @@ def lower_all(
     )
 
 
-def with_vmem_check(
-    lowered: LoweredCase, spec: KernelSpec, case: Case, chips: list[str], request: Request
-) -> LoweredCase:
+def _lower_here(
+    spec: KernelSpec, case: Case, platform: str, chips: Sequence[str], request: Request
+) -> tuple[LoweredCase, CaseModel | None]:
+    from ci_bench.measure.lowering import lower_for_chips
+    from ci_bench.measure.model import analyze_case
+
+    seed, factor = request.harness.seed, request.harness.cost_model_factor
+    lowered = lower_for_chips(spec, case, platform, chips, seed)  # type: ignore[arg-type]
+    if platform != "tpu":
+        return lowered, None
+    return lowered, analyze_case(spec, case, chips, seed=seed, flops_factor=factor)
+
+
+def _lower_in(
+    process: KernelProcess, request: Request, case: Case, platform: str, chips: Sequence[str]
+) -> tuple[LoweredCase, CaseModel | None]:
+    """The case lowered (and, for TPU, modelled) in the head's worker."""
+    seed, factor = request.harness.seed, request.harness.cost_model_factor
+    modules, root = root_of(request)
+    try:
+        lowered, model = process.call(
+            "ci_bench.measure.kernel_side:lower_case",
+            modules,
+            root,
+            platform,
+            tuple(chips),
+            seed,
+            factor,
+            case,
+            what=f"kernel {case.kernel}",
+            doing="lowered",
+        )
+    except KernelCodeError as exc:
+        raise exc.on(HEAD) from None
+    return (
+        LoweredCase.model_validate(lowered),
+        None if model is None else CaseModel.model_validate(model),
+    )
+
+
+def with_vmem_check(lowered: LoweredCase, model: CaseModel, chips: Sequence[str]) -> LoweredCase:
     """The lowered case with its cost model; an error if its VMEM does not fit a target
     chip (and it lowered: a lowering failure stays the first error)."""
     from ci_bench.judge.model import vmem_reason
-    from ci_bench.measure.model import analyze_case
 
-    model = analyze_case(
-        spec, case, chips, seed=request.harness.seed, flops_factor=request.harness.cost_model_factor
-    )
     # Validated as the file holds it: a partial case's times withheld (issue 39).
     update: dict[str, Any] = {"model": WithheldModel.model_validate(model.model_dump())}
     too_big = vmem_reason(model, chips)
@@ -130,13 +173,20 @@ def lower_step(ctx: Context) -> None:
     (lowering.json, analysis.json, smoke.json, pr.json) go into the artifact the relay job
     reads."""
     request, actions = ctx.request, ctx.actions
-    specs = ctx.specs()
+    head = ctx.kernels()  # described, lowered and modelled in a worker, never here
+    specs = head.specs
     cases = cases_for(request.selection, specs)
     # The platform table's target (TPU), or CUDA when the config targets GPUs only.
     platform = lower_role_platform(request.config.target_chips, GPU_NAMES)
-    lowered = lower_all(request, specs, cases, platform)
+    lowered = lower_all(request, specs, cases, platform, process=head.process)
     hints = (
-        tiling_hints(request, specs, cases, lowered.meta.chips, _progress(request))
+        tiling_hints(
+            request,
+            cases,
+            lowered.meta.chips,
+            _progress(request),
+            worker_search(head.process, request, lowered.meta.chips),
+        )
         if platform == LOWER_ROLE_TARGET
         else []  # the tiling search ranks TPU tilings
     )
@@ -146,7 +196,7 @@ def lower_step(ctx: Context) -> None:
     atomic_write_text(out_dir / "lowering.json", dump_model(lowered))
     structural = same = 0
     if request.base is not None:
-        analysis = analyze_cases(request, specs, lowered.meta.chips, _progress(request))
+        analysis = analyze_cases(request, head, lowered.meta.chips, _progress(request))
         atomic_write_text(out_dir / "analysis.json", dump_model(analysis))
         structural = sum(
             bool(c.against and c.against.verdict == "structural") for c in analysis.cases

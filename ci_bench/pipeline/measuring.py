@@ -52,8 +52,11 @@ class Runs(Protocol):
 @dataclass(frozen=True)
 class BaseCheckout:
     """The A/B base: a checkout of the base commit, its kernel modules and their SPECs
-    (imported beside the head's, ``contract.isolation``; ``tree``/``head_tree``: the two
-    checkouts' top levels)."""
+    (described by a worker that imported them beside the head's, ``contract.isolation``;
+    ``tree``/``head_tree``: the two checkouts' top levels). ``failed``: per kernel, why the
+    base's code could not be used (it hung, crashed or raised while imported or traced):
+    those kernels are measured on the head alone. ``isolated``: the base loaded in this
+    process (the pytest helper's in-process runs only)."""
 
     root: Path
     modules: tuple[str, ...]
@@ -62,7 +65,20 @@ class BaseCheckout:
     specs: Mapping[str, KernelSpec]
     tree: Path
     head_tree: Path
-    isolated: Isolated
+    isolated: Isolated | None = None
+    failed: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # The base's modules could not be imported: no worker loads them.
+    unloadable: bool = False
+
+    @property
+    def where(self) -> tuple[str, tuple[str, ...], str, str]:
+        """The base as a worker loads it (``kernel_side.base_isolated``)."""
+        return (str(self.root), self.modules, str(self.head_tree), str(self.tree))
+
+    @property
+    def paired(self) -> set[str]:
+        """The kernels measured head against base."""
+        return set(self.specs) - set(self.failed)
 
     @property
     def label(self) -> str:
@@ -84,15 +100,20 @@ def worker_runs(bench: Bench, base: BaseCheckout | None = None) -> Iterator[Runs
         peak_tflops=request.peak_tflops,
         peak_gbps=request.peak_gbps,
         cache_dir=bench.meta.settings.compilation_cache,
-        base_root=str(base.root) if base else None,
-        base_modules=list(base.modules) if base else [],
-        base_tree=str(base.tree) if base else None,
-        head_tree=str(base.head_tree) if base else None,
     )
+    if base is not None and not base.unloadable:
+        setup = dataclasses.replace(
+            setup,
+            base_root=str(base.root),
+            base_modules=list(base.modules),
+            base_tree=str(base.tree),
+            head_tree=str(base.head_tree),
+        )
     pool = Pool(
         setup,
         [pin_env(device.platform, i) for i in range(count)],
         case_timeout=request.workers.case_timeout,
+        adopt=bench.process.adopt() if bench.process is not None else None,
     )
 
     class _PoolRuns:
@@ -127,6 +148,7 @@ class InProcess:
                 continue
             assert self.base is not None
             isolated = self.base.isolated
+            assert isolated is not None
             base = self.base.specs[job.case.kernel]
             seed = job.order_seed or job.case.id
             with isolated.sides.held():
@@ -209,9 +231,8 @@ def measure_pairs(bench: Bench, runs: Runs, base: BaseCheckout) -> tuple[Results
     """Every selected case, head against base where the base has the kernel (else head
     alone), interleaved round by round in one worker per pair."""
     cases = list(bench.cases)
-    jobs = [
-        Job(c, pair=c.kernel in base.specs, order_seed=_order_seed(bench, c, False)) for c in cases
-    ]
+    paired = base.paired
+    jobs = [Job(c, pair=c.kernel in paired, order_seed=_order_seed(bench, c, False)) for c in cases]
     found: dict[int, list[CaseResult]] = {}
 
     def started(i: int) -> None:

@@ -15,7 +15,9 @@ from ci_bench.github.context import ActionsContext, Release, merged_pull_number
 from ci_bench.github.history import append_through_api
 from ci_bench.github.outputs import append_summary
 from ci_bench.github.promote import promote_through_api
+from ci_bench.measure.kernel_process import KernelCodeError
 from ci_bench.pipeline.context import Context
+from ci_bench.pipeline.kernels import HEAD, root_of
 from ci_bench.pipeline.publish import api_client
 from ci_bench.pipeline.request import Request
 from ci_bench.report.sticky import acceptance_in
@@ -118,19 +120,30 @@ def _acceptance(client: GitHubClient, request: Request, number: int) -> Acceptan
 def promote_check(ctx: Context) -> None:
     """Before PROMOTE's measuring: a release tag's kernel and version agree with its SPEC,
     and the tuned configs that stay beside the new baselines are known."""
-    # pipeline.tuned loads jax: only the release job pays for it
-    from ci_bench.pipeline.tuned import release_tuned
-
     request = ctx.request
     if request.release is None:  # the role named by hand for another event
         raise InputError(
             "ci --role promote runs on a release tag push (refs/tags/v*); this event is "
             f"{ctx.actions.event_name or 'none'}, so there is nothing to promote"
         )
-    specs = ctx.specs()
-    check_release(request.release, specs)
+    head = ctx.kernels()  # described in the worker that then measures
+    check_release(request.release, head.specs)
     api_client(ctx.actions, request.config)  # a missing token: said now, not after measuring
-    ctx.kept = release_tuned(specs, request.baselines.folder, request.release.kernel)
+    modules, root = root_of(request)
+    try:
+        ctx.kept = head.process.call(
+            "ci_bench.pipeline.tuned:release_tuned_in_worker",
+            modules,
+            root,
+            request.baselines.folder,
+            request.release.kernel,
+            what="tuned configs",
+            doing="checked",
+        )
+    except KernelCodeError as exc:
+        if exc.how == "failed":  # a broken tuned file: its own one-line error
+            raise InputError(exc.cause) from None
+        raise exc.on(HEAD) from None
 
 
 def record_check(ctx: Context) -> None:

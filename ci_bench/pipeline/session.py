@@ -25,7 +25,9 @@ from ci_bench.pipeline.request import Request
 from ci_bench.schema import RunMeta, RunSettings
 
 if TYPE_CHECKING:
+    from ci_bench.measure.kernel_process import KernelProcess
     from ci_bench.measure.roofline import PeakLookup
+    from ci_bench.schema import DeviceFingerprint
 
 
 def utc_now() -> datetime:
@@ -34,6 +36,9 @@ def utc_now() -> datetime:
 
 
 def load_specs(request: Request) -> Mapping[str, KernelSpec]:
+    """The kernels imported in this process: for commands whose job is to run one
+    kernel's code here (``lower``, ``tune``, ``profile``, the pytest helper); the measuring
+    commands describe them in a worker instead (``pipeline.kernels``)."""
     if not request.modules:
         raise InputError("no kernels configured: add kernels to [tool.ci-bench] or --kernel-module")
     return load_kernels(request.modules, root=request.config.root)
@@ -69,6 +74,8 @@ class Bench:
     peaks: PeakLookup
     progress: Progress
     now: Callable[[], datetime] = utc_now
+    # The worker that described the kernels: the measuring pool's first worker.
+    process: KernelProcess | None = None
 
     def finished(self) -> RunMeta:
         return self.meta.model_copy(update={"finished_at": self.now(), "complete": True})
@@ -82,14 +89,18 @@ def open_bench(
     *,
     in_process: bool = False,
     cases: Sequence[Case] | None = None,
+    device: DeviceFingerprint | None = None,
+    process: KernelProcess | None = None,
 ) -> Bench:
     """Configure jax, fingerprint the device, read git: once per command.
 
     Unless the command measures ``in_process`` (the pytest helper) or the host has no
     accelerator, a child process reads the fingerprint: this process must not hold the
-    accelerator its workers need. ``cases`` replaces the selection's (one case by id).
+    accelerator its workers need; then jax here is told to use the CPU alone. ``cases``
+    replaces the selection's (one case by id); ``device`` is the fingerprint already read
+    and ``process`` the worker that described ``specs`` (``pipeline.kernels``).
     """
-    from ci_bench.measure.devices import fingerprint
+    from ci_bench.measure.devices import cpu_only_here, fingerprint
     from ci_bench.measure.interpret import kernel_modes
     from ci_bench.measure.roofline import peak_lookup
     from ci_bench.measure.runner import configure_jax
@@ -99,11 +110,14 @@ def open_bench(
     adhoc_cases = cases is not None
     cases = list(cases) if cases is not None else cases_for(request.selection, specs)
     settings = harness or request.harness
-    try:
-        isolated = not in_process and accelerator_present(env)
-        device = probe(env) if isolated else fingerprint()
-    except WorkerError as exc:
-        raise InputError(str(exc)) from None
+    isolated = not in_process and accelerator_present(env)
+    if isolated:
+        cpu_only_here()
+    if device is None:
+        try:
+            device = probe(env) if isolated else fingerprint()
+        except WorkerError as exc:
+            raise InputError(str(exc)) from None
     # The interpret mode starts jax's backend: not in a parent whose workers need the chip.
     mode = configure_jax(request.compilation_cache, None if isolated else request.cpu.mode)
     settings = replace(
@@ -150,4 +164,4 @@ def open_bench(
     if selection.profile is not None:
         for note in profile_notes(specs, selection.profile, selection.kernels):
             progress.note(f"note: {note}")
-    return Bench(request, specs, tuple(cases), settings, meta, peaks, progress)
+    return Bench(request, specs, tuple(cases), settings, meta, peaks, progress, process=process)

@@ -11,17 +11,40 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ci_bench.contract.isolation import Tree
-from ci_bench.contract.spec import Case, KernelSpec
-from ci_bench.measure.sources import Traced, traced_files
+from ci_bench.contract.spec import Case
+from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
 from ci_bench.pipeline.git import changed_files, tracked_files
+from ci_bench.pipeline.kernels import HEAD, base_side, leaks, root_of, trace
 from ci_bench.pipeline.measuring import BaseCheckout
+from ci_bench.pipeline.request import Request
 from ci_bench.schema import KernelSources, Report, RunState, SourceFile
+
+
+@dataclass(frozen=True)
+class Traced:
+    """Files (real paths) a side's trace came from, as its worker read them
+    (``measure.kernel_side.trace_side``); ``kernel``: the Pallas kernels' own; ``error``:
+    why there is no trace; ``modules``: each file's path below its import root."""
+
+    files: frozenset[str] = frozenset()
+    kernel: frozenset[str] = frozenset()
+    error: str | None = None
+    modules: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, answer: Mapping[str, Any]) -> Traced:
+        return cls(
+            frozenset(answer["files"]),
+            frozenset(answer["kernel"]),
+            answer["error"],
+            dict(answer["modules"]),
+        )
 
 
 def _sha(path: str) -> str | None:
@@ -47,19 +70,10 @@ def side_files(traced: Traced, tree: Tree) -> list[SourceFile]:
     ]
 
 
-def _module_path(file: str) -> str | None:
-    """Where a loaded module's file sits below its import root (``mylib/kernels/x.py``)."""
-    for name, module in list(sys.modules.items()):
-        where = getattr(module, "__file__", None)
-        if isinstance(where, str) and os.path.realpath(where) == file:
-            tail = "/__init__.py" if where.endswith("__init__.py") else Path(where).suffix
-            return name.replace(".", "/") + tail
-    return None
-
-
-def repository_copy(file: str, tracked: set[str]) -> str | None:
-    """The repository's own file that ``file`` (outside it) was installed from, if any."""
-    below = _module_path(file)
+def repository_copy(file: str, tracked: set[str], modules: Mapping[str, str]) -> str | None:
+    """The repository's own file that ``file`` (outside it) was installed from, if any;
+    ``modules``: where each traced file sits below its import root, in its worker."""
+    below = modules.get(file)
     if below is None:
         return None
     return next((t for t in sorted(tracked) if t == below or t.endswith("/" + below)), None)
@@ -88,7 +102,10 @@ def same_code(
             "isolate it (an import past its finder; please report it)"
         )
         return Verdict(RunState(state="same-code", reason=reason))
-    installed = [(f, copy) for f in sorted(shared) if (copy := repository_copy(f, tracked))]
+    modules = {**base.modules, **head.modules}
+    installed = [
+        (f, copy) for f in sorted(shared) if (copy := repository_copy(f, tracked, modules))
+    ]
     if installed:
         file, copy = installed[0]
         reason = (
@@ -115,30 +132,43 @@ def _first_cases(cases: Sequence[Case]) -> dict[str, Case]:
 
 @dataclass(frozen=True)
 class Sides:
-    """What each side ran (per kernel), the run states it calls for, notes per kernel."""
+    """What each side ran (per kernel), the run states it calls for, notes per kernel;
+    ``failed``: kernels whose base hung or crashed while traced (measured on the head
+    alone), with why."""
 
     sources: dict[str, KernelSources]
     states: list[RunState]
     notes: dict[str, str]
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def compare_sides(
-    head: Mapping[str, KernelSpec],
+    process: KernelProcess,
+    request: Request,
     checkout: BaseCheckout,
     cases: Sequence[Case],
     seed: int,
     chips: Sequence[str] = (),
 ) -> Sides:
-    """Per kernel both sides have: each side's files and what they say of the comparison."""
+    """Per kernel both sides have: each side's files, traced in ``process`` (a worker, under
+    the case time limit), and what they say of the comparison. A head that hangs or crashes
+    while traced is the pull request's error (``KernelCodeError``); a base that does is
+    the base's: that kernel is measured on the head alone."""
     head_tree, base_tree = Tree(str(checkout.head_tree)), Tree(str(checkout.tree))
     changed = changed_files(checkout.head_tree, checkout.sha)
     tracked = tracked_files(checkout.head_tree)
     found = Sides({}, [], {})
+    side = base_side(checkout.ref)
     for kernel, case in _first_cases(cases).items():
-        if kernel not in head or kernel not in checkout.specs:
+        if kernel not in checkout.paired:
             continue
-        ours = traced_files(head[kernel], case, seed, chips)
-        theirs = traced_files(checkout.specs[kernel], case, seed, chips)
+        ours = Traced.of(trace(process, HEAD, case, seed, chips, head=root_of(request)))
+        try:
+            answer = trace(process, side, case, seed, chips, base=checkout.where)
+        except KernelCodeError as exc:
+            found.failed[kernel] = f"{exc}; head measured alone"
+            continue
+        theirs = Traced.of(answer)
         files = side_files(ours, head_tree)
         found.sources[kernel] = KernelSources(
             head=files,
@@ -153,12 +183,12 @@ def compare_sides(
             found.states.append(verdict.state)
         if verdict.note is not None:
             found.notes[kernel] = verdict.note
-    leaks = sorted(checkout.isolated.leaks)
-    if leaks:
+    leaked = leaks(process, checkout.where, side) if checkout.paired - set(found.failed) else []
+    if leaked:
         found.states.append(
             RunState(
                 state="same-code",
-                reason=f"the base's code imported the head's {', '.join(leaks[:5])}: "
+                reason=f"the base's code imported the head's {', '.join(leaked[:5])}: "
                 "ci-bench could not isolate it (please report it)",
             )
         )

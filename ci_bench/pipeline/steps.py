@@ -32,7 +32,7 @@ from ci_bench.pipeline.lowering import lower_step, relay_step
 from ci_bench.pipeline.plan import Gate, Role, Step
 from ci_bench.pipeline.release import promote_check, promote_step, record_check, record_step
 from ci_bench.pipeline.request import Request
-from ci_bench.pipeline.session import load_specs, matrix_of
+from ci_bench.pipeline.session import matrix_of
 from ci_bench.report.plot import roofline_png
 from ci_bench.schema import Results
 from ci_bench.store.files import atomic_write_text, dump_model
@@ -67,6 +67,7 @@ def measure_step(ctx: Context) -> None:
         resume=ctx.resume,
         specs=ctx.given_specs,
         cases=ctx.cases,
+        head=ctx.kernels() if ctx.given_specs is None else None,
     )
 
 
@@ -79,7 +80,7 @@ def ab_step(ctx: Context) -> None:
     """AB: head against the base in workers (unless another job's A/B report is given)."""
     if ctx.given_ab is None:
         ctx.ab = run_ab(
-            ctx.request, ctx.specs(), ctx.env, base=ctx.base, open_runs=ctx.ports.open_runs
+            ctx.request, ctx.kernels(), ctx.env, base=ctx.base, open_runs=ctx.ports.open_runs
         )
 
 
@@ -99,7 +100,7 @@ def merge_step(ctx: Context) -> None:
     _roofline(merged, request.outputs.out_dir / "roofline.png")
     ctx.results = merged
     ctx.require_confirmation = request.confirm
-    ctx.expected = _expected(request)
+    ctx.expected = _expected(ctx)
 
 
 def judge_step(ctx: Context) -> None:
@@ -298,11 +299,12 @@ def _state_file(request: Request, actions: ActionsContext, env: Mapping[str, str
     return Path(root) / key / "results.json"
 
 
-def _expected(request: Request) -> list[str] | None:
+def _expected(ctx: Context) -> list[str] | None:
     """The cases the run had to measure, from the kernels' SPECs (never from the files)."""
+    request = ctx.request
     try:
-        specs = load_specs(request)
-    except InputError as exc:
+        specs = ctx.specs() if ctx.given_specs is not None else ctx.kernels(measuring=False).specs
+    except CiBenchError as exc:  # a module that fails, hangs or crashes: the files decide
         sys.stderr.write(f"ci-bench: the expected matrix comes from the files: {exc}\n")
         return None
     whole = replace(request.selection, shard=None)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.tuning import search_case
 from ci_bench.schema.lowering import TilingHint
@@ -49,12 +51,83 @@ def hints_of(tuned: TunedCase, chips: Sequence[str]) -> list[TilingHint]:
     return out
 
 
+# One case's search: its result, a line saying why it was not searched, or None (the kernel
+# declares no tunables).
+Search = Callable[[Case], TunedCase | str | None]
+
+
+def search_here(request: Request, specs: Mapping[str, KernelSpec], chips: Sequence[str]) -> Search:
+    """The search in this process, on SPECs imported here (``ci-bench tune``'s own use)."""
+
+    def search(case: Case) -> TunedCase | str | None:
+        tunables = specs[case.kernel].tunables
+        if tunables is None:
+            return None
+        limit = request.config.tune_hint_max_candidates
+        if tunables.size > limit:
+            return (
+                f"tiling hint: {case.id}: {tunables.size} candidates, over "
+                f"tune-hint-max-candidates ({limit}): not searched"
+            )
+        tuned, _ = search_case(
+            specs[case.kernel],
+            tunables,
+            case,
+            chips,
+            seed=request.harness.seed,
+            factor=request.harness.cost_model_factor,
+        )
+        return tuned
+
+    return search
+
+
+def search_in_worker(
+    modules: Sequence[str], root: str, request: Request, chips: Sequence[str], case: Case
+) -> TunedCase | str | None:
+    """A worker's side of ``worker_search``: the head's SPECs imported there."""
+    from ci_bench.contract.registry import load_kernels
+
+    specs = load_kernels(modules, Path(root))
+    return search_here(request, specs, chips)(case)
+
+
+def worker_search(process: KernelProcess, request: Request, chips: Sequence[str]) -> Search:
+    """The search in the head's worker (the lower role): a hang or crash there is the
+    kernel's error, said to be the head's."""
+    modules, root = tuple(request.modules), str(request.config.root)
+
+    def search(case: Case) -> TunedCase | str | None:
+        try:
+            answer = process.call(
+                "ci_bench.pipeline.tune_hint:search_in_worker",
+                modules,
+                root,
+                request,
+                tuple(chips),
+                case,
+                what=f"kernel {case.kernel}",
+                doing="searched for a tiling",
+            )
+        except KernelCodeError as exc:
+            if exc.how == "failed":
+                raise RuntimeError(exc.cause) from None  # a failed search: a line, no error
+            raise exc.on("the head's") from None
+        return (
+            answer
+            if answer is None or isinstance(answer, str)
+            else TunedCase.model_validate(answer)
+        )
+
+    return search
+
+
 def tiling_hints(
     request: Request,
-    specs: Mapping[str, KernelSpec],
     cases: Sequence[Case],
     chips: Sequence[str],
     progress: Callable[[str], None],
+    search: Search,
 ) -> list[TilingHint]:
     """The search for every case whose kernel declares tunables, within the config's caps
     (none when ``tune-hint`` is 0 or no chip is targeted)."""
@@ -65,29 +138,18 @@ def tiling_hints(
     deadline = time.monotonic() + config.tune_hint_max_seconds
     out: list[TilingHint] = []
     for case in cases:
-        tunables = specs[case.kernel].tunables
-        if tunables is None:
-            continue
-        if tunables.size > config.tune_hint_max_candidates:
-            progress(
-                f"tiling hint: {case.id}: {tunables.size} candidates, over "
-                f"tune-hint-max-candidates ({config.tune_hint_max_candidates}): not searched"
-            )
-            continue
         if time.monotonic() > deadline:
             progress(f"tiling hint: tune-hint-max-seconds spent; {case.id} and later not searched")
             break
         try:
-            tuned, _ = search_case(
-                specs[case.kernel],
-                tunables,
-                case,
-                chips,
-                seed=request.harness.seed,
-                factor=request.harness.cost_model_factor,
-            )
+            tuned = search(case)
+        except KernelCodeError:
+            raise  # the head's kernel hung or crashed: its error, not a hint's
         except Exception as exc:  # a hint, never a failure of the lowering check
             progress(f"tiling hint: {case.id}: the search failed: {one_line(exc)}")
             continue
-        out += hints_of(tuned, chips)
+        if isinstance(tuned, str):
+            progress(tuned)
+        elif tuned is not None:
+            out += hints_of(tuned, chips)
     return out

@@ -4,7 +4,7 @@ configs"). A kernel reads them at run time with ``ci_bench.spec.tuned_config``."
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -162,3 +162,13 @@ def release_tuned(specs: Mapping[str, KernelSpec], folder: Path, kernel: str | N
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise InputError(f"tuned configs: {problems[0]}{more}")
     return lines
+
+
+def release_tuned_in_worker(
+    modules: Sequence[str], root: str, folder: Path, kernel: str | None
+) -> list[str]:
+    """``release_tuned`` on the head's SPECs imported in a worker (the tunables' configs
+    are the kernel's code); its InputError comes back as the worker's one-line error."""
+    from ci_bench.contract.registry import load_kernels
+
+    return release_tuned(load_kernels(modules, Path(root)), folder, kernel)

@@ -23,7 +23,8 @@ ANALYSIS_SCHEMA_VERSION = 4
 # and the verdict ``same_code``. 4: a ``partial`` case carries no time: every per-chip time
 # (``modelled_us``, ``compute_us``, ``memory_us``, ``overhead_us``, ``mfu_ceiling``,
 # ``bound``, a GPU's ``vector_us``) is null, in the case and in its calls; older files read
-# the same (their partial times are dropped on reading). Versions 1 to 3 are still read.
+# the same (their partial times are dropped on reading). Later in 4 (optional, issue 57):
+# ``meta.base_failures``. Versions 1 to 3 are still read.
 ANALYSIS_READABLE = (1, 2, 3, 4)
 
 
@@ -50,6 +51,11 @@ class AnalysisMeta(Model):
     seed: int
     base_ref: str | None = None
     seconds: float | None = Field(None, ge=0, description="wall time of the whole analysis")
+    base_failures: dict[str, str] = Field(
+        default_factory=dict,
+        description="--base: kernel -> why its base could not be modelled (hung, crashed or "
+        "failed while imported, traced or modelled); its cases are not compared",
+    )
 
 
 class Analysis(Model):

@@ -1,0 +1,140 @@
+"""What a worker does with kernel code for the orchestrating process (``kernel_process``):
+import a side's kernel modules and describe their SPECs, trace a kernel for the A/B's
+source proof, model a case. Each function is one call, so its caller names what hung or
+crashed; the arguments and answers are plain values.
+
+The head's modules are imported as the measuring worker imports them; the base's beside
+them through ``contract.isolation``, once per process (the measuring pool reuses them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ci_bench.contract.described import describe
+from ci_bench.contract.registry import Isolated, load_isolated, load_kernels
+from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.schema.model import CaseModel
+
+_BASES: dict[tuple[str, tuple[str, ...]], Isolated] = {}
+
+
+def head_specs(modules: Sequence[str], root: str | None) -> dict[str, KernelSpec]:
+    return dict(load_kernels(modules, Path(root) if root else None))
+
+
+def describe_module(module: str, root: str | None) -> dict[str, dict[str, Any]]:
+    """One kernel module imported (the head's): its SPECs described."""
+    return {name: describe(spec) for name, spec in head_specs([module], root).items()}
+
+
+def base_isolated(folder: str, modules: Sequence[str], head_tree: str, base_tree: str) -> Isolated:
+    """The base's modules imported beside the head's, once per process."""
+    key = (folder, tuple(modules))
+    if key not in _BASES:
+        _BASES[key] = load_isolated(
+            Path(folder), modules, head_tree=Path(head_tree), base_tree=Path(base_tree)
+        )
+    return _BASES[key]
+
+
+def describe_base(
+    folder: str, modules: Sequence[str], head_tree: str, base_tree: str
+) -> dict[str, dict[str, Any]]:
+    """The base's kernel modules imported from its checkout: its SPECs described."""
+    isolated = base_isolated(folder, modules, head_tree, base_tree)
+    return {name: describe(spec) for name, spec in isolated.base.items()}
+
+
+def _module_path(file: str) -> str | None:
+    """Where a loaded module's file sits below its import root (``mylib/kernels/x.py``)."""
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str) and os.path.realpath(where) == file:
+            tail = "/__init__.py" if where.endswith("__init__.py") else Path(where).suffix
+            return name.replace(".", "/") + tail
+    return None
+
+
+def trace_side(spec: KernelSpec, case: Case, seed: int, chips: Sequence[str]) -> dict[str, Any]:
+    """The files ``spec``'s subject is traced from (``measure.sources``), with each file's
+    path below its import root (the installed-copy check needs this process's modules)."""
+    from ci_bench.measure.sources import traced_files
+
+    found = traced_files(spec, case, seed, chips)
+    return {
+        "files": sorted(found.files),
+        "kernel": sorted(found.kernel),
+        "error": found.error,
+        "modules": {f: m for f in found.files if (m := _module_path(f)) is not None},
+    }
+
+
+def trace_head(
+    modules: Sequence[str], root: str | None, case: Case, seed: int, chips: Sequence[str]
+) -> dict[str, Any]:
+    return trace_side(head_specs(modules, root)[case.kernel], case, seed, chips)
+
+
+def trace_base(
+    where: tuple[str, Sequence[str], str, str], case: Case, seed: int, chips: Sequence[str]
+) -> dict[str, Any]:
+    isolated = base_isolated(*where)
+    return trace_side(isolated.base[case.kernel], case, seed, chips)
+
+
+def base_leaks(where: tuple[str, Sequence[str], str, str]) -> list[str]:
+    """Head modules the base's code imported past the finder (none, unless a bug)."""
+    return sorted(base_isolated(*where).leaks)
+
+
+def model_head(
+    modules: Sequence[str],
+    root: str | None,
+    chips: Sequence[str],
+    seed: int,
+    factor: float,
+    case: Case,
+) -> CaseModel:
+    from ci_bench.measure.model import analyze_case
+
+    spec = head_specs(modules, root)[case.kernel]
+    return analyze_case(spec, case, chips, seed=seed, flops_factor=factor)
+
+
+def model_base(
+    where: tuple[str, Sequence[str], str, str],
+    chips: Sequence[str],
+    seed: int,
+    factor: float,
+    case: Case,
+) -> CaseModel:
+    from ci_bench.measure.model import analyze_case
+
+    spec = base_isolated(*where).base[case.kernel]
+    return analyze_case(spec, case, chips, seed=seed, flops_factor=factor)
+
+
+def lower_case(
+    modules: Sequence[str],
+    root: str | None,
+    platform: str,
+    chips: Sequence[str],
+    seed: int,
+    factor: float,
+    case: Case,
+) -> tuple[Any, CaseModel | None]:
+    """The head's case lowered for ``platform`` as each of ``chips`` and, for TPU, its cost
+    model (the parent checks the VMEM fit)."""
+    from ci_bench.measure.lowering import lower_for_chips
+    from ci_bench.measure.model import analyze_case
+
+    spec = head_specs(modules, root)[case.kernel]
+    lowered = lower_for_chips(spec, case, platform, chips, seed)  # type: ignore[arg-type]
+    if platform != "tpu":
+        return lowered, None
+    return lowered, analyze_case(spec, case, chips, seed=seed, flops_factor=factor)
