@@ -68,3 +68,31 @@ def test_the_generated_history_has_its_two_changes_where_they_were_put():
     (boundary,) = group.cases[FASTER_CASE].changes
     assert boundary.at_version_boundary
     assert [v for _, v in group.boundaries()] == ["0.1.0", "0.2.0"]
+
+
+def test_a_timer_switch_is_never_a_change_point_nor_searched_across():
+    """Issue 50: the TPU default moved from wallclock to profiler; the history's first
+    profiler runs read 1/10 of the wallclock ones, and that is no change of the kernel."""
+    records = story().records
+    switched = [
+        r.model_copy(
+            update={
+                "timer": "profiler",
+                "cases": [c.model_copy(update={"median_ms": c.median_ms / 10}) for c in r.cases],
+            }
+        )
+        if i >= STEP_AT
+        else r
+        for i, r in enumerate(records)
+    ]
+    (group,) = build_groups(switched)
+    found = {s.id: [c.commit.sha for c in s.changes] for s in group.cases.values()}
+    # The tenfold drop at the switch is found nowhere; the real step sits on the switch,
+    # so with nothing before it on the profiler side it is not a change either, and the
+    # version boundary's speed-up (before the switch) is still found.
+    assert all(group.commits[STEP_AT].sha not in shas for shas in found.values())
+    assert found[FASTER_CASE] == [group.commits[BOUNDARY].sha]
+    # The same history with one timer finds the step where it was put.
+    (whole,) = build_groups(records)
+    steps = {s.id: [c.commit.sha for c in s.changes] for s in whole.cases.values()}
+    assert steps[STEP_CASE] == [whole.commits[STEP_AT].sha]

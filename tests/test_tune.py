@@ -182,6 +182,34 @@ def test_measure_refuses_on_a_cpu_and_times_the_top_k_with_the_default_when_forc
             assert 0 <= m["p_value"] <= 1
 
 
+def test_measure_records_a_config_that_does_not_compile_and_measures_the_next(tmp_path):
+    """Issue 50: on a TPU v5e, tune --measure exited 5 on a tiling Mosaic refused
+    (CompileTimeScopedVmemOom) that the model had ranked."""
+    write_project(tmp_path, ["uncompilable_tiling"])
+    done = run_cli(
+        "tune", "--kernel", "refusing", "--shape", "256,256,256", "--chip", "v5e", *SMALL,
+        "--measure", "1", "--measure-on-cpu", "--repeats", "2", "--warmup", "0",
+        "--timer", "profiler", "--format", "json", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.OK, done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    ranked = sorted(
+        (c for c in case["candidates"] if c["chips"].get("v5e", {}).get("rank")),
+        key=lambda c: c["chips"]["v5e"]["rank"],
+    )
+    assert ranked[0]["config"] == {"block_m": 256, "block_k": 256, "block_n": 128}
+    (refused,) = case["not_compiled"]
+    assert refused["config"] == ranked[0]["config"]
+    assert refused["error"].startswith("RuntimeError: CompileTimeScopedVmemOom")
+    # The next in the model's ranking is timed in its place, beside the default, by the
+    # timer asked for (device time read from the trace).
+    timed = [m["config"] for m in case["measured"]]
+    assert ranked[0]["config"] not in timed
+    assert timed[0] == ranked[1]["config"]
+    assert [m["default"] for m in case["measured"]][-1] is True
+    assert "does not compile here" in done.stderr
+
+
 def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tmp_path):
     write_project(tmp_path, ["kernels.matmul"])
     args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)

@@ -180,6 +180,17 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
     add_config(group)
 
 
+def add_timer(parser: argparse.ArgumentParser) -> None:
+    """How a call is timed (run, ci, ab, tune --measure): one flag, one default rule."""
+    parser.add_argument(
+        "--timer",
+        choices=TIMER_NAMES,
+        help="per-call time: host wall clock (the specification's) or device time from a "
+        "jax.profiler trace (default: config, else per platform: profiler on TPU, else "
+        "wallclock)",
+    )
+
+
 def add_case_timeout(parser: argparse.ArgumentParser) -> None:
     """The one time limit of kernel code: a case measured, a module imported, a kernel
     traced, modelled or lowered in its worker."""
@@ -226,12 +237,7 @@ def add_measurement(parser: argparse.ArgumentParser) -> None:
         )
     )
     cache.add_argument("--no-compilation-cache", action="store_true")
-    parser.add_argument(
-        "--timer",
-        choices=TIMER_NAMES,
-        help="per-call time: host wall clock (the specification's) or device time from a "
-        "jax.profiler trace (default: config, else per platform: wallclock)",
-    )
+    add_timer(parser)
     add_case_timeout(parser)
     parser.add_argument(
         "--workers",

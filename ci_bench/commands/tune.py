@@ -23,6 +23,7 @@ from ci_bench.commands.common_args import (
     add_seed,
     add_selection,
     add_shape,
+    add_timer,
 )
 from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import int_range
@@ -76,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="on the accelerator: time the model's top K and the default, interleaved",
     )
     add_rounds(tune, "--measure: warmup calls", "--measure: timed rounds")
+    add_timer(tune)
     tune.add_argument(
         "--measure-on-cpu",
         action="store_true",
@@ -123,4 +125,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
                     )
     out.write(dump_model(report) if args.format == "json" else tune_table(report, args.top))
     ranked = any(case.best for case in report.cases)
+    if args.measure:  # exit 0 when any candidate was timed, whatever did not compile
+        ranked = any(case.measured for case in report.cases)
     return int(ExitCode.OK if ranked else ExitCode.NOTHING_MEASURED)

@@ -18,7 +18,8 @@ from typing import Any
 from ci_bench.contract.spec import PALLAS, Case, KernelSpec
 from ci_bench.contract.tunables import Tunables
 from ci_bench.pipeline.request import Request
-from ci_bench.schema.tune import Measured, TunedCase
+from ci_bench.schema.tune import Measured, NotCompiled, TunedCase
+from ci_bench.text import one_line
 
 Progress = Callable[[str], None]
 
@@ -55,14 +56,48 @@ def top_indices(tuned: TunedCase, chip: str | None, k: int) -> list[int]:
     return []
 
 
-def _callable(spec: KernelSpec, case: Case, seed: int) -> Callable[[], Any]:
+def _compiled(spec: KernelSpec, case: Case, seed: int) -> Callable[[], Any]:
+    """The case's workload compiled for this chip before anything is timed: a config the
+    compiler refuses raises here, not in the middle of the interleaved rounds."""
     import jax
 
     from ci_bench.measure.modes import concrete_workload
 
     work = concrete_workload(spec, case, seed=seed)
-    fn = jax.jit(work.fn)
-    return lambda: fn(*work.args)
+    compiled = jax.jit(work.fn).lower(*work.args).compile()
+    return lambda: compiled(*work.args)
+
+
+def _compile_chosen(
+    spec: KernelSpec,
+    tunables: Tunables,
+    case: Case,
+    tuned: TunedCase,
+    order: Sequence[int],
+    want: int,
+    seed: int,
+    progress: Progress,
+) -> tuple[list[int], list[Callable[[], Any]], list[NotCompiled]]:
+    """Compile candidates in the model's order until ``want`` compiled (the default
+    always tried too): their indices and callables, and the ones that did not compile."""
+    chosen: list[int] = []
+    fns: list[Callable[[], Any]] = []
+    failed: list[NotCompiled] = []
+    default = tuned.default_index
+    for index in [*order, *([default] if default is not None and default not in order else [])]:
+        if len(chosen) >= want and index != default:
+            continue
+        config = tuned.candidates[index].config
+        try:
+            fn = _compiled(with_subject(spec, tunables.implementation(config)), case, seed)
+        except Exception as exc:  # the compiler's refusal: recorded, the next one measured
+            reason = one_line(f"{type(exc).__name__}: {exc}")[:300]
+            failed.append(NotCompiled(config=config, default=index == default, error=reason))
+            progress(f"  {case.id}: {dict(config)} does not compile here: {reason}")
+            continue
+        chosen.append(index)
+        fns.append(fn)
+    return chosen, fns, failed
 
 
 def measure_top(
@@ -74,31 +109,41 @@ def measure_top(
     k: int,
     progress: Progress,
 ) -> TunedCase:
-    """``tuned`` with the top ``k`` and the default measured (``measured``)."""
+    """``tuned`` with the top ``k`` and the default measured (``measured``): each compiled
+    first (one that does not is ``not_compiled``, and the next in the model's ranking takes
+    its place), then timed in interleaved rounds by the configured timer (the platform's
+    default: device time on a TPU)."""
     import jax
 
     from ci_bench.measure.chip import this_chip
     from ci_bench.measure.harness import time_interleaved
+    from ci_bench.measure.timers import default_timer, timed_rounds
 
-    chosen = top_indices(tuned, this_chip(), k)
-    if len(chosen) > k:
-        progress(f"  {case.id}: {len(chosen) - k} more tie with the model's top {k}: timed too")
-    if tuned.default_index is not None and tuned.default_index not in chosen:
-        chosen.append(tuned.default_index)
-    if not chosen:
-        progress(f"  {case.id}: nothing to measure (no candidate lowers and fits)")
-        return tuned
+    chip = this_chip()
+    top = top_indices(tuned, chip, k)
+    if len(top) > k:
+        progress(f"  {case.id}: {len(top) - k} more tie with the model's top {k}: timed too")
+    ranked = top + [i for i in top_indices(tuned, chip, len(tuned.candidates)) if i not in top]
     seed = request.harness.seed
+    chosen, fns, failed = _compile_chosen(
+        spec, tunables, case, tuned, ranked, len(top), seed, progress
+    )
+    tuned = tuned.model_copy(update={"not_compiled": failed})
+    if not chosen:
+        progress(f"  {case.id}: nothing to measure (no candidate lowers, fits and compiles)")
+        return tuned
+    timer = request.harness.timer or default_timer(jax.default_backend())
+    progress(f"  {case.id}: timing {len(fns)} configs interleaved ({timer})")
     configs = [tuned.candidates[i].config for i in chosen]
-    fns = [_callable(with_subject(spec, tunables.implementation(c)), case, seed) for c in configs]
-    progress(f"  {case.id}: timing {len(fns)} configs interleaved")
-    samples = time_interleaved(
+    samples = timed_rounds(
+        timer,
+        time_interleaved,
         fns,
         (),
         warmup=request.harness.warmup,
         repeats=request.harness.repeats,
         rng=random.Random(seed),
-    )
+    ).samples
     base = samples[chosen.index(tuned.default_index)] if tuned.default_index in chosen else None
     kind = jax.devices()[0].device_kind
     measured = [

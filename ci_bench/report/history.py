@@ -50,6 +50,7 @@ class Commit:
     # Who accepted the merged pull request's regressions, and which cases (format 2).
     accepted_by: str | None = None
     accepted: tuple[str, ...] = ()
+    timer: str | None = None  # how its samples were timed (None: not recorded, wallclock)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
                     record.tag,
                     record.acceptance.by if record.acceptance else None,
                     tuple(record.acceptance.cases) if record.acceptance else (),
+                    record.timer or "wallclock",
                 )
             )
             group.software = dev.software  # the newest one
@@ -139,13 +141,29 @@ def build_groups(records: Iterable[HistoryRecord], kernel: str | None = None) ->
         for series in group.cases.values():
             # Only finite, positive levels go to change-point detection (its log needs them).
             ok = [(x, p) for x, p in series.points if usable(p.median_ms)]
-            found = detect([p.median_ms for _, p in ok]) if ok else []  # type: ignore[misc]
-            for cp in found:
-                x_new, x_old = ok[cp.index][0], ok[cp.index - 1][0]
-                series.changes.append(
-                    Change(series.id, group.commits[x_new], group.commits[x_old], cp, x_new)
-                )
+            for run in same_timer_runs(ok, group.commits):
+                found = detect([p.median_ms for _, p in run])  # type: ignore[misc]
+                for cp in found:
+                    x_new, x_old = run[cp.index][0], run[cp.index - 1][0]
+                    series.changes.append(
+                        Change(series.id, group.commits[x_new], group.commits[x_old], cp, x_new)
+                    )
     return [groups[k] for k in sorted(groups)]
+
+
+def same_timer_runs(
+    points: list[tuple[int, CasePoint]], commits: list[Commit]
+) -> list[list[tuple[int, CasePoint]]]:
+    """The points split where the timer changes: times from two timers are not comparable
+    (a TPU's wall clock is mostly the host's round trip), so a switch is never a change
+    point and no change point is searched across one."""
+    runs: list[list[tuple[int, CasePoint]]] = []
+    for x, point in points:
+        if runs and commits[runs[-1][-1][0]].timer == commits[x].timer:
+            runs[-1].append((x, point))
+        else:
+            runs.append([(x, point)])
+    return runs
 
 
 def usable(value: float | None) -> bool:

@@ -57,7 +57,10 @@ PLATFORMS: tuple[Platform, ...] = (
     Platform("cpu", default_timer="wallclock"),
     Platform(
         "tpu",
-        default_timer="wallclock",
+        # Device time: on a TPU v5e the host round trip is 0.55-0.63 ms a call while the
+        # smoke cases run 1-75 µs on the chip, and the profiler timer read the same 0.98 µs
+        # as an independent reading of the trace (issue 50).
+        default_timer="profiler",
         worker_env=(
             ("TPU_CHIPS_PER_PROCESS_BOUNDS", "1,1,1"),
             ("TPU_PROCESS_BOUNDS", "1,1,1"),

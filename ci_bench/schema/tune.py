@@ -87,6 +87,16 @@ class Measured(Model):
     device_kind: str
 
 
+class NotCompiled(Model):
+    """``tune --measure``: a chosen config that did not compile on this chip (e.g. Mosaic's
+    ``CompileTimeScopedVmemOom`` for a tiling the model counted as fitting); the next in
+    the model's ranking is measured instead."""
+
+    config: Config
+    default: bool = False
+    error: str = Field(description="the compiler's reason, one line")
+
+
 class TunedCase(Model):
     """One case's search."""
 
@@ -112,6 +122,9 @@ class TunedCase(Model):
     )
     default_index: int | None = Field(None, ge=0)
     measured: list[Measured] = Field(default_factory=list)
+    not_compiled: list[NotCompiled] = Field(
+        default_factory=list, description="--measure: chosen configs that did not compile"
+    )
     notes: list[str] = Field(default_factory=list, description="what the search added (v2)")
     seconds: float = Field(ge=0)
 
