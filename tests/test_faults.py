@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,66 @@ def test_sigterm_is_handled_like_sigint(tmp_path):
     saved = json.loads(out.read_text())
     assert len(saved["cases"]) == 1
     assert saved["meta"]["complete"] is False
+
+
+def _marked(mark: str) -> list[int]:
+    """Live processes whose environment carries ``TEST_MARK=mark``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if f"TEST_MARK={mark}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_sigterm_mid_case_lets_the_worker_exit_cleanly_and_waits_for_it(tmp_path):
+    """Issue 50: a cancelled job's worker was SIGKILLed at once, and the next run on a TPU
+    host found the chip busy. Now it gets SIGTERM and a grace period: its Python shutdown
+    runs (the accelerator runtime's teardown with it) and the command returns only when
+    no worker is left."""
+    write_project(tmp_path, ["crashing_matmul"])
+    out, exits, mark = tmp_path / "r.json", tmp_path / "exits", uuid.uuid4().hex
+    proc = cli_process(
+        "run", "-q", "--repeats", "2", "--warmup", "0", "-o", str(out), cwd=tmp_path,
+        extra_env={"CRASH_MODE": "sleep", "EXIT_MARK_FILE": str(exits), "TEST_MARK": mark},
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert out.exists(), "the first case was never saved"
+    time.sleep(1)  # the second case (the sleeping one) is in flight
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.TERMINATED, err
+    assert _marked(mark) == [], "a worker outlived the cancelled run"
+    assert exits.exists(), "the busy worker was killed, not stopped: its shutdown never ran"
+    assert len(exits.read_text().split()) >= 1
+
+
+def test_a_worker_does_not_outlive_a_parent_killed_outright(tmp_path):
+    """A runner that kills ci-bench with SIGKILL (no handler runs) leaves no worker
+    holding the chip: the kernel stops it with its parent."""
+    write_project(tmp_path, ["crashing_matmul"])
+    out, mark = tmp_path / "r.json", uuid.uuid4().hex
+    proc = cli_process(
+        "run", "-q", "--repeats", "2", "--warmup", "0", "-o", str(out), cwd=tmp_path,
+        extra_env={"CRASH_MODE": "sleep", "TEST_MARK": mark},
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert out.exists(), "the first case was never saved"
+    workers = [p for p in _marked(mark) if p != proc.pid]
+    assert workers, "no worker was running"
+    proc.kill()
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _marked(mark) == []
 
 
 # --- internal errors ------------------------------------------------------------------------

@@ -172,3 +172,64 @@ def test_a_workers_stderr_reaches_the_ci_log_only_through_the_output_edge(tmp_pa
     assert "set-output name=verdict" in done.stdout + done.stderr
     assert injection_problem(done.stdout) is None, done.stdout
     assert injection_problem(done.stderr) is None, done.stderr
+
+
+BUSY_THEN_SERVE = """
+import os, sys
+left = int(open(os.environ["BUSY_FILE"]).read())
+if left:
+    open(os.environ["BUSY_FILE"], "w").write(str(left - 1))
+    sys.stderr.write("RuntimeError: Unable to initialize backend 'tpu': TPU initialization "
+                     "failed: open(/dev/vfio/1): Device or resource busy\\n")
+    sys.exit(1)
+from ci_bench.measure.workers import serve; serve()
+"""
+
+
+def _busy_pool(tmp_path, busy: int, wait: float):
+    """A pool whose workers find the chip busy ``busy`` times, as libtpu says it."""
+    from ci_bench.contract.spec import Case
+    from ci_bench.measure.workers import Job, Pool, WorkerSetup
+    from ci_bench.pipeline.kernels import read_device
+
+    counter = tmp_path / "busy"
+    counter.write_text(str(busy))
+    device = read_device(os.environ)
+    setup = WorkerSetup(
+        modules=["tiny_matmul"],
+        root=str(tmp_path),
+        settings={"warmup": 0, "repeats": 2, "seed": 0},
+        device=device.model_dump(mode="json"),
+    )
+    env = {
+        **os.environ,
+        "BUSY_FILE": str(counter),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(FIXTURES)]),
+    }
+    pool = Pool(setup, [{}], case_timeout=120, env=env, busy_wait=wait, worker_code=BUSY_THEN_SERVE)
+    case = Case("matmul", {"B": 1, "M": 128, "K": 128, "N": 128}, "float32")
+    found: list = []
+
+    def failed(job, why):
+        raise AssertionError(f"the case's worker failed: {why}")
+
+    try:
+        pool.run([Job(case)], failed, lambda i, rs: found.extend(rs), lambda i: None)
+    finally:
+        pool.close()
+    return found, counter
+
+
+def test_a_worker_that_finds_the_chip_busy_is_started_again_until_it_is_free(tmp_path):
+    """Issue 50: the next job after a cancelled one found the chip busy for about 20 s."""
+    found, counter = _busy_pool(tmp_path, busy=2, wait=60)
+    assert counter.read_text() == "0"  # it was busy twice, then started
+    (result,) = found
+    assert result.status == "ok", result.error
+
+
+def test_a_chip_busy_past_the_wait_is_one_clear_error(tmp_path):
+    from ci_bench.measure.workers import WorkerError
+
+    with pytest.raises(WorkerError, match=r"the accelerator stayed busy for 1 s: another process"):
+        _busy_pool(tmp_path, busy=1000, wait=1)

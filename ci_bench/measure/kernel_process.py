@@ -36,6 +36,9 @@ from typing import IO, Any
 from ci_bench.errors import CiBenchError, ExitCode
 
 WORKER_CODE = "from ci_bench.measure.workers import serve; serve()"
+# The pid a worker's parent had when it started the worker: a worker whose parent is
+# already gone by the time it asks to die with it exits at once.
+PARENT_ENV = "CI_BENCH_WORKER_PARENT"
 # Importing ci-bench and jax in a fresh process; a worker not answering by then is broken.
 START_TIMEOUT = 300.0
 # A process whose pipe closed gets this long to exit by itself before it is killed, so its
@@ -152,7 +155,7 @@ class KernelProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
-            env=self.env,
+            env={**self.env, PARENT_ENV: str(os.getpid())},
             start_new_session=True,  # its own process group: a kill takes its children too
         )
         self.started, self._buffer = False, b""

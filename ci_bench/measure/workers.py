@@ -34,12 +34,22 @@ from typing import IO, Any
 
 from ci_bench.contract.spec import Case
 from ci_bench.defaults import CASE_TIMEOUT_S
-from ci_bench.measure.kernel_process import EXIT_GRACE, START_TIMEOUT, WORKER_CODE, Adopted, death
+from ci_bench.measure.kernel_process import (
+    EXIT_GRACE,
+    PARENT_ENV,
+    START_TIMEOUT,
+    WORKER_CODE,
+    Adopted,
+    death,
+)
 from ci_bench.measure.kernel_process import tail as _tail
 from ci_bench.schema import CaseResult, DeviceFingerprint
 from ci_bench.schema.platforms import platform_of
 
 DEFAULT_CASE_TIMEOUT = CASE_TIMEOUT_S
+# A worker stopped mid-case (a cancelled job) gets this long to exit on SIGTERM before it is
+# killed: a clean exit lets the accelerator's runtime release the chip for the next job.
+STOP_GRACE = 10.0
 
 
 class WorkerError(RuntimeError):
@@ -102,26 +112,59 @@ def accelerator_present(env: Mapping[str, str], dev: Path = Path("/dev")) -> boo
     return any(any(dev.glob(pattern)) for pattern in ACCELERATOR_NODES)
 
 
-def probe(env: Mapping[str, str], timeout: float = START_TIMEOUT) -> DeviceFingerprint:
-    """The host's device fingerprint, read in a child so this process never holds a TPU."""
-    code = (
+# A worker that finds the chip held by another process (the previous job's, still exiting)
+# is started again every BUSY_PAUSE seconds for at most BUSY_WAIT, then the run fails
+# naming the cause.
+BUSY_WAIT = 60.0
+BUSY_PAUSE = 2.0
+
+
+def chip_busy(stderr: str) -> bool:
+    """Whether a process failed because another one holds the accelerator (libtpu:
+    "open(/dev/vfio/1): Device or resource busy")."""
+    return "device or resource busy" in stderr.lower()
+
+
+def busy_message(waited: float, stderr: str) -> str:
+    return (
+        f"the accelerator stayed busy for {waited:g} s: another process holds it (a job "
+        f"still running or stuck on this runner?): {_tail(stderr)}"
+    )
+
+
+def probe(
+    env: Mapping[str, str],
+    timeout: float = START_TIMEOUT,
+    busy_wait: float = BUSY_WAIT,
+    code: str = (
         "import sys; from ci_bench.measure.devices import fingerprint; "
         "sys.stdout.write(fingerprint().model_dump_json())"
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise WorkerError(f"reading the device fingerprint took over {timeout:g} s") from None
-    if done.returncode != 0:
-        raise WorkerError(f"reading the device fingerprint failed: {_tail(done.stderr)}")
-    return DeviceFingerprint.model_validate_json(done.stdout)
+    ),
+) -> DeviceFingerprint:
+    """The host's device fingerprint, read in a child so this process never holds a TPU;
+    a busy chip is asked again for up to ``busy_wait`` seconds."""
+    deadline = time.monotonic() + busy_wait
+    while True:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code],
+                env=dict(env),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise WorkerError(f"reading the device fingerprint took over {timeout:g} s") from None
+        if done.returncode == 0:
+            return DeviceFingerprint.model_validate_json(done.stdout)
+        if not chip_busy(done.stderr):
+            raise WorkerError(f"reading the device fingerprint failed: {_tail(done.stderr)}")
+        if time.monotonic() >= deadline:
+            raise WorkerError(
+                f"reading the device fingerprint: {busy_message(busy_wait, done.stderr)}"
+            )
+        time.sleep(BUSY_PAUSE)
 
 
 @dataclass
@@ -156,8 +199,13 @@ class Pool:
         case_timeout: float = DEFAULT_CASE_TIMEOUT,
         env: Mapping[str, str] | None = None,
         adopt: Adopted | None = None,
+        busy_wait: float = BUSY_WAIT,
+        worker_code: str = WORKER_CODE,
     ) -> None:
         self.setup = setup
+        self.busy_wait = busy_wait
+        self.busy_since: float | None = None  # when a worker first found the chip busy
+        self.worker_code = worker_code
         # The kernel process that described the kernels: the first worker, already warm.
         self.adopt = adopt
         self.case_timeout = case_timeout
@@ -172,11 +220,11 @@ class Pool:
         else:
             slot.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
             slot.proc = subprocess.Popen(
-                [sys.executable, "-c", WORKER_CODE],
+                [sys.executable, "-c", self.worker_code],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=slot.stderr,
-                env={**self.env, **slot.pin},
+                env={**self.env, **slot.pin, PARENT_ENV: str(os.getpid())},
                 start_new_session=True,  # its own process group: a kill takes its children too
             )
         self._drop_adopted()
@@ -229,19 +277,28 @@ class Pool:
         return text
 
     def close(self) -> None:
+        """Every worker stopped and waited for, so the accelerator is free when this returns:
+        an idle one is asked to exit; a busy one (an interrupt, a cancelled job) gets
+        SIGTERM and ``STOP_GRACE`` seconds to exit cleanly (its handler unwinds, so the
+        runtime releases the chip), then SIGKILL, with its whole process group."""
         if self.adopt is not None:  # never taken: stopped like any idle worker
             slot = _Slot(-1, {}, self.adopt.proc, self.adopt.stderr)
             self.adopt = None
             self.slots.append(slot)
-        for slot in self.slots:
-            if slot.proc is not None:
-                if slot.job is None:  # idle: let it exit; busy (an interrupt): kill it now
-                    self._send(slot, {"exit": True})
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        slot.proc.wait(timeout=10)
-                self._stop(slot, kill=True)
-                if slot.stderr is not None:
-                    slot.stderr.close()
+        live = [s for s in self.slots if s.proc is not None]
+        for slot in live:
+            if slot.job is None:
+                self._send(slot, {"exit": True})
+            else:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(slot.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
+        deadline = time.monotonic() + STOP_GRACE
+        for slot in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                slot.proc.wait(timeout=max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]
+            self._stop(slot, kill=True)
+            if slot.stderr is not None:
+                slot.stderr.close()
         self.selector.close()
 
     # -- the queue ---------------------------------------------------------------------
@@ -298,6 +355,13 @@ class Pool:
         code = self._stop(slot, kill=True, grace=EXIT_GRACE)
         text = self._stderr_since(slot)
         if slot.job is None:
+            if chip_busy(text):  # the previous job's process still holds the chip
+                now = time.monotonic()
+                self.busy_since = self.busy_since or now
+                if now - self.busy_since < self.busy_wait:
+                    time.sleep(BUSY_PAUSE)
+                    return  # the queue's loop starts it again
+                raise WorkerError(busy_message(self.busy_wait, text))
             raise WorkerError(f"a worker {death(code)} while starting: {_tail(text)}")
         i, job = slot.job
         slot.job = None
@@ -333,6 +397,7 @@ def serve() -> None:
     os.dup2(2, 1)  # prints, from Python or C, go to stderr
     sys.stdout = sys.stderr
     faulthandler.enable()  # a segfault leaves its stack on stderr for the parent
+    _stop_cleanly_on_sigterm()
     measure: Callable[[dict[str, Any]], CaseResult] | None = None
     for line in sys.stdin:
         message = json.loads(line)
@@ -349,6 +414,26 @@ def serve() -> None:
         results = measure(message)
         answer = {"results": [r.model_dump(mode="json") for r in results]}
         proto.write(json.dumps(answer) + "\n")
+
+
+def _stop_cleanly_on_sigterm() -> None:
+    """SIGTERM (the parent stopping a busy worker) exits through Python's own shutdown, so
+    the accelerator's runtime tears down and frees the chip. A worker whose parent dies
+    without stopping it (killed outright) is killed by the kernel rather than left holding
+    the chip, however stuck it is (Linux's parent-death signal)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        parent = os.environ.get(PARENT_ENV, "")
+        if parent.isdigit() and os.getppid() != int(parent):  # gone before the request
+            raise SystemExit(128 + signal.SIGTERM)
 
 
 def _call(message: dict[str, Any]) -> dict[str, Any]:
