@@ -167,3 +167,25 @@ def test_site_of_an_empty_history_still_writes_the_page_and_exits_3(tmp_path):
     )  # fmt: skip
     assert proc.returncode == ExitCode.NOTHING_MEASURED
     assert json.loads((out / "data.json").read_text())["groups"] == []
+
+
+def test_tuned_configs_beside_the_baselines_are_not_read_as_baselines(tmp_path):
+    """Issue 54 D1: after ``tune --write`` put a tuned file into baselines/, ``site`` and
+    ``history`` exited 2 ("entries: Field required"): the dashboard stopped building."""
+    from tests.test_tune_release import _tuned
+
+    write_project(tmp_path, ["kernels.matmul"])
+    run = tmp_path / "r.json"
+    run.write_text(dump_model(results([case(M128)], profile="ci")))
+    promoted = run_cli("promote", str(run), "--tag", "v0.1.0", cwd=tmp_path)
+    assert promoted.returncode == ExitCode.OK, promoted.stderr
+    _tuned(tmp_path, {"block_m": 128, "block_k": 128, "block_n": 128})
+    names = sorted(p.name for p in (tmp_path / "baselines").iterdir())
+    assert names == ["matmul_v0.1.0.json", "matmul_v0.1.0.tuned.v5e.json"]
+
+    shown = run_cli("history", cwd=tmp_path)
+    assert shown.returncode == ExitCode.OK, shown.stderr
+    assert "matmul on " in shown.stdout  # the baseline's record is read, the tuned file not
+    site = run_cli("site", "--out", str(tmp_path / "site"), cwd=tmp_path)
+    assert site.returncode == ExitCode.OK, site.stderr
+    assert (tmp_path / "site" / "index.html").is_file()

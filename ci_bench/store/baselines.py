@@ -88,6 +88,21 @@ def load_baseline(path: Path, kernel: str | None = None) -> BaselineFile:
 _FILE = re.compile(r"^(?P<kernel>[a-z][a-z0-9_]*)_v(?P<version>.+)\.json$")
 
 
+def baseline_files(folder: Path) -> list[Path]:
+    """Every baseline file in ``folder`` (``<kernel>_v<semver>.json``), sorted; the tuned
+    configs beside them (``<kernel>_v<version>.tuned.<chip>.json``) and anything else are
+    not baselines, however their names start."""
+    try:
+        names = sorted(p.name for p in folder.iterdir())
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot list the baselines folder: {exc.strerror}") from None
+    return [
+        folder / name
+        for name in names
+        if (match := _FILE.fullmatch(name)) and SEMVER.fullmatch(match["version"])
+    ]
+
+
 def available_versions(folder: Path, kernel: str) -> list[str]:
     """Versions with a baseline file for ``kernel``, oldest first."""
     if not check_store(folder):

@@ -33,7 +33,7 @@ from ci_bench.schema.results import (
     Results,
 )
 from ci_bench.schema.verdicts import Verdict
-from ci_bench.store.baselines import load_baseline
+from ci_bench.store.baselines import baseline_files, load_baseline
 from ci_bench.store.files import (
     json_lines,
     read_json,
@@ -306,6 +306,6 @@ def load_local(
     for path in results:
         records += _load_json(path)
     if baselines_dir is not None and baselines_dir.is_dir():
-        for path in sorted(baselines_dir.glob("*_v*.json")):
+        for path in baseline_files(baselines_dir):  # never the tuned configs beside them
             records += records_from_baseline(load_baseline(path), str(path))
     return records
