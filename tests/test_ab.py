@@ -189,3 +189,19 @@ def test_a_case_failing_at_the_merge_base_too_is_inherited_not_this_prs_error():
     # The head broke a case the base passes: this PR's error.
     (verdict,) = judge_pairs([(_failed(head, "incorrect: 3 of 9"), base)], T)
     assert verdict.verdict == "error"
+
+
+def test_a_run_whose_every_case_is_inherited_passes_by_default_never_an_error():
+    """Issue 54 D5: every case failing at the merge base too read '💥 error', exit 3."""
+    from ci_bench.judge.ab import ab_report
+    from ci_bench.schema import FailPolicy
+    from tests.harness.factories import results
+
+    head, base = paired(drifting(), drifting())
+    heads = results([_failed(head, "incorrect: 3 of 9")])
+    bases = [_failed(base, "incorrect: 2 of 9")]
+    report = ab_report(heads, bases, "merge base 1a2b3c4d5e6f", T, FailPolicy())
+    assert [c.verdict for c in report.cases] == ["inherited"]
+    assert (report.verdict, report.exit_code) == ("inherited", ExitCode.OK)
+    strict = ab_report(heads, bases, "merge base 1a2b3c4d5e6f", T, FailPolicy(inherited=True))
+    assert strict.exit_code == ExitCode.FAILED

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_bench.errors import ExitCode
 from tests.conftest import run_cli, write_project
 from tests.harness.inproc import assert_one_line_error, call
 
@@ -74,3 +75,13 @@ def test_analyze_output_under_a_file_is_refused_on_parsing(tmp_path: Path):
     (tmp_path / "f").write_text("x")
     outcome = call("analyze", "-o", "f/a.json", cwd=tmp_path)
     assert_one_line_error(outcome, "f/a.json")
+
+
+@pytest.mark.parametrize("command", ["analyze", "ab"])
+def test_an_empty_base_ref_is_refused_by_analyze_as_by_ab(tmp_path, command):
+    """Issue 54 D6: ``analyze --base ""`` ran without a base and exited 0."""
+    write_project(tmp_path, ["kernels.matmul"])
+    done = run_cli(command, "--base", "", cwd=tmp_path)
+    assert done.returncode == ExitCode.USAGE
+    assert "--base: an empty ref names no commit" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

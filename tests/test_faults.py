@@ -165,11 +165,28 @@ def test_sigterm_is_handled_like_sigint(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert "terminated" in err
-    assert "saved" in err
+    assert f"results measured so far were saved to {out}" in err
     assert "Traceback" not in err
     saved = json.loads(out.read_text())
     assert len(saved["cases"]) == 1
     assert saved["meta"]["complete"] is False
+
+
+def test_an_interrupted_run_without_a_file_does_not_say_its_results_were_saved(tmp_path):
+    """Issue 54 D10: "results measured so far were saved" with no file anywhere."""
+    write_project(tmp_path, ["crashing_matmul"])
+    proc = cli_process(
+        "run", "--repeats", "2", "--warmup", "0", cwd=tmp_path, extra_env={"CRASH_MODE": "sleep"}
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the first case is done; the second sleeps
+        if line.startswith("[1/2]"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.TERMINATED, err
+    assert "terminated (SIGTERM)" in err
+    assert "saved" not in err
 
 
 def _marked(mark: str) -> list[int]:

@@ -31,7 +31,13 @@ MEASURING = frozenset({"run", "ci", "ab"})
 
 
 def _saved(command: str) -> str:
-    return "; results measured so far were saved" if command in MEASURING else ""
+    """What an interrupted command kept: the file its measured results are in, or nothing
+    said when nothing was measured or nothing is kept in a file."""
+    measuring = sys.modules.get("ci_bench.pipeline.measuring")
+    saved = list(getattr(measuring, "SAVED_TO", ()))
+    if command not in MEASURING or not saved:
+        return ""
+    return f"; results measured so far were saved to {', '.join(map(str, saved))}"
 
 
 class Terminated(KeyboardInterrupt):
@@ -96,6 +102,9 @@ def _stop_kernel_processes() -> None:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    measuring = sys.modules.get("ci_bench.pipeline.measuring")
+    if measuring is not None:  # an earlier command in this process (the tests') saved its own
+        measuring.SAVED_TO.clear()
     command = command_of(argv) or ""
     try:
         # From the first moment: a SIGTERM while the command's module is still imported

@@ -156,7 +156,14 @@ def outcome_of(
     verdict counts as ``structural``), memory regressions, cases measured."""
     counts = Counter(v.verdict for v in verdicts) + Counter(r.state for r in run_states)
     counts["structural"] += structural_count(verdicts)
-    measured = sum(1 for v in verdicts if v.current is not None and v.current.status == "ok")
+    # A case failing at the merge base too (inherited) is judged, not this run's failure to
+    # measure: a run of inherited cases alone is not "nothing measured" (exit 3); it fails
+    # only where the policy says inherited fails (VERDICTS.md).
+    measured = sum(
+        1
+        for v in verdicts
+        if (v.current is not None and v.current.status == "ok") or v.verdict == "inherited"
+    )
     return Outcome(
         states=dict(counts),
         policy=policy,

@@ -30,15 +30,22 @@ Save = Callable[[Results], None]
 PAIR_FAILED = f"{NOT_MEASURED} the pair's worker failed: "
 
 
+# Files this process has saved measured results to (the command line's last words on an
+# interrupt name them, and say nothing was saved when none was).
+SAVED_TO: list[Path] = []
+
+
 def saver(path: Path | None, *, replace: bool) -> Save:
     """Write the growing results after every case, so nothing measured is lost; a failed
     write (a full disk) says which cases the file still holds."""
     checkpoint = Checkpoint(path, "results", replace=replace) if path is not None else None
 
     def save(results: Results) -> None:
-        if checkpoint is not None:
+        if checkpoint is not None and path is not None:
             held = f"{len(results.cases)} of {len(results.meta.matrix or ())} cases"
             checkpoint.write(dump_model(results), holds=held)
+            if results.cases and path not in SAVED_TO:
+                SAVED_TO.append(path)
 
     return save
 

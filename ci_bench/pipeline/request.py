@@ -160,8 +160,11 @@ def _mode(flags: Mapping[str, Any], config: Config, event: Event | None) -> Mode
 def _base(flags: Mapping[str, Any], event: Event | None, mode: Mode) -> AbBase | None:
     if isinstance(flags.get("ab_base"), AbBase):  # the plan job's decision
         return flags["ab_base"]
-    if flags.get("base"):
-        return AbBase("ref", str(flags["base"]))
+    given = flags.get("base")
+    if given is not None and not str(given).strip():  # never a silent "no base"
+        raise InputError("--base: an empty ref names no commit (give a branch, tag or commit)")
+    if given:
+        return AbBase("ref", str(given))
     if isinstance(event, PullRequest):
         return AbBase("merge-base", event.base_sha)
     if isinstance(event, Dispatch) and event.base:
