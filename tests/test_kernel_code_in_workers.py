@@ -197,3 +197,25 @@ def test_the_orchestrating_process_never_imports_a_kernel_module(tmp_path, comma
     imported = _imported_by(pids)
     assert imported, "no worker imported the kernel module"
     assert os.getpid() not in imported
+
+
+@pytest.mark.parametrize(
+    ("prelude", "cause"),
+    [
+        ("import sys\nsys.exit(3)", "exited with code 3"),
+        ("raise BaseException('not an Exception')", "BaseException: not an Exception"),
+    ],
+    ids=["sys-exit", "base-exception"],
+)
+def test_a_module_that_exits_at_import_is_named_never_ci_benchs_own_exit(tmp_path, prelude, cause):
+    """Issue 54 D8: a SPEC calling sys.exit(3) ended ci-bench with exit 3 and no message;
+    one raising a bare BaseException gave a raw traceback and exit 1."""
+    repo = two_commits(tmp_path, toy("0.1.0"), toy("0.2.0", prelude=prelude))
+    done = run_marked(repo, "run", "--case-timeout", LIMIT)
+    assert done.returncode == ExitCode.NOTHING_MEASURED, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(
+        "ci-bench: error: the head's kernel module toy.py crashed while imported"
+    )
+    assert cause in line
+    assert "Traceback" not in done.stderr
