@@ -1,0 +1,317 @@
+"""The device check for a TPU host (issue 50): what a pull request needs, run the way a CI
+runner runs it, in one script with one summary.
+
+Run from the repository's root on a TPU VM (ci-bench installed, or its wheels on
+PYTHONPATH as ``../shared``'s wheelhouse recipe does), output under OUT:
+
+    python benchmarks/tpu_device_check.py --out "$OUT"          # about 12 min on a v5e
+    python benchmarks/tpu_device_check.py --out /tmp/x --quick  # the plumbing, on any CPU
+
+Not yet run on a TPU (no chip was lent to the session that wrote it): its --quick run on a
+2-core CPU took 2 min 10 s (smoke 16 s, each A/B 9-12 s, cancel-then-run 16 s, tune 17 s);
+budget the full run before spending device time on it (--aa, --no-full shorten it).
+
+Steps (each one's exit code and seconds printed; a failed step does not stop the next):
+  1. versions: python, jax, jaxlib, libtpu, the devices;
+  2. smoke: ``ci-bench run --profile smoke`` with default settings (cases ok, the timer);
+  3. full matmul: ``ci-bench run --profile full --kernel matmul`` (cases ok);
+  4. A/B in an adopter-layout repository it builds (SPEC in bench/, the kernel in its own
+     package, installed nowhere): A/A (a kernel-only edit that changes no work) ``--aa``
+     times, then planted slowdowns of +2 % and +10 % of the kernel's work; each
+     ``ci-bench ab --base main``: the verdict and the paired ratio with its interval;
+  5. cancel: a smoke run sent SIGTERM while a case is in flight, then at once a run that
+     must get the chip (its exit code, seconds to exit, any "busy" retry);
+  6. tune: ``ci-bench tune --kernel matmul --shape 4096,4096,4096 --measure 3`` (exit code,
+     configs timed, configs the compiler refused).
+The summary (summary.json, and printed) holds the figures VERDICTS.md's method quotes:
+A/A false alarms in N runs and the smallest planted change read as a regression.
+
+``--quick`` shrinks everything (smoke on one kernel, 2 A/A runs, small shapes, no full
+profile, no 4096³ tune) so the script's own logic can be checked here on a CPU.
+Exit: 0 when every step ran (whatever it found), 1 when a step could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "ci_bench.commands.cli"]
+
+KERNEL = '''
+"""Repeated elementwise work per block: the work (and the device time) grows with UNITS."""
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+UNITS = {units}  # the planted change edits this line only
+
+
+def _body(x_ref, o_ref, *, units):
+    acc = x_ref[...]
+    for _ in range(units):  # each step depends on the last: no unit can be folded away
+        acc = jnp.tanh(acc * 1.0001 + 0.001)
+    o_ref[...] = acc
+
+
+def _call(x, interpret):
+    block = (min(256, x.shape[0]), x.shape[1])
+    spec = pl.BlockSpec(block, lambda i: (i, 0))
+    return pl.pallas_call(
+        functools.partial(_body, units=UNITS),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(x.shape[0] // block[0],),
+        in_specs=[spec],
+        out_specs=spec,
+        interpret=interpret,
+    )(x)
+
+
+@jax.jit
+def repeat_tanh(x):
+    here = functools.partial(_call, interpret=True)
+    there = functools.partial(_call, interpret=False)
+    return jax.lax.platform_dependent(x, cpu=here, default=there)
+'''
+
+SPEC = """
+import jax
+import jax.numpy as jnp
+
+from ci_bench.spec import KernelSpec, MatrixProfile, Tolerance
+from mylib.kernels.repeat import UNITS, repeat_tanh
+
+
+def reference(x):
+    for _ in range(UNITS):
+        x = jnp.tanh(x * 1.0001 + 0.001)
+    return x
+
+
+_ONE = MatrixProfile(({{"M": {rows}, "N": {cols}}},), ("float32",))
+SPEC = KernelSpec(
+    name="repeat",
+    version="0.1.0",
+    pallas=repeat_tanh,
+    native=jax.jit(reference),
+    reference=reference,
+    make_inputs=lambda case, key: (jax.random.normal(key, (case["M"], case["N"])),),
+    flops=lambda case: 3 * UNITS * case["M"] * case["N"],
+    bytes_accessed=lambda case: 8 * case["M"] * case["N"],
+    tolerances={{"float32": Tolerance(atol=1e-4, rtol=1e-4)}},
+    matrix={{"smoke": _ONE, "ci": _ONE, "full": _ONE}},
+    shape_keys=("M", "N"),
+)
+"""
+
+
+def step(name: str, argv: list[str], cwd: Path, timeout: float, **kw: Any) -> dict[str, Any]:
+    """One command: its exit code, seconds, and the tail of what it printed."""
+    print(f"== {name}: {' '.join(argv)}", flush=True)
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, **kw
+        )
+        code, out, err = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, out, err = None, str(exc.stdout or ""), f"timed out after {timeout:g} s"
+    seconds = round(time.monotonic() - start, 1)
+    print(f"== {name}: exit {code} in {seconds} s", flush=True)
+    tail = "\n".join(err.strip().splitlines()[-3:])
+    if tail:
+        print(textwrap.indent(tail, "   "), flush=True)
+    return {"exit": code, "seconds": seconds, "stdout": out, "stderr_tail": tail}
+
+
+def results_summary(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {"file": None}
+    data = json.loads(path.read_text())
+    cases = data["cases"]
+    return {
+        "cases": len(cases),
+        "ok": sum(c["status"] == "ok" for c in cases),
+        "timer": data["meta"]["settings"].get("timer"),
+        "device": data["meta"]["device"].get("device_kind"),
+        "not_ok": [f"{c['id']}: {c.get('error')}" for c in cases if c["status"] != "ok"][:10],
+    }
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def adopter(folder: Path, units: int, rows: int, cols: int) -> Path:
+    """The adopter's repository: mylib/kernels/repeat.py, bench/repeat_spec.py, main."""
+    repo = folder / "adopter"
+    (repo / "mylib" / "kernels").mkdir(parents=True)
+    (repo / "bench").mkdir()
+    (repo / "mylib" / "__init__.py").write_text("")
+    (repo / "mylib" / "kernels" / "__init__.py").write_text("")
+    (repo / "mylib" / "kernels" / "repeat.py").write_text(KERNEL.format(units=units))
+    (repo / "bench" / "repeat_spec.py").write_text(SPEC.format(rows=rows, cols=cols))
+    (repo / "pyproject.toml").write_text('[tool.ci-bench]\nkernels = ["bench/repeat_spec.py"]\n')
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "check@example.com")
+    git(repo, "config", "user.name", "check")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "the base")
+    return repo
+
+
+def change(repo: Path, name: str, units: int, note: str) -> None:
+    """A branch off main whose only change is the kernel file (UNITS and a comment)."""
+    git(repo, "checkout", "-q", "-B", name, "main")
+    kernel = repo / "mylib" / "kernels" / "repeat.py"
+    kernel.write_text(KERNEL.format(units=units) + f"# {note}\n")
+    git(repo, "commit", "-q", "-am", note)
+
+
+def ab(repo: Path, out: Path, label: str, repeats: int) -> dict[str, Any]:
+    report = out / f"ab-{label}.json"
+    argv = [*CLI, "ab", "--base", "main", "--repeats", str(repeats), "-o", str(report)]
+    done = step(f"ab {label}", [*argv, "--force"], repo, 1200)
+    if not report.is_file():
+        return {"exit": done["exit"], "verdict": None}
+    (case,) = json.loads(report.read_text())["cases"]
+    return {
+        "exit": done["exit"],
+        "verdict": case["verdict"],
+        "ratio": case.get("ratio"),
+        "interval": [case.get("ratio_low"), case.get("ratio_high")],
+        "reason": case.get("reason"),
+    }
+
+
+def cancel_then_run(out: Path, kernel: str) -> dict[str, Any]:
+    """A smoke run SIGTERMed with a case in flight, then at once a run of one case."""
+    partial = out / "cancelled.json"
+    partial.unlink(missing_ok=True)
+    argv = [*CLI, "run", "--profile", "smoke", "--kernel", kernel, "-o", str(partial)]
+    print(f"== cancel: {' '.join(argv)}", flush=True)
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if partial.is_file() and json.loads(partial.read_text() or "{}").get("cases"):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # the next case is in flight
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    stopped = round(time.monotonic() - sent, 1)
+    print(f"== cancel: exit {proc.returncode}, {stopped} s after SIGTERM", flush=True)
+    argv = [*CLI, "run", "--kernel", kernel, "--repeats", "5", "-o", str(out / "after.json")]
+    after = step("run after the cancel", [*argv, "--force"], ROOT, 900)
+    return {
+        "cancelled_exit": proc.returncode,
+        "seconds_to_exit": stopped,
+        "cancelled_tail": "\n".join(err.strip().splitlines()[-2:]),
+        "next_run_exit": after["exit"],
+        "next_run_waited_for_chip": "busy" in after["stderr_tail"].lower(),
+        "next_run": results_summary(out / "after.json"),
+    }
+
+
+def tune(out: Path, shape: str) -> dict[str, Any]:
+    path = out / "tune.json"
+    argv = [*CLI, "tune", "--kernel", "matmul", "--shape", shape, "--measure", "3"]
+    argv += ["--format", "json", "-q", "-o", str(path), "--force"]
+    if "cpu" in os.environ.get("JAX_PLATFORMS", "") or QUICK:
+        argv.append("--measure-on-cpu")
+    done = step("tune --measure", argv, ROOT, 1500)
+    if not path.is_file():
+        return {"exit": done["exit"]}
+    (case,) = json.loads(path.read_text())["cases"]
+    return {
+        "exit": done["exit"],
+        "timed": [(m["config"], round(m["median_ms"], 4)) for m in case["measured"]],
+        "not_compiled": [(n["config"], n["error"][:120]) for n in case.get("not_compiled", [])],
+    }
+
+
+QUICK = False
+
+
+def main() -> int:
+    global QUICK
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--aa", type=int, default=10, help="A/A runs (default 10)")
+    parser.add_argument("--repeats", type=int, default=50, help="A/B rounds per run")
+    parser.add_argument("--quick", action="store_true", help="the plumbing only (any CPU)")
+    parser.add_argument("--no-full", action="store_true", help="skip the full matmul profile")
+    args = parser.parse_args()
+    QUICK = args.quick
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    versions = (
+        "import sys, jax, jaxlib, ci_bench; print('python', sys.version.split()[0], 'jax', "
+        "jax.__version__, 'jaxlib', jaxlib.__version__, 'ci-bench', ci_bench.__version__, "
+        "jax.devices())"
+    )
+    libtpu = (
+        "import importlib.metadata as m\n"
+        "for d in ('libtpu', 'libtpu-nightly'):\n"
+        "    try: print(d, m.version(d))\n"
+        "    except m.PackageNotFoundError: pass"
+    )
+    summary["versions"] = step("versions", [sys.executable, "-c", versions], ROOT, 300)["stdout"]
+    summary["libtpu"] = step("libtpu", [sys.executable, "-c", libtpu], ROOT, 60)["stdout"]
+
+    kernel = "matmul"
+    smoke = [*CLI, "run", "--profile", "smoke", "-o", str(out / "smoke.json"), "--force"]
+    if QUICK:
+        smoke += ["--kernel", kernel, "--repeats", "3"]
+    step("smoke", smoke, ROOT, 1800)
+    summary["smoke"] = results_summary(out / "smoke.json")
+    if not (QUICK or args.no_full):
+        full = [*CLI, "run", "--profile", "full", "--kernel", "matmul"]
+        step("full matmul", [*full, "-o", str(out / "full-matmul.json"), "--force"], ROOT, 2400)
+        summary["full_matmul"] = results_summary(out / "full-matmul.json")
+
+    units, rows, cols = (50, 64, 128) if QUICK else (100, 1024, 1024)
+    with tempfile.TemporaryDirectory(prefix="ci-bench-tpu-check-") as tmp:
+        repo = adopter(Path(tmp), units, rows, cols)
+        runs: dict[str, Any] = {"aa": []}
+        for i in range(2 if QUICK else args.aa):
+            change(repo, f"aa-{i}", units, f"A/A {i}: a comment, no work changed")
+            runs["aa"].append(ab(repo, out, f"aa-{i}", 8 if QUICK else args.repeats))
+        for pct in (2, 10):
+            change(repo, f"plus-{pct}", round(units * (1 + pct / 100)), f"+{pct} % work")
+            runs[f"plus_{pct}"] = ab(repo, out, f"plus-{pct}", 8 if QUICK else args.repeats)
+        summary["ab"] = runs
+        summary["ab_figures"] = {
+            "aa_runs": len(runs["aa"]),
+            "aa_false_alarms": sum(r["verdict"] == "regression" for r in runs["aa"]),
+            "aa_verdicts": [r["verdict"] for r in runs["aa"]],
+            "smallest_planted_detected": next(
+                (f"+{p} %" for p in (2, 10) if runs[f"plus_{p}"]["verdict"] == "regression"),
+                None,
+            ),
+        }
+
+    summary["cancel"] = cancel_then_run(out, kernel)
+    summary["tune"] = tune(out, "256,256,256" if QUICK else "4096,4096,4096")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print("\n== summary")
+    print(json.dumps({k: v for k, v in summary.items() if k != "ab"}, indent=2))
+    return 0 if summary["smoke"].get("cases") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
