@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import tempfile
-import threading
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
 from ci_bench import __version__
 from ci_bench.commands.output import inert_output
 from ci_bench.commands.parser import Handlers, build_parser, command_of, handlers
+from ci_bench.commands.signals import TERM_RECEIVED, Terminated, signals_as_exceptions
 from ci_bench.errors import CiBenchError, ExitCode, SelectionError, SpecError
 from ci_bench.text import one_line
 
@@ -38,34 +36,6 @@ def _saved(command: str) -> str:
     if command not in MEASURING or not saved:
         return ""
     return f"; results measured so far were saved to {', '.join(map(str, saved))}"
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a cancelled CI job) unwinds like Ctrl-C: what was measured stays saved."""
-
-
-# Whether this command got SIGTERM: the exception the handler raises can come back as
-# another one (pydantic-core, building a model's validator while a module is imported,
-# turns it into a SchemaError), and the exit must still say "terminated", never "a bug".
-_TERM_RECEIVED: list[bool] = [False]
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    _TERM_RECEIVED[0] = False
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        _TERM_RECEIVED[0] = True
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def crash_log(exc: BaseException) -> Path | None:
@@ -109,7 +79,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         # From the first moment: a SIGTERM while the command's module is still imported
         # (a cancelled job) exits 143 as one during the command does.
-        with _sigterm_as_interrupt():
+        with signals_as_exceptions():
             args = build_parser(argv).parse_args(argv)
             if getattr(args, "config", "absent") is None and os.environ.get("CI_BENCH_CONFIG"):
                 # The reusable workflows' `config` input: the pyproject.toml with its config.
@@ -130,7 +100,7 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stderr.write(f"ci-bench: interrupted{_saved(command)}\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
-        if _TERM_RECEIVED[0]:  # the SIGTERM, raised inside code that wrapped it
+        if TERM_RECEIVED[0]:  # the SIGTERM, raised inside code that wrapped it
             sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
             return int(ExitCode.TERMINATED)
         from ci_bench.store.files import environment_error

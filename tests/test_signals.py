@@ -1,0 +1,85 @@
+"""SIGTERM and SIGINT are never lost in a callback nor raised inside a native import
+(issue 54 D2, D3): ``ci_bench.commands.signals``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ci_bench.commands.signals import Terminated, signals_as_exceptions
+from tests.conftest import REPO
+
+
+class _SignalledWhileCollected:
+    """An object whose finaliser gets the signal, as jax's GC callback did (D2)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), self.signum)
+        time.sleep(0.2)  # the handler runs here, inside the finaliser
+
+
+@pytest.mark.parametrize(
+    ("signum", "raised"), [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)]
+)
+def test_a_signal_that_lands_in_a_finaliser_is_raised_again_not_lost(signum, raised):
+    """Before: "Exception ignored in ... Terminated", and the run went on measuring."""
+
+    def collect_then_work() -> None:
+        victim = _SignalledWhileCollected(signum)
+        del victim  # the exception raised in __del__ is unraisable: printed and dropped
+        for _ in range(100):  # ordinary code after it: where the signal must surface
+            time.sleep(0.02)
+
+    with signals_as_exceptions(), pytest.raises(raised):
+        collect_then_work()
+
+
+SLOW_NATIVE = """
+import time
+time.sleep(1.5)  # a native package's start-up (jaxlib's C++ init, in the real case)
+INITIALISED = True
+"""
+
+DRIVER = """
+import sys, time
+from ci_bench.commands.signals import signals_as_exceptions
+with signals_as_exceptions():
+    print("importing", flush=True)
+    try:
+        import ml_dtypes
+        time.sleep(5)
+    except KeyboardInterrupt:
+        done = getattr(sys.modules.get("ml_dtypes"), "INITIALISED", False)
+        print("interrupted after the import" if done else "interrupted inside the import")
+        sys.exit(130)
+"""
+
+
+def test_a_sigint_during_a_native_import_is_raised_when_the_import_is_done(tmp_path):
+    """Before: Ctrl-C in the first ~0.3 s (``import jax``) ended in a C++ terminate."""
+    package = tmp_path / "ml_dtypes"
+    package.mkdir()
+    (package / "__init__.py").write_text(SLOW_NATIVE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(DRIVER)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "importing"
+    time.sleep(0.5)  # inside the import's sleep
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert out.strip() == "interrupted after the import"
