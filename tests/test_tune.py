@@ -210,6 +210,28 @@ def test_measure_records_a_config_that_does_not_compile_and_measures_the_next(tm
     assert "does not compile here" in done.stderr
 
 
+def test_write_force_never_carries_on_a_file_check_spec_refuses(tmp_path):
+    """Issue 54 D9: --write --force kept another case's invalid entry (here: a config the
+    SPEC refuses, and an entry of another chip's file), rewrote the file and exited 0."""
+    write_project(tmp_path, ["kernels.matmul"])
+    args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)
+    assert run_cli(*args, "--write", "-q", cwd=tmp_path).returncode == ExitCode.OK
+    path = tmp_path / "baselines" / "matmul_v0.1.0.tuned.v5e.json"
+    data = json.loads(path.read_text())
+    other = "matmul/B1-M256-K256-N256/bfloat16"
+    bad = {**data["cases"][CASE_512], "params": {"B": 1, "M": 256, "K": 256, "N": 256}}
+    data["cases"][other] = {**bad, "config": {**bad["config"], "block_k": 4096}}
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+
+    forced = run_cli(*args, "--write", "--force", "-q", cwd=tmp_path)
+    assert forced.returncode == ExitCode.USAGE
+    assert "holds what check-spec refuses, not rewritten" in forced.stderr
+    assert f"{other}: config breaks block_k <= K" in forced.stderr
+    assert len(forced.stderr.strip().splitlines()) == 1
+    assert path.read_bytes() == before  # untouched
+
+
 def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tmp_path):
     write_project(tmp_path, ["kernels.matmul"])
     args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     if args.write:
         from ci_bench.pipeline.tuned import winner, write_tuned
 
-        for path in write_tuned(report, request.baselines.folder, replace=args.force):
+        for path in write_tuned(report, request.baselines.folder, replace=args.force, specs=specs):
             progress(f"tuned configs written to {path}")
         for case in report.cases:
             for chip in case.tied:

@@ -71,9 +71,17 @@ def read_tuned(path: Path) -> TunedFile:
     return read_model(path, TunedFile, what="tuned configs", schema_version=TUNED_VERSION)
 
 
-def write_tuned(report: TuneReport, folder: Path, *, replace: bool = False) -> list[Path]:
+def write_tuned(
+    report: TuneReport,
+    folder: Path,
+    *,
+    replace: bool = False,
+    specs: Mapping[str, KernelSpec] | None = None,
+) -> list[Path]:
     """One file per kernel version and chip; entries of other cases are kept, an entry for
-    the same case is replaced only when ``replace`` (else a one-line InputError)."""
+    the same case is replaced only when ``replace`` (else a one-line InputError). With
+    ``specs``, a file that already holds what check-spec refuses is never rewritten: the
+    entries kept would carry its problems on, under a fresh date."""
     groups: dict[tuple[str, str, str], dict[str, TunedEntry]] = {}
     for case in report.cases:
         for chip in report.meta.chips:
@@ -85,6 +93,14 @@ def write_tuned(report: TuneReport, folder: Path, *, replace: bool = False) -> l
         path = tuned_path(folder, kernel, version, chip)
         kept: dict[str, TunedEntry] = {}
         if path.exists():
+            spec = (specs or {}).get(kernel)
+            problems = file_problems(spec, path) if spec is not None else []
+            if problems:
+                more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise InputError(
+                    f"{path} holds what check-spec refuses, not rewritten: {problems[0]}{more} "
+                    "(fix or remove the file, then write again)"
+                )
             kept = dict(read_tuned(path).cases)
             clash = sorted(set(kept) & set(entries))
             if clash and not replace:
@@ -116,35 +132,40 @@ def tuned_files(folder: Path, kernel: str, version: str) -> Iterator[Path]:
 def tuned_problems(spec: KernelSpec, folder: Path) -> list[str]:
     """``check-spec``: each of the kernel's tuned files reads, names its kernel, version and
     chip as its file name does, and holds configs the SPEC's tunables accept."""
-    from ci_bench.measure.model.chips import CHIP_NAMES
-
     problems: list[str] = []
     for path in tuned_files(folder, spec.name, spec.version):
-        chip = path.name.rsplit(".", 2)[-2]
+        problems += file_problems(spec, path)
+    return problems
+
+
+def file_problems(spec: KernelSpec, path: Path) -> list[str]:
+    """One tuned file against ``spec`` (``tuned_problems``'s rule for each file)."""
+    from ci_bench.measure.model.chips import CHIP_NAMES
+
+    chip = path.name.rsplit(".", 2)[-2]
+    try:
+        tuned = read_tuned(path)
+    except InputError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    if (tuned.kernel, tuned.version, tuned.chip) != (spec.name, spec.version, chip):
+        problems.append(f"{path.name}: holds {tuned.kernel} v{tuned.version} on {tuned.chip}")
+    if chip not in CHIP_NAMES:
+        problems.append(f"{path.name}: unknown chip {chip!r} ({', '.join(CHIP_NAMES)})")
+    if spec.tunables is None:
+        return [*problems, f"{path.name}: the SPEC declares no tunables"]
+    for case_id, entry in tuned.cases.items():
         try:
-            tuned = read_tuned(path)
-        except InputError as exc:
-            problems.append(str(exc))
+            case = Case(spec.name, entry.params, entry.dtype, entry.mode)
+        except SpecError as exc:
+            problems.append(f"{path.name}: {case_id}: {exc}")
             continue
-        if (tuned.kernel, tuned.version, tuned.chip) != (spec.name, spec.version, chip):
-            problems.append(f"{path.name}: holds {tuned.kernel} v{tuned.version} on {tuned.chip}")
-        if chip not in CHIP_NAMES:
-            problems.append(f"{path.name}: unknown chip {chip!r} ({', '.join(CHIP_NAMES)})")
-        if spec.tunables is None:
-            problems.append(f"{path.name}: the SPEC declares no tunables")
-            continue
-        for case_id, entry in tuned.cases.items():
-            try:
-                case = Case(spec.name, entry.params, entry.dtype, entry.mode)
-            except SpecError as exc:
-                problems.append(f"{path.name}: {case_id}: {exc}")
-                continue
-            if case.id != case_id:
-                problems.append(f"{path.name}: {case_id}: its params and dtype make {case.id}")
-            # The run-time reader's check (contract.tuned), so both refuse the same files.
-            why = config_problem(entry.config, spec.tunables.default, spec.tunables, case.params)
-            if why is not None:
-                problems.append(f"{path.name}: {case_id}: {why}")
+        if case.id != case_id:
+            problems.append(f"{path.name}: {case_id}: its params and dtype make {case.id}")
+        # The run-time reader's check (contract.tuned), so both refuse the same files.
+        why = config_problem(entry.config, spec.tunables.default, spec.tunables, case.params)
+        if why is not None:
+            problems.append(f"{path.name}: {case_id}: {why}")
     return problems
 
 
