@@ -269,6 +269,23 @@ def test_an_internal_error_has_its_own_exit_code_and_a_log(tmp_path, monkeypatch
     assert "ZeroDivisionError: a bug" in log.read_text()
 
 
+def test_a_truncated_bytecode_cache_says_how_to_recover_not_a_bug(tmp_path, monkeypatch):
+    """Issue 54: a full disk left truncated .pyc files and every later run exited 5,
+    'EOFError: marshal data too short'."""
+    from ci_bench.commands import cli
+
+    def truncated(*_args):
+        raise EOFError("marshal data too short")
+
+    monkeypatch.setitem(cli.COMMANDS, "schema", truncated)
+    outcome = call("schema", cwd=tmp_path)
+    assert outcome.code == ExitCode.USAGE
+    assert len(outcome.lines) == 1
+    assert "a truncated bytecode cache" in outcome.err
+    assert "remove the __pycache__ folders under" in outcome.err
+    assert "internal error" not in outcome.err
+
+
 # --- untrusted text in markdown and annotations --------------------------------------------
 
 PAYLOADS = [

@@ -44,7 +44,17 @@ def os_reason(exc: OSError) -> str:
 
 def environment_error(exc: BaseException) -> str | None:
     """One line for an OSError the machine caused (a full disk, a name too long, no
-    permission) wherever it surfaced; None for anything else (a bug)."""
+    permission) wherever it surfaced, or a bytecode cache a full disk truncated; None for
+    anything else (a bug)."""
+    if isinstance(exc, EOFError | ValueError) and "marshal data" in str(exc):
+        import sysconfig
+
+        site = sysconfig.get_paths()["purelib"]
+        return (
+            f"a truncated bytecode cache ({exc}: a __pycache__ file cut short, by a full disk "
+            f"earlier?): remove the __pycache__ folders under {site} (or the project's) and "
+            "run again, or set PYTHONDONTWRITEBYTECODE=1"
+        )
     if not isinstance(exc, OSError) or exc.errno not in _REASONS:
         return None
     where = exc.filename if exc.filename is not None else "a file"
