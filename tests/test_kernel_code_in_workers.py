@@ -57,6 +57,14 @@ CAUSE = {
 }
 
 
+def says(text: str, start: str, how: str) -> None:
+    """``text`` begins with ``start`` and names the misbehaviour's state and cause."""
+    state, cause = CAUSE[how]
+    assert text.startswith(start), text
+    assert state in text
+    assert cause in text
+
+
 def toy(version: str, prelude: str = "", traced: str = "pass") -> str:
     return FINE.format(
         prelude=prelude, traced=textwrap.indent(traced, "    ").strip(), version=version
@@ -122,10 +130,7 @@ def test_a_base_that_misbehaves_leaves_the_head_measured_alone_and_says_why(tmp_
     (verdict,) = json.loads(out.read_text())["cases"]
     assert verdict["verdict"] == "new"
     assert verdict["current"]["status"] == "ok"
-    state, cause = CAUSE[how]
-    assert verdict["reason"].startswith("the base (main)'s kernel")
-    assert state in verdict["reason"]
-    assert cause in verdict["reason"]
+    says(verdict["reason"], "the base (main)'s kernel", how)
     assert verdict["reason"].endswith("head measured alone")
     assert "re-run" not in done.stderr + done.stdout
 
@@ -135,11 +140,7 @@ def test_a_head_that_misbehaves_is_the_pull_requests_error_named_as_the_heads(tm
     repo = two_commits(tmp_path, toy("0.1.0"), toy("0.2.0", **MISBEHAVIOURS[how]))
     done = run_marked(repo, *AB)
     assert done.returncode == ExitCode.NOTHING_MEASURED, done.stderr
-    (line,) = done.stderr.strip().splitlines()[-1:]
-    state, cause = CAUSE[how]
-    assert line.startswith("ci-bench: error: the head's kernel")
-    assert state in line
-    assert cause in line
+    says(done.stderr.strip().splitlines()[-1], "ci-bench: error: the head's kernel", how)
     assert "Traceback" not in done.stderr
     assert "re-run" not in done.stderr
 
@@ -155,10 +156,7 @@ def test_analyze_base_names_a_misbehaving_base_and_models_the_head(tmp_path, how
     assert case["status"] in ("ok", "partial")
     assert case["against"] is None
     why = analysis["meta"]["base_failures"]["toy"]
-    state, cause = CAUSE[how]
-    assert why.startswith("the base (main)'s kernel")
-    assert state in why
-    assert cause in why
+    says(why, "the base (main)'s kernel", how)
     assert f"{why}: not compared" in done.stderr
 
 
@@ -167,11 +165,7 @@ def test_analyze_base_fails_on_a_misbehaving_head_named_as_the_heads(tmp_path, h
     repo = two_commits(tmp_path, toy("0.1.0"), toy("0.2.0", **MISBEHAVIOURS[how]))
     done = run_marked(repo, *ANALYZE)
     assert done.returncode == ExitCode.NOTHING_MEASURED, done.stderr
-    line = done.stderr.strip().splitlines()[-1]
-    state, cause = CAUSE[how]
-    assert line.startswith("ci-bench: error: the head's kernel")
-    assert state in line
-    assert cause in line
+    says(done.stderr.strip().splitlines()[-1], "ci-bench: error: the head's kernel", how)
 
 
 def _imported_by(pids: Path) -> set[int]:
