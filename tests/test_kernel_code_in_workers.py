@@ -179,8 +179,9 @@ def _imported_by(pids: Path) -> set[int]:
         AB,
         ("analyze", "--base", "main", "--chip", "v5e"),
         ("ci", "--role", "all", "--no-publish", "--repeats", "2", "--warmup", "0"),
+        ("ci", "--role", "lower", "--no-publish", "--repeats", "1", "--warmup", "0"),
     ],
-    ids=["run", "ab", "analyze-base", "ci-all"],
+    ids=["run", "ab", "analyze-base", "ci-all", "ci-lower"],
 )
 def test_the_orchestrating_process_never_imports_a_kernel_module(tmp_path, command):
     repo = two_commits(tmp_path, toy("0.1.0"), toy("0.2.0"))
