@@ -17,7 +17,8 @@ import jax
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.measure.correctness import (
     check_gradient,
-    check_outputs,
+    check_output,
+    float32_floor,
     incorrect,
     incorrect_gradients,
 )
@@ -89,9 +90,10 @@ def expected(
 def check(spec: KernelSpec, case: Case, c: Contestant, got: Any, want: Expected) -> str | None:
     """Record the contestant's output and gradient checks; the error message, if wrong."""
     problems = []
+    floor = float32_floor(case.dtype, jax.default_backend())
     if case.mode != "backward":
         output = got if case.mode == "forward" else got[0]
-        c.correctness = check_outputs(output, want.output, spec.tolerance(case.dtype))
+        c.correctness = check_output(output, want.output, spec.tolerance(case.dtype), floor)
         if not c.correctness.ok:
             problems.append(incorrect(c.correctness))
     if case.mode != "forward":
@@ -99,7 +101,7 @@ def check(spec: KernelSpec, case: Case, c: Contestant, got: Any, want: Expected)
         tol = spec.tolerance(case.dtype, gradient=True)
         assert want.gradients is not None
         c.gradients = {
-            name: check_gradient(g, r, tol)
+            name: check_gradient(g, r, tol, floor)
             for name, g, r in zip(want.names, grads, want.gradients, strict=True)
         }
         wrong = incorrect_gradients(c.gradients)

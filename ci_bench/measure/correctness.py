@@ -78,15 +78,56 @@ def _rms(leaves: list[jax.Array]) -> jax.Array:
     return jnp.sqrt(squares / max(1, sum(x.size for x in leaves)))
 
 
-def check_gradient(got: Any, ref: Any, tol: Tolerance) -> Correctness:
+# The float32 floor in units of the platform's dot roundoff u. Rounding each operand to
+# u gives each product a relative error of at most 2u, uniform, so a spread of about 0.8u;
+# the errors of a sum of products add as a random walk, as the products themselves do, so
+# an output element's error spreads about 0.8u x the output's RMS, and its maximum over
+# 10^8 elements is about 6 spreads (under 5u). 8u leaves that margin again; emulated on
+# this CPU (tests/test_precision_gate.py) the largest error was 3.3u over 1-8 M elements.
+# A real bug (a wrong tile offset, an unmasked tail) misplaces whole values: errors of the
+# order of the RMS, 30 times the floor on a TPU.
+FLOOR_ROUNDOFFS = 8
+
+
+def float32_floor(dtype: str, platform: str) -> float:
+    """The smallest atol, in units of the reference's RMS, a ``dtype`` output is judged
+    with on ``platform``: 16 x the unit roundoff of its float32 dots at DEFAULT precision
+    (bfloat16 operands on a TPU, TF32 on a GPU), 0 where they are exact or the dtype is
+    not float32. A SPEC's own tolerances apply above it."""
+    from ci_bench.schema.platforms import platform_of
+
+    roundoff = platform_of(platform).float32_dot_roundoff
+    return FLOOR_ROUNDOFFS * roundoff if dtype == "float32" and roundoff else 0.0
+
+
+def _scale(ref: Any) -> float:
+    leaves = jax.tree.leaves(ref)
+    rms = float(_rms(leaves)) if leaves else 0.0
+    return rms if rms > 0 and math.isfinite(rms) else 1.0
+
+
+def check_output(out: Any, ref: Any, tol: Tolerance, floor: float = 0.0) -> Correctness:
+    """``check_outputs`` with ``atol`` raised to ``floor`` x the reference's RMS where that
+    is larger (a float32 case on a platform whose dots round float32, ``float32_floor``);
+    ``atol_scale`` then records the RMS."""
+    if not floor:
+        return check_outputs(out, ref, tol)
+    scale = _scale(ref)
+    if floor * scale <= tol.atol:
+        return check_outputs(out, ref, tol)
+    checked = check_outputs(out, ref, Tolerance(atol=floor * scale, rtol=tol.rtol))
+    return checked.model_copy(update={"atol_scale": scale})
+
+
+def check_gradient(got: Any, ref: Any, tol: Tolerance, floor: float = 0.0) -> Correctness:
     """One input's gradient against the reference's, with ``atol`` in units of the
     reference gradient's RMS: the gradients of one call differ in scale by orders of
     magnitude (a matmul's dB grows with √M, its dA does not), so an absolute tolerance
-    that fits one would be blind, or too strict, for the other. ``rtol`` is as for outputs."""
-    leaves = jax.tree.leaves(ref)
-    rms = float(_rms(leaves)) if leaves else 0.0
-    scale = rms if rms > 0 and math.isfinite(rms) else 1.0
-    checked = check_outputs(got, ref, Tolerance(atol=tol.atol * scale, rtol=tol.rtol))
+    that fits one would be blind, or too strict, for the other. ``rtol`` is as for outputs;
+    ``floor`` (``float32_floor``) is the least atol, in the same units."""
+    scale = _scale(ref)
+    atol = max(tol.atol, floor)
+    checked = check_outputs(got, ref, Tolerance(atol=atol * scale, rtol=tol.rtol))
     return checked.model_copy(update={"atol_scale": scale})
 
 
@@ -109,11 +150,17 @@ def _nonfinite(c: Correctness, what: str) -> list[str]:
 
 def incorrect(c: Correctness) -> str:
     """ "incorrect: 12 of 1024 outputs are NaN; ..." — non-finite values named first."""
+    scaled = (
+        f", atol the float32 floor: {FLOOR_ROUNDOFFS} dot roundoffs x the reference's RMS "
+        f"{c.atol_scale:.3g}"
+        if c.atol_scale is not None
+        else ""
+    )
     return "incorrect: " + "; ".join(
         [
             *_nonfinite(c, "outputs"),
             f"{c.mismatched} of {c.elements} elements outside "
-            f"atol={c.atol} rtol={c.rtol} ({_errors(c)})",
+            f"atol={c.atol:.3g} rtol={c.rtol} ({_errors(c)}{scaled})",
         ]
     )
 

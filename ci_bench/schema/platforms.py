@@ -51,6 +51,11 @@ class Platform:
     # and of the release pool (which never runs pull-request code).
     runner_labels: tuple[str, ...] = ()
     release_labels: tuple[str, ...] = ()
+    # The unit roundoff of a float32 x float32 dot at jax's DEFAULT precision: its operands
+    # are rounded to bfloat16 on a TPU (8 significant bits: 2**-8) and to TF32 on an NVIDIA
+    # GPU (11: 2**-11); None where it is exact float32 (CPU). The correctness gate's float32
+    # floor comes from it (measure/correctness.py, docs/KERNEL_CONTRACT.md).
+    float32_dot_roundoff: float | None = None
 
 
 PLATFORMS: tuple[Platform, ...] = (
@@ -61,6 +66,7 @@ PLATFORMS: tuple[Platform, ...] = (
         # smoke cases run 1-75 µs on the chip, and the profiler timer read the same 0.98 µs
         # as an independent reading of the trace (issue 50).
         default_timer="profiler",
+        float32_dot_roundoff=2.0**-8,
         worker_env=(
             ("TPU_CHIPS_PER_PROCESS_BOUNDS", "1,1,1"),
             ("TPU_PROCESS_BOUNDS", "1,1,1"),
@@ -90,6 +96,7 @@ PLATFORMS: tuple[Platform, ...] = (
     Platform(
         "gpu",
         default_timer="wallclock",
+        float32_dot_roundoff=2.0**-11,
         worker_env=(("CUDA_VISIBLE_DEVICES", "{index}"),),
         one_worker_per_device=True,
         toolchain=(
