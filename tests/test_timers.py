@@ -170,3 +170,35 @@ def test_a_gpu_trace_without_an_xla_modules_line_is_cut_into_calls_at_the_widest
     assert assign(found, [0, 0, 1], 2) == [[500e-9, 600e-9], [300e-9]]
     with pytest.raises(TimerError, match="5 GPU kernels for 6 timed calls"):
         executions_in(Profile([device]), calls=6)
+
+
+def test_adaptive_sampling_under_the_profiler_judges_the_device_times_it_reports():
+    """Issue 50: the stop rule judged the wall clock around the calls while the timer
+    reported device times. A clock that ticks evenly makes every wall sample equal, so a
+    wall-clock rule stops at the minimum; the device times vary, so a rule that judges
+    them samples on to the cap."""
+    import itertools
+
+    import jax
+    import jax.numpy as jnp
+
+    from ci_bench.measure.settings import Adaptive
+
+    x = jnp.ones((32, 32))
+    fns = [jax.jit(lambda a: a @ a).lower(x).compile()]
+    ticks = itertools.count()
+    even = lambda: float(next(ticks))  # noqa: E731 (a clock: every call 1 s after the last)
+    strict = Adaptive(target=1e-9, max_seconds=1e9, check_every=3, max_repeats=11)
+    timed = timed_rounds(
+        "profiler", time_interleaved, fns, [x], warmup=1, repeats=5, clock=even,
+        adaptive=strict, rng=None,
+    )  # fmt: skip
+    assert timed.device is not None
+    assert len(timed.device[0]) == 11  # 5, then blocks of 3: 8, then 11 (the cap)
+    assert len(set(timed.wall[0])) == 1  # the wall clock alone would have stopped at 5
+    loose = Adaptive(target=10.0, max_seconds=1e9, check_every=3, max_repeats=11)
+    timed = timed_rounds(
+        "profiler", time_interleaved, fns, [x], warmup=1, repeats=5, clock=even,
+        adaptive=loose, rng=None,
+    )  # fmt: skip
+    assert len(timed.device[0]) == 5  # precise enough at the minimum

@@ -108,11 +108,37 @@ def profiler(
     warmup: int,
     **kw: Any,
 ) -> Timed:
-    """Warm up untraced, then trace the timed rounds and read each call's device time."""
-    import jax
+    """Warm up untraced, then trace the timed rounds and read each call's device time.
 
+    With adaptive sampling the rounds are traced in blocks (the minimum, then
+    ``check_every`` at a time) and the stop rule judges the device times read so far, the
+    samples this timer reports, never the wall clock around them."""
     if warmup:  # outside the trace: only timed calls may appear in it
         interleave(fns, args, warmup=warmup, repeats=0, clock=kw["clock"], adaptive=None, rng=None)
+    adaptive, clock = kw.pop("adaptive", None), kw["clock"]
+    if adaptive is None:
+        device, wall = _traced(interleave, fns, args, **kw)
+        return Timed(samples=device, wall=wall, device=device)
+    from ci_bench.samples import relative_ci_width
+
+    began, repeats = clock(), kw.pop("repeats")
+    device, wall = _traced(interleave, fns, args, repeats=repeats, **kw)
+    while len(device[0]) < adaptive.max_repeats and clock() - began < adaptive.max_seconds:
+        if all(relative_ci_width(s) <= adaptive.target for s in device):
+            break
+        block = min(adaptive.check_every, adaptive.max_repeats - len(device[0]))
+        more_device, more_wall = _traced(interleave, fns, args, repeats=block, **kw)
+        device = [d + m for d, m in zip(device, more_device, strict=True)]
+        wall = [w + m for w, m in zip(wall, more_wall, strict=True)]
+    return Timed(samples=device, wall=wall, device=device)
+
+
+def _traced(
+    interleave: Interleave, fns: Sequence[Callable[..., Any]], args: Sequence[Any], **kw: Any
+) -> tuple[list[list[float]], list[list[float]]]:
+    """One trace around ``kw["repeats"]`` interleaved rounds: (device, wall) per fn."""
+    import jax
+
     calls: list[int] = []
 
     def recording(i: int, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -126,7 +152,7 @@ def profiler(
     with tempfile.TemporaryDirectory(prefix="ci-bench-trace-") as folder:
         jax.profiler.start_trace(folder)
         try:
-            wall = interleave(wrapped, args, warmup=0, **kw)
+            wall = interleave(wrapped, args, warmup=0, adaptive=None, **kw)
         finally:
             jax.profiler.stop_trace()
         found = sorted(Path(folder).glob("**/*.xplane.pb"))
@@ -134,8 +160,7 @@ def profiler(
             raise TimerError(f"profiler timer: expected one trace file, found {len(found)}")
         data = found[0].read_bytes()
     executions = executions_in(jax.profiler.ProfileData.from_serialized_xspace(data), len(calls))
-    device = assign(executions, calls, len(fns))
-    return Timed(samples=device, wall=wall, device=device)
+    return assign(executions, calls, len(fns)), wall
 
 
 @dataclass(frozen=True)
