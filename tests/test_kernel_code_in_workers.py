@@ -214,3 +214,19 @@ def test_a_module_that_exits_at_import_is_named_never_ci_benchs_own_exit(tmp_pat
     )
     assert cause in line
     assert "Traceback" not in done.stderr
+
+
+def test_a_kernel_the_pull_request_adds_by_kernel_module_leaves_the_others_paired(tmp_path):
+    """Issue 54 D7: a --kernel-module that exists only on the head failed the whole base
+    ("kernel module X: cannot import"), so such a pull request could not be A/B'd."""
+    repo = two_commits(tmp_path, toy("0.1.0"), toy("0.2.0"))
+    (repo / "added.py").write_text(toy("0.1.0").replace('name="toy"', 'name="added"'))
+    out = tmp_path / "ab.json"
+    done = run_marked(repo, *AB, "--kernel-module", "added.py", "-o", str(out))
+    assert done.returncode == ExitCode.OK, done.stderr
+    cases = {c["id"].split("/")[0]: c for c in json.loads(out.read_text())["cases"]}
+    assert cases["toy"]["ratio"] is not None  # still head against base
+    added = cases["added"]
+    assert added["verdict"] == "new"
+    assert added["reason"].startswith("the base (main)'s kernel module added.py failed while")
+    assert added["reason"].endswith("head measured alone")

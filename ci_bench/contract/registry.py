@@ -80,6 +80,8 @@ def load_kernels(modules: Iterable[str], root: Path | None = None) -> Mapping[st
                 module = _import_file(_find_file(module_path, root))
             else:
                 module = importlib.import_module(module_path)
+        except InputError:
+            raise  # already one line naming the module (no such file)
         except SpecError as exc:
             raise InputError(f"kernel module {module_path}: {exc}") from None
         except ImportError as exc:
@@ -143,15 +145,36 @@ def _base_entry(entry: str, folder: Path, head_tree: Path, base_tree: Path) -> s
 
 
 def load_isolated(
-    folder: Path, modules: Sequence[str], *, head_tree: Path, base_tree: Path
+    folder: Path,
+    modules: Sequence[str],
+    *,
+    head_tree: Path,
+    base_tree: Path,
+    failures: dict[str, str] | None = None,
 ) -> Isolated:
     """Import kernel modules from ``folder`` (inside ``base_tree``, another checkout of the
     repository whose top level here is ``head_tree``) beside the head's modules already
     imported: every module inside the repository comes from the base's checkout, the head's
-    are set aside while the base's code runs and put back after (``contract.isolation``)."""
+    are set aside while the base's code runs and put back after (``contract.isolation``).
+
+    With ``failures``, a module that cannot be imported is recorded there (module -> the
+    one-line error) and the others are loaded: a kernel added by the pull request (on the
+    head only) leaves the base's other kernels comparable."""
     sides = Sides(str(head_tree), str(base_tree))
     entries = [_base_entry(m, folder, head_tree, base_tree) for m in modules]
     with sides.loading_base():
         sys.path.insert(0, str(folder))
-        specs = load_kernels(entries, folder)
+        if failures is None:
+            specs = dict(load_kernels(entries, folder))
+        else:
+            specs = {}
+            for module, entry in zip(modules, entries, strict=True):
+                try:
+                    found = load_kernels([entry], folder)
+                except InputError as exc:
+                    failures[module] = str(exc)
+                    continue
+                for name in set(found) & set(specs):
+                    raise InputError(f"kernel {name!r} is defined twice (in {module} too)")
+                specs.update(found)
     return Isolated(sides, MappingProxyType(sides.bind_all(specs, sides.base)))

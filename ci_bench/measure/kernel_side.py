@@ -20,7 +20,9 @@ from ci_bench.contract.registry import Isolated, load_isolated, load_kernels
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.schema.model import CaseModel
 
-_BASES: dict[tuple[str, tuple[str, ...]], Isolated] = {}
+# The base loaded in this process, once, by its checkout's folder: its Isolated and the
+# modules that could not be imported there (module -> the one-line error).
+_BASES: dict[str, tuple[Isolated, dict[str, str]]] = {}
 
 
 def head_specs(modules: Sequence[str], root: str | None) -> dict[str, KernelSpec]:
@@ -33,21 +35,31 @@ def describe_module(module: str, root: str | None) -> dict[str, dict[str, Any]]:
 
 
 def base_isolated(folder: str, modules: Sequence[str], head_tree: str, base_tree: str) -> Isolated:
-    """The base's modules imported beside the head's, once per process."""
-    key = (folder, tuple(modules))
-    if key not in _BASES:
-        _BASES[key] = load_isolated(
-            Path(folder), modules, head_tree=Path(head_tree), base_tree=Path(base_tree)
+    """The base's modules imported beside the head's, once per process (a module that
+    cannot be imported is left out; ``describe_base`` says which)."""
+    if folder not in _BASES:
+        failures: dict[str, str] = {}
+        isolated = load_isolated(
+            Path(folder),
+            modules,
+            head_tree=Path(head_tree),
+            base_tree=Path(base_tree),
+            failures=failures,
         )
-    return _BASES[key]
+        _BASES[folder] = (isolated, failures)
+    return _BASES[folder][0]
 
 
 def describe_base(
     folder: str, modules: Sequence[str], head_tree: str, base_tree: str
-) -> dict[str, dict[str, Any]]:
-    """The base's kernel modules imported from its checkout: its SPECs described."""
+) -> dict[str, Any]:
+    """The base's kernel modules imported from its checkout: its SPECs described, and the
+    modules that could not be imported (module -> why)."""
     isolated = base_isolated(folder, modules, head_tree, base_tree)
-    return {name: describe(spec) for name, spec in isolated.base.items()}
+    return {
+        "specs": {name: describe(spec) for name, spec in isolated.base.items()},
+        "failed": dict(_BASES[folder][1]),
+    }
 
 
 def _module_path(file: str) -> str | None:

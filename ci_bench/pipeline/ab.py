@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -70,26 +70,33 @@ def _base_modules(folder: Path, request: Request) -> list[str]:
 
 @contextlib.contextmanager
 def base_checkout(
-    request: Request, name: str, sha: str, process: KernelProcess, kernels: Iterable[str]
+    request: Request, name: str, sha: str, process: KernelProcess, head: HeadKernels
 ) -> Iterator[BaseCheckout]:
     """The base commit checked out beside this one, its kernels described by ``process``
-    (imported there beside the head's). A base whose modules hang, crash or raise while
-    imported is no error of the pull request: each of ``kernels`` (the head's) is then
-    measured on the head alone, and the checkout says why (``failed``)."""
+    (imported there beside the head's). A base whose modules hang or crash while imported
+    is no error of the pull request: each of the head's kernels is then measured on the
+    head alone, and the checkout says why (``failed``); a module that raises (one the pull
+    request adds, a broken one) costs its own kernels' pairs alone."""
     head_tree = toplevel(request.config.root)
     with worktree(request.config.root, sha) as folder:
         tree = toplevel(folder)
         modules = tuple(_base_modules(folder, request))
         checkout = BaseCheckout(folder, modules, name, sha, {}, tree, head_tree)
         try:
-            specs = describe_base(process, checkout.where, base_side(name))
+            specs, broken = describe_base(process, checkout.where, base_side(name))
         except KernelCodeError as exc:
             process.close(kill=True)  # half-imported: the pool starts clean workers
             why = f"{exc}; head measured alone"
-            failed = dict.fromkeys(kernels, why)
+            failed = dict.fromkeys(head.specs, why)
             yield dataclasses.replace(checkout, failed=failed, unloadable=True)
             return
-        yield dataclasses.replace(checkout, specs=specs)
+        loaded = tuple(m for m in modules if m not in broken)  # what a worker imports
+        failed = {
+            kernel: f"{broken[module]}; head measured alone"
+            for kernel, module in head.origin.items()
+            if module in broken and kernel not in specs
+        }
+        yield dataclasses.replace(checkout, specs=specs, modules=loaded, failed=failed)
 
 
 def run_ab(
@@ -116,7 +123,7 @@ def run_ab(
         device=head.device,
         process=head.process,
     )
-    with base_checkout(request, name, sha, head.process, specs) as checkout:
+    with base_checkout(request, name, sha, head.process, head) as checkout:
         if not checkout.unloadable and not set(checkout.specs) & set(specs):
             raise InputError(f"{checkout.label} has none of the kernels {', '.join(specs)}")
         # Which code each side runs, proved before anything is timed (issue 37).

@@ -81,7 +81,7 @@ def _base_models(
 
     name, sha = resolve_base(request.config.root, request.base)
     process = head.process
-    with base_checkout(request, name, sha, process, head.specs) as checkout:
+    with base_checkout(request, name, sha, process, head) as checkout:
         seed, factor = request.harness.seed, request.harness.cost_model_factor
         sides = compare_sides(process, request, checkout, cases, seed, chips)
         failed = {**checkout.failed, **sides.failed}

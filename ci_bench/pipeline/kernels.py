@@ -13,7 +13,7 @@ imported (timed out after 20 s)").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -35,6 +35,8 @@ class HeadKernels:
     specs: Mapping[str, KernelSpec]
     process: KernelProcess
     device: DeviceFingerprint | None
+    # Each kernel's module, as the config or --kernel-module names it.
+    origin: Mapping[str, str] = field(default_factory=dict)
 
 
 def read_device(env: Mapping[str, str]) -> DeviceFingerprint:
@@ -62,8 +64,11 @@ def _stand_ins(described: Mapping[str, tuple[str, dict[str, Any]]]) -> dict[str,
     return specs
 
 
-def describe_head(process: KernelProcess, request: Request) -> dict[str, KernelSpec]:
-    """Each of the request's kernel modules imported in ``process``: their SPECs."""
+def describe_head(
+    process: KernelProcess, request: Request, origin: dict[str, str] | None = None
+) -> dict[str, KernelSpec]:
+    """Each of the request's kernel modules imported in ``process``: their SPECs (and, in
+    ``origin``, each kernel's module)."""
     if not request.modules:
         raise InputError("no kernels configured: add kernels to [tool.ci-bench] or --kernel-module")
     root = str(request.config.root)
@@ -85,6 +90,8 @@ def describe_head(process: KernelProcess, request: Request) -> dict[str, KernelS
                     f"kernel {name!r} is defined twice ({described[name][0]}, {module})"
                 )
             described[name] = (module, data)
+    if origin is not None:
+        origin.update({name: module for name, (module, _) in described.items()})
     return _stand_ins(described)
 
 
@@ -106,12 +113,13 @@ def head_kernels(request: Request, env: Mapping[str, str], *, measuring: bool) -
     device = read_device(env) if measuring else None
     pin = pin_env(device.platform, 0) if device is not None else None
     process = KernelProcess(env, request.workers.case_timeout, pin)
+    origin: dict[str, str] = {}
     try:
-        specs = describe_head(process, request)
+        specs = describe_head(process, request, origin)
     except BaseException:
         process.close(kill=True)
         raise
-    return HeadKernels(MappingProxyType(specs), process, device)
+    return HeadKernels(MappingProxyType(specs), process, device, MappingProxyType(origin))
 
 
 def base_side(name: str) -> str:
@@ -123,7 +131,11 @@ def base_side(name: str) -> str:
 BaseWhere = tuple[str, tuple[str, ...], str, str]
 
 
-def describe_base(process: KernelProcess, where: BaseWhere, side: str) -> dict[str, KernelSpec]:
+def describe_base(
+    process: KernelProcess, where: BaseWhere, side: str
+) -> tuple[dict[str, KernelSpec], dict[str, str]]:
+    """The base's SPECs, and its modules that failed while imported (module -> why, said
+    to be ``side``'s); a hang or crash is a ``KernelCodeError`` of ``side``."""
     modules = ", ".join(where[1]) or "(none)"
     try:
         answer = process.call(
@@ -134,7 +146,12 @@ def describe_base(process: KernelProcess, where: BaseWhere, side: str) -> dict[s
         )
     except KernelCodeError as exc:
         raise exc.on(side) from None
-    return _stand_ins({name: (modules, data) for name, data in answer.items()})
+    failed = {
+        module: f"{side} kernel module {module} failed while imported ({why})"
+        for module, why in answer["failed"].items()
+    }
+    specs = _stand_ins({name: (modules, data) for name, data in answer["specs"].items()})
+    return specs, failed
 
 
 def trace(
