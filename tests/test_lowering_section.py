@@ -123,6 +123,19 @@ def test_faster_is_said_with_a_word_and_an_emoji_that_mean_faster_and_no_false_a
     assert "✅ no structural change by the cost model against merge base abc" in text
 
 
+def test_a_base_whose_kernel_code_failed_is_said_never_no_structural_change():
+    """Issue 57: the lower job's cost model against a merge base whose kernel hung while
+    traced compared nothing for it; the section must not read as an all-clear."""
+    why = "the merge base's kernel k hung while traced (timed out after 600 s)"
+    analysis = _analysis(("k/a", None))
+    meta = analysis.meta.model_copy(update={"base_failures": {"k": why}})
+    text = lowering_section(
+        None, None, "abc", None, analysis=analysis.model_copy(update={"meta": meta})
+    )
+    assert f"⚠️ not compared (k): {why}" in text
+    assert "no structural change" not in text
+
+
 def test_export_failures_and_vmem_misfits_are_two_lines_and_long_errors_end_on_a_word():
     when = datetime(2026, 10, 1, tzinfo=UTC)
     meta = LoweringMeta(

@@ -190,7 +190,15 @@ def _model_lines(analysis: Analysis, max_rows: int | None, where: str) -> list[s
     # "no structural change".
     same = [r for r in analysis.run_states if r.state == "same-code"]
     lines += [f"🪞 `same-code`: {md_inline(r.reason)}" for r in same]
-    if not faster and not slower and not same:
+    # The base's kernel code hung, crashed or failed (issue 57): its kernels were not
+    # compared, so never "no structural change" for them.
+    failed = analysis.meta.base_failures
+    lines += [
+        f"⚠️ not compared ({', '.join(md_inline(k) for k in sorted(failed) if failed[k] == why)}):"
+        f" {md_inline(why)}"
+        for why in dict.fromkeys(failed.values())
+    ]
+    if not faster and not slower and not same and not failed:
         lines.append(f"✅ no structural change by the cost model against {base}")
     return lines
 
