@@ -182,7 +182,7 @@ if left:
     sys.stderr.write("RuntimeError: Unable to initialize backend 'tpu': TPU initialization "
                      "failed: open(/dev/vfio/1): Device or resource busy\\n")
     sys.exit(1)
-from ci_bench.measure.workers import serve; serve()
+from ci_bench.measure.serve import serve; serve()
 """
 
 

@@ -9,7 +9,7 @@ signal or exit code) and the last lines the process wrote; the process group is 
 and waited for, so nothing outlives the call. A measuring pool adopts the process once it
 has described the kernels, so a run starts no process it did not need.
 
-Protocol (``workers.serve``): ``{"call": "module:function", "args": <pickle, base64>}``
+Protocol (``measure.serve``): ``{"call": "module:function", "args": <pickle, base64>}``
 answered by ``{"answer": <JSON>}`` or ``{"error": "one line", "exit": code}``. Arguments go
 one way only, from this process to its own child; answers come back as JSON.
 """
@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from ci_bench.errors import CiBenchError, ExitCode
 
-WORKER_CODE = "from ci_bench.measure.workers import serve; serve()"
+WORKER_CODE = "from ci_bench.measure.serve import serve; serve()"
 # The pid a worker's parent had when it started the worker: a worker whose parent is
 # already gone by the time it asks to die with it exits at once.
 PARENT_ENV = "CI_BENCH_WORKER_PARENT"
