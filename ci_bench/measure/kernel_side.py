@@ -75,15 +75,13 @@ def _module_path(file: str) -> str | None:
 def trace_side(spec: KernelSpec, case: Case, seed: int, chips: Sequence[str]) -> dict[str, Any]:
     """The files ``spec``'s subject is traced from (``measure.sources``), with each file's
     path below its import root (the installed-copy check needs this process's modules)."""
+    from dataclasses import replace
+
     from ci_bench.measure.sources import traced_files
 
     found = traced_files(spec, case, seed, chips)
-    return {
-        "files": sorted(found.files),
-        "kernel": sorted(found.kernel),
-        "error": found.error,
-        "modules": {f: m for f in found.files if (m := _module_path(f)) is not None},
-    }
+    below = {f: m for f in found.files if (m := _module_path(f)) is not None}
+    return replace(found, modules=below).as_json()
 
 
 def trace_head(

@@ -10,7 +10,7 @@ file, the pair compared that code with itself (``pipeline.sources`` judges it).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,27 @@ _OURS = str(Path(__file__).resolve().parents[1]) + os.sep
 @dataclass(frozen=True)
 class Traced:
     """Files (real paths) a trace's operations came from; ``kernel``: the Pallas kernels'
-    own (their bodies and call sites); ``error``: why there is no trace."""
+    own (their bodies and call sites); ``error``: why there is no trace; ``modules``: each
+    file's path below its import root, read in the process that traced it."""
 
     files: frozenset[str] = field(default_factory=frozenset)
     kernel: frozenset[str] = field(default_factory=frozenset)
     error: str | None = None
+    modules: Mapping[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "files": sorted(self.files),
+            "kernel": sorted(self.kernel),
+            "error": self.error,
+            "modules": dict(self.modules),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Traced:
+        return cls(
+            frozenset(data["files"]), frozenset(data["kernel"]), data["error"], data["modules"]
+        )
 
 
 def _frames(eqn: Any) -> list[str]:

@@ -105,7 +105,8 @@ def open_bench(
     from ci_bench.measure.roofline import peak_lookup
     from ci_bench.measure.runner import configure_jax
     from ci_bench.measure.timers import default_timer
-    from ci_bench.measure.workers import WorkerError, accelerator_present, probe
+    from ci_bench.measure.workers import accelerator_present
+    from ci_bench.pipeline.kernels import read_device
 
     adhoc_cases = cases is not None
     cases = list(cases) if cases is not None else cases_for(request.selection, specs)
@@ -114,10 +115,7 @@ def open_bench(
     if isolated:
         cpu_only_here()
     if device is None:
-        try:
-            device = probe(env) if isolated else fingerprint()
-        except WorkerError as exc:
-            raise InputError(str(exc)) from None
+        device = fingerprint() if in_process else read_device(env)
     # The interpret mode starts jax's backend: not in a parent whose workers need the chip.
     mode = configure_jax(request.compilation_cache, None if isolated else request.cpu.mode)
     settings = replace(

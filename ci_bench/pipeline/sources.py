@@ -14,37 +14,16 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ci_bench.contract.isolation import Tree
 from ci_bench.contract.spec import Case
 from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
+from ci_bench.measure.sources import Traced
 from ci_bench.pipeline.git import changed_files, tracked_files
 from ci_bench.pipeline.kernels import HEAD, base_side, leaks, root_of, trace
 from ci_bench.pipeline.measuring import BaseCheckout
 from ci_bench.pipeline.request import Request
 from ci_bench.schema import KernelSources, Report, RunState, SourceFile
-
-
-@dataclass(frozen=True)
-class Traced:
-    """Files (real paths) a side's trace came from, as its worker read them
-    (``measure.kernel_side.trace_side``); ``kernel``: the Pallas kernels' own; ``error``:
-    why there is no trace; ``modules``: each file's path below its import root."""
-
-    files: frozenset[str] = frozenset()
-    kernel: frozenset[str] = frozenset()
-    error: str | None = None
-    modules: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, answer: Mapping[str, Any]) -> Traced:
-        return cls(
-            frozenset(answer["files"]),
-            frozenset(answer["kernel"]),
-            answer["error"],
-            dict(answer["modules"]),
-        )
 
 
 def _sha(path: str) -> str | None:
@@ -162,13 +141,13 @@ def compare_sides(
     for kernel, case in _first_cases(cases).items():
         if kernel not in checkout.paired:
             continue
-        ours = Traced.of(trace(process, HEAD, case, seed, chips, head=root_of(request)))
+        ours = Traced.from_json(trace(process, HEAD, case, seed, chips, head=root_of(request)))
         try:
             answer = trace(process, side, case, seed, chips, base=checkout.where)
         except KernelCodeError as exc:
             found.failed[kernel] = f"{exc}; head measured alone"
             continue
-        theirs = Traced.of(answer)
+        theirs = Traced.from_json(answer)
         files = side_files(ours, head_tree)
         found.sources[kernel] = KernelSources(
             head=files,
