@@ -4,7 +4,7 @@ runner runs it, in one script with one summary.
 Run from the repository's root on a TPU VM (ci-bench installed, or its wheels on
 PYTHONPATH, installed there with ``pip install --no-deps --target``), output under OUT:
 
-    python benchmarks/tpu_device_check.py --out "$OUT"          # about 12 min on a v5e
+    python benchmarks/tpu_device_check.py --out "$OUT"          # on the TPU host (untimed yet)
     python benchmarks/tpu_device_check.py --out /tmp/x --quick  # the plumbing, on any CPU
 
 Not yet run on a TPU (no chip was lent to the session that wrote it): its --quick run on a
