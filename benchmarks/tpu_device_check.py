@@ -13,6 +13,11 @@ skipped), and ``--work DIR`` keeps the result files in DIR and packs them into O
 results.tar.gz after every step, beside summary.json and log.txt (every step's whole
 output), so a call stopped at its limit still brings back what was measured.
 
+Run on a TPU v5e on 2026-12-05 (docs/TPU.md, the figures in
+benchmarks/data/tpu_v5e_device_check_2026-12-05.json): smoke 130 s, each A/B 36-40 s,
+cancel-then-run 57 s, tune at 4096³ 42 s, the full matmul profile about 560 s (two calls:
+``ci-bench run --resume`` finished it). On a 2-core CPU ``--quick`` takes about a minute.
+
 Steps (each one's exit code and seconds printed; a failed step does not stop the next):
   1. versions: python, jax, jaxlib, libtpu, the devices;
   2. smoke: ``ci-bench run --profile smoke`` with default settings (cases ok, the timer);
