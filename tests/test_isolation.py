@@ -182,6 +182,87 @@ def test_a_kernel_the_repository_does_not_hold_is_named_as_a_dependency(tmp_path
     assert f"warning: {warning[:40]}" in done.stdout
 
 
+def _linked_out(
+    repo: Path, inside: str, outside: Path, config: str | None = None, relative: bool = False
+) -> None:
+    """``inside`` (a file of the repository) moved to ``outside`` and committed as a
+    symbolic link to it, on main: absolute, the same target from every checkout."""
+    outside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(repo / inside, outside)
+    link = repo / inside
+    link.symlink_to(os.path.relpath(outside, link.parent) if relative else outside)
+    if config is not None:
+        pyproject = repo / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace('"bench.scale_spec"', config))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", f"{inside} is a link now")
+
+
+def test_a_spec_linked_out_of_the_repository_still_runs_each_sides_kernel(tmp_path):
+    """Issue 54 D4: the config names a SPEC file that links out of the repository. The SPEC
+    was read at its target, one module for both sides, so the base ran the head's kernel:
+    "same-code ... could not isolate it (please report it)". Each side's SPEC is its
+    checkout's file, whatever it links to, and imports that checkout's kernel."""
+    repo = write_layout(tmp_path / "lib", "package")
+    _linked_out(
+        repo,
+        "bench/scale_spec.py",
+        tmp_path / "shared" / "scale_spec.py",
+        config='"bench/scale_spec.py"',
+    )
+    slower(repo, "package")
+
+    done, report = _ab(repo, {})
+    assert report["run_states"] == [], report["run_states"]
+    (verdict,) = report["cases"]
+    _slowdown_seen(done, verdict)
+
+
+def test_a_relative_link_out_of_the_repository_is_named_and_the_head_measured_alone(tmp_path):
+    """A relative link out of the repository dangles in the base's checkout, elsewhere on
+    disk: the base read "has none of the kernels", exit 2. The link is named, and the head
+    is measured alone."""
+    repo = write_layout(tmp_path / "lib", "package")
+    _linked_out(
+        repo,
+        "bench/scale_spec.py",
+        tmp_path / "shared" / "scale_spec.py",
+        config='"bench/scale_spec.py"',
+        relative=True,
+    )
+    slower(repo, "package")
+
+    done, report = _ab(repo, {})
+    assert done.returncode == ExitCode.OK, done.stderr[-2000:]
+    (case,) = report["cases"]
+    assert case["verdict"] == "new"
+    assert "a symbolic link to ../../shared/scale_spec.py, which does not exist" in case["reason"]
+    assert case["reason"].endswith("head measured alone")
+
+
+def test_a_kernel_file_linked_out_of_the_repository_is_named_as_a_link(tmp_path):
+    """Issue 54 D4: the kernel file itself links out of the repository, so both sides run
+    that one file. The run said so as an installed copy, advising ``pip install -e .``,
+    which changes nothing here: it names the link."""
+    repo = write_layout(tmp_path / "lib", "package")
+    target = tmp_path / "shared" / "scale.py"
+    _linked_out(repo, kernel_path("package"), target)
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "NOTES.md").write_text("a change\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a change")
+
+    done, report = _ab(repo, {})
+    assert done.returncode == ExitCode.FAILED  # fail-on.same-code, by default
+    (state,) = report["run_states"]
+    assert state["state"] == "same-code"
+    assert state["reason"].startswith(
+        f"scale: the repository's {kernel_path('package')} is a symbolic link out of it "
+        f"(to {target.resolve()})"
+    ), state["reason"]
+    assert "pip install" not in state["reason"]
+
+
 def test_an_editable_install_of_the_repository_is_isolated_too(tmp_path):
     """``pip install -e .`` of the library (setuptools' editable finder maps ``mylib`` to
     the head's checkout, whatever ``sys.path`` says): the base still runs its own copy."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,9 +37,19 @@ def is_file_path(entry: str) -> bool:
 
 
 def _find_file(entry: str, root: Path | None) -> Path:
+    """The file, absolute but where the config names it: a SPEC that is a symbolic link
+    out of the repository stays a file of each checkout (resolved, the base's would be the
+    head's own module and import the head's kernel)."""
     for base in (Path.cwd(), root):
         if base is not None and (base / entry).is_file():
-            return (base / entry).resolve()
+            return Path(os.path.abspath(base / entry))  # noqa: PTH100 (resolve() follows links)
+    for base in (Path.cwd(), root):
+        if base is not None and (base / entry).is_symlink():
+            raise InputError(
+                f"kernel module {entry}: a symbolic link to {(base / entry).readlink()}, which "
+                "does not exist (a link out of the repository must be absolute to be found "
+                "from another checkout, such as an A/B's base)"
+            )
     raise InputError(f"kernel module {entry}: no such file ({RESOLUTION})")
 
 

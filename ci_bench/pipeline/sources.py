@@ -58,6 +58,12 @@ def repository_copy(file: str, tracked: set[str], modules: Mapping[str, str]) ->
     return next((t for t in sorted(tracked) if t == below or t.endswith("/" + below)), None)
 
 
+def _links_to(tree: Tree, tracked: str, file: str) -> bool:
+    """The repository's ``tracked`` file is a symbolic link whose target is ``file``."""
+    link = Path(tree.root) / tracked
+    return link.is_symlink() and link.resolve() == Path(file).resolve()
+
+
 @dataclass(frozen=True)
 class Verdict:
     """For one kernel: a run state (the comparison cannot see the change) or a note."""
@@ -85,6 +91,15 @@ def same_code(
     installed = [
         (f, copy) for f in sorted(shared) if (copy := repository_copy(f, tracked, modules))
     ]
+    linked = [(f, copy) for f, copy in installed if _links_to(head_tree, copy, f)]
+    if linked:
+        file, copy = linked[0]
+        reason = (
+            f"{kernel}: the repository's {copy} is a symbolic link out of it (to {file}): "
+            "base and head both ran that one file, so a change to it is no change of this "
+            "pull request's and cannot be measured (keep the kernel's code in the repository)"
+        )
+        return Verdict(RunState(state="same-code", reason=reason))
     if installed:
         file, copy = installed[0]
         reason = (
