@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import math
 import os
 import random
 import shutil
@@ -42,6 +43,7 @@ sys.path.insert(0, str(HERE))
 
 from tests.harness.fuzz_commands import make_input, subcommands, weights  # noqa: E402
 from tests.harness.fuzz_seeds import Seeds, describe, make_seeds  # noqa: E402
+from tests.harness.fuzz_signals import MARK, SIGNAL_GRACE, judge_signalled  # noqa: E402
 from tests.harness.fuzzing import (  # noqa: E402
     ESCAPED,
     Failure,
@@ -79,6 +81,10 @@ class Running:
     err: Path
     started: float
     proc: subprocess.Popen | None = None  # exec mode (its object reaps it, not waitpid)
+    mark: str = ""  # in its environment, so its workers can be found after it ends
+    signal_at: float | None = None  # when to send ``signum`` (a cancelled CI job)
+    signum: int = signal.SIGTERM
+    sent: int | None = None  # the signal sent while it ran
 
     def poll(self) -> int | None:
         """The exit code (negative: a signal), or None while it runs."""
@@ -107,6 +113,8 @@ def _child(inp, ws: Workspace, env: dict[str, str], out: Path, err: Path) -> Non
     code = 1
     try:
         os.setpgid(0, 0)
+        for signum in (signal.SIGTERM, signal.SIGINT):  # a fresh process's, not the fuzzer's
+            signal.signal(signum, signal.SIG_DFL)
         os.chdir(ws.work)
         os.environ.clear()
         os.environ.update(env)
@@ -138,7 +146,8 @@ def _child(inp, ws: Workspace, env: dict[str, str], out: Path, err: Path) -> Non
 
 def start(index, mode, inp, seeds, parent, timeout) -> Running:
     ws = Workspace.create(seeds, inp, parent)
-    env = ws.env(seeds, inp)
+    mark = f"{os.getpid()}-{index}-{mode}"
+    env = {**ws.env(seeds, inp), MARK: mark}
     out, err = ws.root / "stdout", ws.root / "stderr"
     proc = None
     if mode == "fork":
@@ -158,7 +167,7 @@ def start(index, mode, inp, seeds, parent, timeout) -> Running:
             )
         pid = proc.pid
     now = time.perf_counter()
-    return Running(index, mode, inp, ws, pid, now + timeout, out, err, now, proc)
+    return Running(index, mode, inp, ws, pid, now + timeout, out, err, now, proc, mark)
 
 
 def finish(job: Running, code: int | None, parsers) -> tuple[list[Failure], Outcome]:
@@ -171,6 +180,10 @@ def finish(job: Running, code: int | None, parsers) -> tuple[list[Failure], Outc
         outcome.code = code if code >= 0 else None
         outcome.signal = -code if code < 0 else None
     try:
+        if job.sent is not None:
+            parser = parsers[job.inp.command]
+            signalled = judge_signalled(job.inp, outcome, job.ws, parser, job.sent, job.mark)
+            return signalled, outcome
         return judge(job.inp, outcome, job.ws, parsers[job.inp.command]), outcome
     except Exception as exc:  # a fault of the oracles: reported, the run goes on
         where = traceback.extract_tb(exc.__traceback__)[-1]
@@ -206,6 +219,7 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
     per_command: Counter = Counter()
     seconds: dict[str, list[float]] = defaultdict(list)
     runs = Counter()
+    signalled: Counter = Counter()
     started = time.perf_counter()
     done = 0
     while todo or running:
@@ -223,13 +237,27 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
             if inp is None:
                 continue
             limit = args.timeout * (2 if inp.cost >= 5 else 1)
-            running.append(start(index, mode, inp, seeds, parent, limit))
+            job = start(index, mode, inp, seeds, parent, limit)
+            chance = random.Random(f"{args.seed}:{index}:{mode}:signal")
+            if chance.random() < args.signal_share:
+                job.signal_at = job.started + 10 ** chance.uniform(
+                    -2.5, math.log10(args.signal_within)
+                )
+                job.signum = chance.choice([signal.SIGTERM, signal.SIGINT])
+            running.append(job)
             runs[mode] += 1
             per_command[inp.command] += mode == "fork"
         time.sleep(0.005)
         for job in list(running):
             code = job.poll()
-            if code is None and time.perf_counter() < job.deadline:
+            now = time.perf_counter()
+            if code is None and job.sent is None and job.signal_at and now >= job.signal_at:
+                with contextlib.suppress(OSError):
+                    os.kill(job.pid, job.signum)  # the runner's cancel: to ci-bench alone
+                    job.sent = job.signum
+                    job.deadline = min(job.deadline, now + SIGNAL_GRACE)
+                    signalled[signal.Signals(job.signum).name] += 1
+            if code is None and now < job.deadline:
                 continue
             if code is None:
                 job.kill()
@@ -258,6 +286,7 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
     shutil.rmtree(parent, ignore_errors=True)
     return {
         **summary_of(args, inputs, runs, started, per_command, seconds),
+        "signalled": dict(signalled),
         **found_so_far(failures, examples),
     }
 
@@ -296,6 +325,8 @@ def report(figures: dict) -> None:
         f"{figures['seconds']:.0f} s, code {figures['code']}"
     )
     print("per command: " + ", ".join(f"{k} {v}" for k, v in figures["commands"].items()))
+    signalled = figures.get("signalled", {})
+    print("signalled:   " + (", ".join(f"{k} {v}" for k, v in signalled.items()) or "none"))
     print("median s:    " + ", ".join(f"{k} {v}" for k, v in figures["median_seconds"].items()))
     total = 0
     for kind in [*KINDS, HARNESS]:
@@ -332,6 +363,18 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--exec-share", type=float, default=0.05)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a hang")
+    parser.add_argument(
+        "--signal-share",
+        type=float,
+        default=0.1,
+        help="runs sent SIGTERM or SIGINT while running, as a cancelled CI job (default 0.1)",
+    )
+    parser.add_argument(
+        "--signal-within",
+        type=float,
+        default=3.0,
+        help="at most this many seconds after its start (log-uniform from 3 ms)",
+    )
     parser.add_argument("--seeds", type=Path, help="seed project folder (made if absent)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--replay", metavar="SEED:INDEX", help="run one input and show it")

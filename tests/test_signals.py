@@ -83,3 +83,41 @@ def test_a_sigint_during_a_native_import_is_raised_when_the_import_is_done(tmp_p
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert out.strip() == "interrupted after the import"
+
+
+ENDS_FIRST = """
+import sys, time
+from ci_bench.commands.signals import Terminated, signals_as_exceptions
+try:
+    with signals_as_exceptions():
+        print("importing", flush=True)
+        import ml_dtypes  # the command's last work: it ends as the import does
+    print("finished as if never signalled", flush=True)
+    time.sleep(1)  # where a timer left running would send the signal again
+except Terminated:
+    print("terminated", flush=True)
+    sys.exit(143)
+"""
+
+
+def test_a_signal_put_off_past_the_commands_end_still_ends_it_as_terminated(tmp_path):
+    """A SIGTERM put off during a native import, in a command that finished before the
+    signal was sent again: it exited 0 as if never cancelled (`list`, 0.9-1.8 s in, found
+    by benchmarks/fuzz.py's signals), or a timer killed it after the handlers were put back."""
+    package = tmp_path / "ml_dtypes"
+    package.mkdir()
+    (package / "__init__.py").write_text(SLOW_NATIVE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(ENDS_FIRST)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "importing"
+    time.sleep(0.5)  # inside the import's sleep
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert out.strip() == "terminated", out
+    assert proc.returncode == 143

@@ -40,6 +40,11 @@ class Terminated(KeyboardInterrupt):
 # turns it into a SchemaError), and the exit must still say "terminated", never "a bug".
 TERM_RECEIVED: list[bool] = [False]
 _FIRST_DEFERRED: list[float | None] = [None]
+# A signal put off (a native import, a finaliser) and not raised yet, and the timers that
+# send it again: a command that ends first still ends as the signal asks (never exit 0 after
+# a cancel), and no timer fires once the handlers are put back (a default-action kill).
+_PENDING: list[int | None] = [None]
+_TIMERS: list[threading.Timer] = []
 
 
 def native_import_under_way() -> bool:
@@ -53,9 +58,16 @@ def native_import_under_way() -> bool:
 
 
 def _again_later(signum: int) -> None:
+    _PENDING[0] = signum
     timer = threading.Timer(DEFER_S, os.kill, (os.getpid(), signum))
     timer.daemon = True
+    _TIMERS.append(timer)
     timer.start()
+
+
+def _raise(signum: int) -> None:
+    _PENDING[0] = None
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -68,7 +80,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
             _again_later(signum)  # raised once the import is done
             return
     _FIRST_DEFERRED[0] = None
-    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    _raise(signum)
 
 
 def _unraisable(previous: Any) -> Any:
@@ -90,6 +102,7 @@ def signals_as_exceptions() -> Iterator[None]:
     for the duration; neither is lost in a callback nor raised inside a native import."""
     TERM_RECEIVED[0] = False
     _FIRST_DEFERRED[0] = None
+    _PENDING[0] = None
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -97,7 +110,12 @@ def signals_as_exceptions() -> Iterator[None]:
     hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
         yield
+        if _PENDING[0] is not None:  # put off, and the command ended before it came back
+            _raise(_PENDING[0])
     finally:
+        for timer in _TIMERS:
+            timer.cancel()
+        _TIMERS.clear()
         sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
