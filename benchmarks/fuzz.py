@@ -93,6 +93,15 @@ class Running:
         pid, status = os.waitpid(self.pid, os.WNOHANG)
         return None if pid == 0 else os.waitstatus_to_exitcode(status)
 
+    def exited(self) -> bool:
+        """It has ended but is not reaped yet: a signal now would reach nothing that runs
+        (without this peek, a run that ended a moment before its signal read as one that
+        swallowed it)."""
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
     def kill(self) -> None:
         with_group_killed(self.pid)
         if self.proc is not None:
@@ -251,7 +260,8 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
         for job in list(running):
             code = job.poll()
             now = time.perf_counter()
-            if code is None and job.sent is None and job.signal_at and now >= job.signal_at:
+            due = code is None and job.sent is None and job.signal_at and now >= job.signal_at
+            if due and not job.exited():
                 with contextlib.suppress(OSError):
                     os.kill(job.pid, job.signum)  # the runner's cancel: to ci-bench alone
                     job.sent = job.signum

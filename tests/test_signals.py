@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 
 import pytest
 
 from ci_bench.commands.signals import Terminated, signals_as_exceptions
+from ci_bench.errors import InputError
 from tests.conftest import REPO
 
 
@@ -39,7 +42,7 @@ def test_a_signal_that_lands_in_a_finaliser_is_raised_again_not_lost(signum, rai
         for _ in range(100):  # ordinary code after it: where the signal must surface
             time.sleep(0.02)
 
-    with signals_as_exceptions(), pytest.raises(raised):
+    with pytest.raises(raised), signals_as_exceptions():
         collect_then_work()
 
 
@@ -121,3 +124,46 @@ def test_a_signal_put_off_past_the_commands_end_still_ends_it_as_terminated(tmp_
     out, _ = proc.communicate(timeout=60)
     assert out.strip() == "terminated", out
     assert proc.returncode == 143
+
+
+def _swallows(signum: int) -> Callable[..., int]:
+    """A command that gets ``signum`` and catches what it raised: returns 0 anyway."""
+
+    def command(*_: object) -> int:
+        with contextlib.suppress(KeyboardInterrupt):
+            os.kill(os.getpid(), signum)
+            time.sleep(5)
+        return 0
+
+    return command
+
+
+def _turns_into_an_error(*_: object) -> int:
+    """A command whose code turns the signal's exception into its own (pydantic-core made
+    SIGTERM a SchemaError): an error exit, 2, unless the signal is remembered."""
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        raise InputError("results.json: not a results file") from None
+    return 0
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "said"),
+    [
+        (_swallows(signal.SIGTERM), 143, "ci-bench: terminated (SIGTERM)"),
+        (_swallows(signal.SIGINT), 130, "ci-bench: interrupted"),
+        (_turns_into_an_error, 143, "ci-bench: terminated (SIGTERM)"),
+    ],
+)
+def test_a_signal_the_command_swallowed_or_turned_into_an_error_still_ends_it(
+    monkeypatch, capsys, command, code, said
+):
+    """Found by benchmarks/fuzz.py's signals: SIGTERM or SIGINT while a command read its
+    input ended with the input's exit 2, or with 0, instead of 143 / 130."""
+    from ci_bench.commands import cli
+
+    monkeypatch.setitem(cli.COMMANDS, "schema", command)
+    assert cli.main(["schema"]) == code
+    assert capsys.readouterr().err.strip() == said

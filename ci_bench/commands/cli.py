@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -14,7 +15,7 @@ from pathlib import Path
 from ci_bench import __version__
 from ci_bench.commands.output import inert_output
 from ci_bench.commands.parser import Handlers, build_parser, command_of, handlers
-from ci_bench.commands.signals import TERM_RECEIVED, Terminated, signals_as_exceptions
+from ci_bench.commands.signals import Terminated, received, signals_as_exceptions
 from ci_bench.errors import CiBenchError, ExitCode, SelectionError, SpecError
 from ci_bench.text import one_line
 
@@ -70,6 +71,15 @@ def _stop_kernel_processes() -> None:
         started.close_all()
 
 
+def _signalled(signum: int, command: str) -> int:
+    """A signal that came back as another exception: said as the signal, 143 or 130."""
+    if signum == signal.SIGTERM:
+        sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
+        return int(ExitCode.TERMINATED)
+    sys.stderr.write(f"ci-bench: interrupted{_saved(command)}\n")
+    return int(ExitCode.INTERRUPTED)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     measuring = sys.modules.get("ci_bench.pipeline.measuring")
@@ -86,6 +96,8 @@ def _main(argv: Sequence[str] | None) -> int:
                 args.config = Path(os.environ["CI_BENCH_CONFIG"])
             return COMMANDS[args.command](args, os.environ, Path.cwd(), sys.stdout)
     except (CiBenchError, SelectionError, SpecError) as exc:
+        if (signum := received()) is not None:  # the signal, turned into an error on the way
+            return _signalled(signum, command)
         code = exc.exit_code if isinstance(exc, CiBenchError) else ExitCode.USAGE
         sys.stderr.write(f"ci-bench: error: {one_line(str(exc))}\n")
         return int(code)
@@ -100,9 +112,8 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stderr.write(f"ci-bench: interrupted{_saved(command)}\n")
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
-        if TERM_RECEIVED[0]:  # the SIGTERM, raised inside code that wrapped it
-            sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
-            return int(ExitCode.TERMINATED)
+        if (signum := received()) is not None:  # the signal, raised inside code that wrapped it
+            return _signalled(signum, command)
         from ci_bench.store.files import environment_error
 
         if environment_error(exc):  # the machine's fault (disk full, ...), not a bug

@@ -35,16 +35,21 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (a cancelled CI job) unwinds like Ctrl-C: what was measured stays saved."""
 
 
-# Whether this command got SIGTERM: the exception the handler raises can come back as
-# another one (pydantic-core, building a model's validator while a module is imported,
-# turns it into a SchemaError), and the exit must still say "terminated", never "a bug".
-TERM_RECEIVED: list[bool] = [False]
 _FIRST_DEFERRED: list[float | None] = [None]
 # A signal put off (a native import, a finaliser) and not raised yet, and the timers that
 # send it again: a command that ends first still ends as the signal asks (never exit 0 after
 # a cancel), and no timer fires once the handlers are put back (a default-action kill).
 _PENDING: list[int | None] = [None]
 _TIMERS: list[threading.Timer] = []
+# The signal this command got, raised or not: code that turned the exception into its own
+# (pydantic-core, building a validator while a module is imported, makes it a SchemaError;
+# a validation error, an error exit) or swallowed it must still end as the signal asks.
+_RECEIVED: list[int | None] = [None]
+
+
+def received() -> int | None:
+    """SIGTERM or SIGINT, if this command got one."""
+    return _RECEIVED[0]
 
 
 def native_import_under_way() -> bool:
@@ -71,8 +76,7 @@ def _raise(signum: int) -> None:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    if signum == signal.SIGTERM:
-        TERM_RECEIVED[0] = True
+    _RECEIVED[0] = _RECEIVED[0] or signum
     now = time.monotonic()
     if native_import_under_way():
         first = _FIRST_DEFERRED[0] = _FIRST_DEFERRED[0] or now
@@ -100,9 +104,9 @@ def _unraisable(previous: Any) -> Any:
 def signals_as_exceptions() -> Iterator[None]:
     """SIGTERM raises ``Terminated``, SIGINT ``KeyboardInterrupt``, in the main thread,
     for the duration; neither is lost in a callback nor raised inside a native import."""
-    TERM_RECEIVED[0] = False
     _FIRST_DEFERRED[0] = None
     _PENDING[0] = None
+    _RECEIVED[0] = None
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -110,8 +114,10 @@ def signals_as_exceptions() -> Iterator[None]:
     hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
         yield
-        if _PENDING[0] is not None:  # put off, and the command ended before it came back
-            _raise(_PENDING[0])
+        # Put off and the command ended before it came back, or raised and swallowed on the
+        # way (a ``suppress``, a callback): the command ends as the signal asked.
+        if (signum := _PENDING[0] or _RECEIVED[0]) is not None:
+            _raise(signum)
     finally:
         for timer in _TIMERS:
             timer.cancel()
