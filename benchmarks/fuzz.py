@@ -94,13 +94,20 @@ class Running:
         return None if pid == 0 else os.waitstatus_to_exitcode(status)
 
     def exited(self) -> bool:
-        """It has ended but is not reaped yet: a signal now would reach nothing that runs
-        (without this peek, a run that ended a moment before its signal read as one that
-        swallowed it)."""
+        """It has ended, or is ending (the kernel tearing a large forked process down takes
+        milliseconds, and a signal then is lost): a signal now would reach nothing that runs.
+        Without this peek, a run that ended a moment before its signal read as one that
+        swallowed it."""
         try:
-            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
         except ChildProcessError:
             return True
+        try:  # PF_EXITING (0x4) in the flags, field 9 of /proc/PID/stat
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return True
+        return bool(int(fields[6]) & 0x4)
 
     def kill(self) -> None:
         with_group_killed(self.pid)
