@@ -43,7 +43,14 @@ sys.path.insert(0, str(HERE))
 
 from tests.harness.fuzz_commands import make_input, subcommands, weights  # noqa: E402
 from tests.harness.fuzz_seeds import Seeds, describe, make_seeds  # noqa: E402
-from tests.harness.fuzz_signals import MARK, SIGNAL_GRACE, judge_signalled  # noqa: E402
+from tests.harness.fuzz_signals import (  # noqa: E402
+    MARK,
+    RETURNED,
+    SIGNAL_GRACE,
+    judge_signalled,
+    returned,
+    returned_before,
+)
 from tests.harness.fuzzing import (  # noqa: E402
     ESCAPED,
     Failure,
@@ -85,6 +92,7 @@ class Running:
     signal_at: float | None = None  # when to send ``signum`` (a cancelled CI job)
     signum: int = signal.SIGTERM
     sent: int | None = None  # the signal sent while it ran
+    sent_at: float = 0.0  # time.monotonic(), comparable with the run's RETURNED time
 
     def poll(self) -> int | None:
         """The exit code (negative: a signal), or None while it runs."""
@@ -154,6 +162,7 @@ def _child(inp, ws: Workspace, env: dict[str, str], out: Path, err: Path) -> Non
         except BaseException:  # what the console script would print (exit 120, not 1)
             traceback.print_exc()
             code = ESCAPED
+        returned(env)
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
@@ -163,7 +172,7 @@ def _child(inp, ws: Workspace, env: dict[str, str], out: Path, err: Path) -> Non
 def start(index, mode, inp, seeds, parent, timeout) -> Running:
     ws = Workspace.create(seeds, inp, parent)
     mark = f"{os.getpid()}-{index}-{mode}"
-    env = {**ws.env(seeds, inp), MARK: mark}
+    env = {**ws.env(seeds, inp), MARK: mark, RETURNED: str(ws.root / "returned")}
     out, err = ws.root / "stdout", ws.root / "stderr"
     proc = None
     if mode == "fork":
@@ -196,7 +205,7 @@ def finish(job: Running, code: int | None, parsers) -> tuple[list[Failure], Outc
         outcome.code = code if code >= 0 else None
         outcome.signal = -code if code < 0 else None
     try:
-        if job.sent is not None:
+        if job.sent is not None and not returned_before(job.ws.root / "returned", job.sent_at):
             parser = parsers[job.inp.command]
             signalled = judge_signalled(job.inp, outcome, job.ws, parser, job.sent, job.mark)
             return signalled, outcome
@@ -271,7 +280,7 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
             if due and not job.exited():
                 with contextlib.suppress(OSError):
                     os.kill(job.pid, job.signum)  # the runner's cancel: to ci-bench alone
-                    job.sent = job.signum
+                    job.sent, job.sent_at = job.signum, time.monotonic()
                     job.deadline = min(job.deadline, now + SIGNAL_GRACE)
                     signalled[signal.Signals(job.signum).name] += 1
             if code is None and now < job.deadline:

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import IO, Any
@@ -124,6 +124,24 @@ def kernel_env(env: Mapping[str, str], pin: Mapping[str, str] | None) -> dict[st
 
 
 _LIVE: set[KernelProcess] = set()
+# Set by a harness that runs the whole command line inside its own process (this project's
+# test suite, tests/harness/inproc.py), never by ci-bench: see ``calls_in_this_process``.
+_IN_THIS_PROCESS: list[bool] = [False]
+
+
+@contextlib.contextmanager
+def calls_in_this_process() -> Iterator[None]:
+    """The kernel-code calls answered in this process, through the same encoding as to a
+    worker: for a harness that already runs the command line in a process of its own
+    choosing (this project's tests, where a worker's start costs seconds a call). Nothing
+    in ci-bench uses it; measuring still starts its pool, and a kernel that hangs or
+    crashes takes this process with it, so tests of those run ci-bench as a process."""
+    before = _IN_THIS_PROCESS[0]
+    _IN_THIS_PROCESS[0] = True
+    try:
+        yield
+    finally:
+        _IN_THIS_PROCESS[0] = before
 
 
 @dataclass
@@ -143,6 +161,7 @@ class KernelProcess:
     ) -> None:
         self.timeout = timeout
         self.env = kernel_env(env, pin)
+        self.here = _IN_THIS_PROCESS[0]
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr: IO[bytes] | None = None
         self.started = False
@@ -172,6 +191,8 @@ class KernelProcess:
     def call(self, function: str, *args: Any, what: str, doing: str) -> Any:
         """``function(*args)`` in the worker; its JSON-able answer. ``what`` and ``doing``
         name it in a failure ("kernel module kernels.matmul", "imported")."""
+        if self.here:
+            return self._answered(self._answer_here(function, args, what, doing), what, doing)
         if self.proc is None:
             self._spawn()
         assert self.stderr is not None
@@ -188,11 +209,28 @@ class KernelProcess:
             self.close(kill=True)
             raise KernelCodeError(what, doing, "crashed", cause)
         self.started = True
+        return self._answered(message, what, doing)
+
+    @staticmethod
+    def _answered(message: dict[str, Any], what: str, doing: str) -> Any:
         if "error" in message:
             failed = KernelCodeError(what, doing, "failed", message["error"])
             failed.exit_code = ExitCode(message.get("exit", ExitCode.USAGE))
             raise failed
         return message["answer"]
+
+    @staticmethod
+    def _answer_here(function: str, args: tuple[Any, ...], what: str, doing: str) -> Any:
+        """The call answered in this process (``calls_in_this_process``), encoded and
+        decoded as through the pipe; a kernel's ``sys.exit`` is a worker's exit."""
+        from ci_bench.measure.serve import answer
+
+        try:
+            message = answer({"call": function, "args": pack(args)})
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+            raise KernelCodeError(what, doing, "crashed", death(code)) from None
+        return json.loads(json.dumps(message))
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.proc is not None
@@ -282,3 +320,6 @@ def close_all() -> None:
     line's last step, whatever ended the command)."""
     for process in list(_LIVE):
         process.close(kill=True)
+    side = sys.modules.get("ci_bench.measure.kernel_side")
+    if _IN_THIS_PROCESS[0] and side is not None:  # the next command loads its base anew
+        side.forget_bases()

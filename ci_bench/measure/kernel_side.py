@@ -25,6 +25,11 @@ from ci_bench.schema.model import CaseModel
 _BASES: dict[str, tuple[Isolated, dict[str, str]]] = {}
 
 
+def forget_bases() -> None:
+    """The bases loaded so far dropped (a process that answers several commands' calls)."""
+    _BASES.clear()
+
+
 def head_specs(modules: Sequence[str], root: str | None) -> dict[str, KernelSpec]:
     return dict(load_kernels(modules, Path(root) if root else None))
 

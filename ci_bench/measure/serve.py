@@ -39,7 +39,7 @@ def serve() -> None:
         if "exit" in message:
             return
         if "call" in message:  # kernel code before (or instead of) measuring
-            proto.write(json.dumps(_call(message)) + "\n")
+            proto.write(json.dumps(answer(message)) + "\n")
             continue
         if "setup" in message:
             measure = _worker(WorkerSetup(**message["setup"]))
@@ -47,8 +47,8 @@ def serve() -> None:
             continue
         assert measure is not None
         results = measure(message)
-        answer = {"results": [r.model_dump(mode="json") for r in results]}
-        proto.write(json.dumps(answer) + "\n")
+        measured = {"results": [r.model_dump(mode="json") for r in results]}
+        proto.write(json.dumps(measured) + "\n")
 
 
 def _stop_cleanly_on_sigterm() -> None:
@@ -71,7 +71,7 @@ def _stop_cleanly_on_sigterm() -> None:
             raise SystemExit(128 + signal.SIGTERM)
 
 
-def _call(message: dict[str, Any]) -> dict[str, Any]:
+def answer(message: dict[str, Any]) -> dict[str, Any]:
     """``{"call": "module:function", "args": ...}`` run here; its answer as JSON, or the
     one-line error (``kernel_process`` on the parent's side)."""
     import importlib

@@ -17,6 +17,10 @@ from tests.harness.fuzz_record import Input
 from tests.harness.fuzzing import Failure, Outcome, Workspace
 
 MARK = "CI_BENCH_FUZZ_MARK"
+# Where the run notes the moment its main() returned: a signal sent after it (the process
+# printing its result, exiting, torn down by the kernel) may find it gone, and the run's own
+# exit is then the right one: such a run is judged as unsignalled.
+RETURNED = "CI_BENCH_FUZZ_RETURNED"
 SIGNAL_GRACE = 30.0  # seconds a signalled run may take to end (the pool's stop grace is 10)
 
 
@@ -76,3 +80,18 @@ def judge_signalled(
     if not outcome.hung:
         found += judge_files(inp, outcome, ws, parser)
     return found
+
+
+def returned(env: dict[str, str] | os._Environ[str]) -> None:
+    """In the run: main() has returned (time.monotonic(), one clock for every process)."""
+    if where := env.get(RETURNED):
+        with contextlib.suppress(OSError):
+            Path(where).write_text(f"{time.monotonic():.6f}")
+
+
+def returned_before(path: Path, sent_at: float) -> bool:
+    """The run's main() had returned before its signal was sent."""
+    try:
+        return float(path.read_text()) <= sent_at
+    except (OSError, ValueError):
+        return False

@@ -16,6 +16,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 from unittest import mock
 
+from ci_bench.measure.kernel_process import calls_in_this_process
 from tests.conftest import FIXTURES, REPO
 
 
@@ -41,6 +42,7 @@ def call(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Outcome:
     previous = Path.cwd()
     with (
         mock.patch.dict(os.environ, {**clean, **(env or {})}, clear=True),
+        calls_in_this_process(),
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
     ):
@@ -65,10 +67,18 @@ def assert_one_line_error(outcome: Outcome, *needles: str) -> None:
 
 # -- run_cli's in-process path ----------------------------------------------------------
 # ``run_cli`` (tests/conftest.py) runs the CLI here unless the process is the point: a
-# fresh interpreter costs ~3 s of imports per call. What a process would have given each
+# fresh interpreter costs ~3 s of imports per call. For the same reason the command's calls
+# into kernel code (describe, trace, model, lower: a worker process each in ci-bench) are
+# answered here too (``kernel_process.calls_in_this_process``); the rule that they run in
+# workers, and what a worker's hang or crash does, is tested with ``process=True``
+# (tests/test_kernel_code_in_workers.py). What a process would have given each
 # call fresh is given fresh here and put back afterwards: cwd, os.environ, sys.path, the
 # user's modules (a kernel, a project's package), jax's config and compilation cache, the
 # interpret mode, the warning filters and signal handlers.
+
+# Whether run_cli's in-process calls answer the kernel-code calls here too (above); a test
+# of where they run sets it False.
+KERNEL_CALLS_HERE = True
 
 # Variables read once per process (jax's backend, the interpreter itself): a call that sets
 # one runs in a fresh process, as it would in CI.
@@ -198,7 +208,12 @@ def completed(args: Sequence[str], cwd: Path, env: dict[str, str]) -> CompletedP
     out_raw, err_raw = io.BytesIO(), io.BytesIO()
     out = io.TextIOWrapper(out_raw, encoding="utf-8", write_through=True)
     err = io.TextIOWrapper(err_raw, encoding="utf-8", write_through=True)
-    with isolated(cwd, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        isolated(cwd, env),
+        calls_in_this_process() if KERNEL_CALLS_HERE else contextlib.nullcontext(),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         try:
             code = main(list(args))
         except SystemExit as exc:
