@@ -8,6 +8,10 @@ through a fresh ``python -m ci_bench.commands.cli`` (the real entry point). It p
 inputs, runs and distinct failures per class (crash, hang, silent pass, false refusal,
 invalid output, fault unreported) and writes them as JSON with ``--json``.
 
+A share of the runs (``--signal-share``, 0.1) is sent SIGTERM or SIGINT at a log-uniform
+moment of its life, as a cancelled CI job or a Ctrl-C: it must end with 143 or 130, soon,
+without a traceback, its files valid and no worker left (tests/harness/fuzz_signals.py).
+
     python benchmarks/fuzz.py --runs 3000 --jobs 2 --seed 1 --json fuzz.json
     python benchmarks/fuzz.py --replay 1:417                       # one input, in detail
 

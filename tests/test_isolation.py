@@ -198,19 +198,24 @@ def _linked_out(
     git(repo, "commit", "-q", "-m", f"{inside} is a link now")
 
 
+def _spec_linked_out(tmp_path: Path, *, relative: bool) -> Path:
+    """The package layout whose config names a SPEC file linked out of the repository, and
+    the pull request that slows its kernel down."""
+    repo = write_layout(tmp_path / "lib", "package")
+    spec = tmp_path / "shared" / "scale_spec.py"
+    _linked_out(
+        repo, "bench/scale_spec.py", spec, config='"bench/scale_spec.py"', relative=relative
+    )
+    slower(repo, "package")
+    return repo
+
+
 def test_a_spec_linked_out_of_the_repository_still_runs_each_sides_kernel(tmp_path):
     """Issue 54 D4: the config names a SPEC file that links out of the repository. The SPEC
     was read at its target, one module for both sides, so the base ran the head's kernel:
     "same-code ... could not isolate it (please report it)". Each side's SPEC is its
     checkout's file, whatever it links to, and imports that checkout's kernel."""
-    repo = write_layout(tmp_path / "lib", "package")
-    _linked_out(
-        repo,
-        "bench/scale_spec.py",
-        tmp_path / "shared" / "scale_spec.py",
-        config='"bench/scale_spec.py"',
-    )
-    slower(repo, "package")
+    repo = _spec_linked_out(tmp_path, relative=False)
 
     done, report = _ab(repo, {})
     assert report["run_states"] == [], report["run_states"]
@@ -222,15 +227,7 @@ def test_a_relative_link_out_of_the_repository_is_named_and_the_head_measured_al
     """A relative link out of the repository dangles in the base's checkout, elsewhere on
     disk: the base read "has none of the kernels", exit 2. The link is named, and the head
     is measured alone."""
-    repo = write_layout(tmp_path / "lib", "package")
-    _linked_out(
-        repo,
-        "bench/scale_spec.py",
-        tmp_path / "shared" / "scale_spec.py",
-        config='"bench/scale_spec.py"',
-        relative=True,
-    )
-    slower(repo, "package")
+    repo = _spec_linked_out(tmp_path, relative=True)
 
     done, report = _ab(repo, {})
     assert done.returncode == ExitCode.OK, done.stderr[-2000:]

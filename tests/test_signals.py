@@ -67,14 +67,15 @@ with signals_as_exceptions():
 """
 
 
-def test_a_sigint_during_a_native_import_is_raised_when_the_import_is_done(tmp_path):
-    """Before: Ctrl-C in the first ~0.3 s (``import jax``) ended in a C++ terminate."""
-    package = tmp_path / "ml_dtypes"
+def _signalled_inside_a_slow_native_import(tmp, driver: str, signum: int) -> tuple[int, str]:
+    """``driver`` run with a fake native package whose import takes 1.5 s, sent ``signum``
+    0.5 s into that import: its exit code and what it printed after "importing"."""
+    package = tmp / "ml_dtypes"
     package.mkdir()
     (package / "__init__.py").write_text(SLOW_NATIVE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp), str(REPO)])}
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(DRIVER)],
+        [sys.executable, "-c", textwrap.dedent(driver)],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -82,10 +83,16 @@ def test_a_sigint_during_a_native_import_is_raised_when_the_import_is_done(tmp_p
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "importing"
     time.sleep(0.5)  # inside the import's sleep
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130
-    assert out.strip() == "interrupted after the import"
+    return proc.returncode, out.strip()
+
+
+def test_a_sigint_during_a_native_import_is_raised_when_the_import_is_done(tmp_path):
+    """Before: Ctrl-C in the first ~0.3 s (``import jax``) ended in a C++ terminate."""
+    code, out = _signalled_inside_a_slow_native_import(tmp_path, DRIVER, signal.SIGINT)
+    assert code == 130
+    assert out == "interrupted after the import"
 
 
 ENDS_FIRST = """
@@ -107,23 +114,9 @@ def test_a_signal_put_off_past_the_commands_end_still_ends_it_as_terminated(tmp_
     """A SIGTERM put off during a native import, in a command that finished before the
     signal was sent again: it exited 0 as if never cancelled (`list`, 0.9-1.8 s in, found
     by benchmarks/fuzz.py's signals), or a timer killed it after the handlers were put back."""
-    package = tmp_path / "ml_dtypes"
-    package.mkdir()
-    (package / "__init__.py").write_text(SLOW_NATIVE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(ENDS_FIRST)],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "importing"
-    time.sleep(0.5)  # inside the import's sleep
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert out.strip() == "terminated", out
-    assert proc.returncode == 143
+    code, out = _signalled_inside_a_slow_native_import(tmp_path, ENDS_FIRST, signal.SIGTERM)
+    assert out == "terminated", out
+    assert code == 143
 
 
 def _swallows(signum: int) -> Callable[..., int]:
