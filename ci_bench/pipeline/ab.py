@@ -124,9 +124,8 @@ def run_ab(
         process=head.process,
     )
     with base_checkout(request, name, sha, head.process, head) as checkout:
-        if not checkout.unloadable and not (set(checkout.specs) | set(checkout.failed)) & set(
-            specs
-        ):
+        known = set(checkout.specs) | set(checkout.failed)  # loaded, or failed while loaded
+        if not checkout.unloadable and not known & set(specs):
             raise InputError(f"{checkout.label} has none of the kernels {', '.join(specs)}")
         # Which code each side runs, proved before anything is timed (issue 37).
         seed, chips = request.harness.seed, request.config.target_chips
