@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import IO, Any
@@ -125,23 +125,21 @@ def kernel_env(env: Mapping[str, str], pin: Mapping[str, str] | None) -> dict[st
 
 _LIVE: set[KernelProcess] = set()
 # Set by a harness that runs the whole command line inside its own process (this project's
-# test suite, tests/harness/inproc.py), never by ci-bench: see ``calls_in_this_process``.
-_IN_THIS_PROCESS: list[bool] = [False]
+# test suite, through ``serve.calls_in_this_process``), never by ci-bench: what answers the
+# calls here instead of a worker.
+_ANSWER_HERE: list[Callable[[dict[str, Any]], dict[str, Any]] | None] = [None]
 
 
 @contextlib.contextmanager
-def calls_in_this_process() -> Iterator[None]:
-    """The kernel-code calls answered in this process, through the same encoding as to a
-    worker: for a harness that already runs the command line in a process of its own
-    choosing (this project's tests, where a worker's start costs seconds a call). Nothing
-    in ci-bench uses it; measuring still starts its pool, and a kernel that hangs or
-    crashes takes this process with it, so tests of those run ci-bench as a process."""
-    before = _IN_THIS_PROCESS[0]
-    _IN_THIS_PROCESS[0] = True
+def answered_by(answer: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[None]:
+    """For the duration, kernel processes made here answer their calls with ``answer`` in
+    this process (``serve.calls_in_this_process`` says when and why)."""
+    before = _ANSWER_HERE[0]
+    _ANSWER_HERE[0] = answer
     try:
         yield
     finally:
-        _IN_THIS_PROCESS[0] = before
+        _ANSWER_HERE[0] = before
 
 
 @dataclass
@@ -161,7 +159,7 @@ class KernelProcess:
     ) -> None:
         self.timeout = timeout
         self.env = kernel_env(env, pin)
-        self.here = _IN_THIS_PROCESS[0]
+        self.here = _ANSWER_HERE[0]
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr: IO[bytes] | None = None
         self.started = False
@@ -191,7 +189,7 @@ class KernelProcess:
     def call(self, function: str, *args: Any, what: str, doing: str) -> Any:
         """``function(*args)`` in the worker; its JSON-able answer. ``what`` and ``doing``
         name it in a failure ("kernel module kernels.matmul", "imported")."""
-        if self.here:
+        if self.here is not None:
             return self._answered(self._answer_here(function, args, what, doing), what, doing)
         if self.proc is None:
             self._spawn()
@@ -219,14 +217,12 @@ class KernelProcess:
             raise failed
         return message["answer"]
 
-    @staticmethod
-    def _answer_here(function: str, args: tuple[Any, ...], what: str, doing: str) -> Any:
-        """The call answered in this process (``calls_in_this_process``), encoded and
-        decoded as through the pipe; a kernel's ``sys.exit`` is a worker's exit."""
-        from ci_bench.measure.serve import answer
-
+    def _answer_here(self, function: str, args: tuple[Any, ...], what: str, doing: str) -> Any:
+        """The call answered in this process (``answered_by``), encoded and decoded as
+        through the pipe; a kernel's ``sys.exit`` is a worker's exit."""
+        assert self.here is not None
         try:
-            message = answer({"call": function, "args": pack(args)})
+            message = self.here({"call": function, "args": pack(args)})
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
             raise KernelCodeError(what, doing, "crashed", death(code)) from None
@@ -321,5 +317,5 @@ def close_all() -> None:
     for process in list(_LIVE):
         process.close(kill=True)
     side = sys.modules.get("ci_bench.measure.kernel_side")
-    if _IN_THIS_PROCESS[0] and side is not None:  # the next command loads its base anew
+    if _ANSWER_HERE[0] is not None and side is not None:  # the next command loads anew
         side.forget_bases()

@@ -14,12 +14,12 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ci_bench.contract.spec import Case
-from ci_bench.measure.kernel_process import PARENT_ENV
+from ci_bench.measure.kernel_process import PARENT_ENV, answered_by
 from ci_bench.measure.workers import WorkerSetup
 from ci_bench.schema import CaseResult, DeviceFingerprint
 
@@ -90,6 +90,17 @@ def answer(message: dict[str, Any]) -> dict[str, Any]:
         return {"error": one_line(str(exc)), "exit": int(exc.exit_code)}
     except Exception as exc:  # the kernel's own exception: said, never a dead worker
         return {"error": one_line(f"{type(exc).__name__}: {exc}"), "exit": ExitCode.INTERNAL}
+
+
+@contextlib.contextmanager
+def calls_in_this_process() -> Iterator[None]:
+    """The kernel-code calls answered in this process by ``answer``, through the same
+    encoding as to a worker: for a harness that already runs the command line in a process
+    of its own choosing (this project's tests, where a worker's start costs seconds a call).
+    Nothing in ci-bench uses it; measuring still starts its pool, and a kernel that hangs
+    or crashes takes this process with it, so tests of those run ci-bench as a process."""
+    with answered_by(answer):
+        yield
 
 
 def _worker(setup: WorkerSetup) -> Callable[[dict[str, Any]], list[CaseResult]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 from unittest import mock
 
-from ci_bench.measure.kernel_process import calls_in_this_process
+from ci_bench.measure.serve import calls_in_this_process
 from tests.conftest import FIXTURES, REPO
 
 
@@ -69,7 +69,7 @@ def assert_one_line_error(outcome: Outcome, *needles: str) -> None:
 # ``run_cli`` (tests/conftest.py) runs the CLI here unless the process is the point: a
 # fresh interpreter costs ~3 s of imports per call. For the same reason the command's calls
 # into kernel code (describe, trace, model, lower: a worker process each in ci-bench) are
-# answered here too (``kernel_process.calls_in_this_process``); the rule that they run in
+# answered here too (``serve.calls_in_this_process``); the rule that they run in
 # workers, and what a worker's hang or crash does, is tested with ``process=True``
 # (tests/test_kernel_code_in_workers.py). What a process would have given each
 # call fresh is given fresh here and put back afterwards: cwd, os.environ, sys.path, the
