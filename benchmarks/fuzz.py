@@ -105,22 +105,6 @@ class Running:
         pid, status = os.waitpid(self.pid, os.WNOHANG)
         return None if pid == 0 else os.waitstatus_to_exitcode(status)
 
-    def exited(self) -> bool:
-        """It has ended, or is ending (the kernel tearing a large forked process down takes
-        milliseconds, and a signal then is lost): a signal now would reach nothing that runs.
-        Without this peek, a run that ended a moment before its signal read as one that
-        swallowed it."""
-        try:
-            if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return True
-        except ChildProcessError:
-            return True
-        try:  # PF_EXITING (0x4) in the flags, field 9 of /proc/PID/stat
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return True
-        return bool(int(fields[6]) & 0x4)
-
     def kill(self) -> None:
         with_group_killed(self.pid)
         if self.proc is not None:
@@ -280,8 +264,7 @@ def fuzz(args: argparse.Namespace, seeds: Seeds) -> dict:
         for job in list(running):
             code = job.poll()
             now = time.perf_counter()
-            due = code is None and job.sent is None and job.signal_at and now >= job.signal_at
-            if due and not job.exited():
+            if code is None and job.sent is None and job.signal_at and now >= job.signal_at:
                 with contextlib.suppress(OSError):
                     os.kill(job.pid, job.signum)  # the runner's cancel: to ci-bench alone
                     job.sent, job.sent_at = job.signum, time.monotonic()

@@ -202,7 +202,7 @@ def _spec_linked_out(tmp_path: Path, *, relative: bool) -> Path:
     """The package layout whose config names a SPEC file linked out of the repository, and
     the pull request that slows its kernel down."""
     repo = write_layout(tmp_path / "lib", "package")
-    spec = tmp_path / "shared" / "scale_spec.py"
+    spec = tmp_path / "elsewhere" / "scale_spec.py"
     _linked_out(
         repo, "bench/scale_spec.py", spec, config='"bench/scale_spec.py"', relative=relative
     )
@@ -233,7 +233,9 @@ def test_a_relative_link_out_of_the_repository_is_named_and_the_head_measured_al
     assert done.returncode == ExitCode.OK, done.stderr[-2000:]
     (case,) = report["cases"]
     assert case["verdict"] == "new"
-    assert "a symbolic link to ../../shared/scale_spec.py, which does not exist" in case["reason"]
+    assert (
+        "a symbolic link to ../../elsewhere/scale_spec.py, which does not exist" in case["reason"]
+    )
     assert case["reason"].endswith("head measured alone")
 
 
@@ -242,7 +244,7 @@ def test_a_kernel_file_linked_out_of_the_repository_is_named_as_a_link(tmp_path)
     that one file. The run said so as an installed copy, advising ``pip install -e .``,
     which changes nothing here: it names the link."""
     repo = write_layout(tmp_path / "lib", "package")
-    target = tmp_path / "shared" / "scale.py"
+    target = tmp_path / "elsewhere" / "scale.py"
     _linked_out(repo, kernel_path("package"), target)
     git(repo, "checkout", "-q", "-b", "feature")
     (repo / "NOTES.md").write_text("a change\n")

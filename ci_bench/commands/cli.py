@@ -72,7 +72,8 @@ def _stop_kernel_processes() -> None:
 
 
 def _signalled(signum: int, command: str) -> int:
-    """A signal that came back as another exception: said as the signal, 143 or 130."""
+    """The command ended by a signal (raised, or come back as another exception): said as
+    the signal, 143 or 130."""
     if signum == signal.SIGTERM:
         sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
         return int(ExitCode.TERMINATED)
@@ -106,11 +107,9 @@ def _main(argv: Sequence[str] | None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return int(ExitCode.OK)
     except Terminated:
-        sys.stderr.write(f"ci-bench: terminated (SIGTERM){_saved(command)}\n")
-        return int(ExitCode.TERMINATED)
+        return _signalled(signal.SIGTERM, command)
     except KeyboardInterrupt:
-        sys.stderr.write(f"ci-bench: interrupted{_saved(command)}\n")
-        return int(ExitCode.INTERRUPTED)
+        return _signalled(signal.SIGINT, command)
     except Exception as exc:  # a bug: never a traceback on the terminal, never exit 1
         if (signum := received()) is not None:  # the signal, raised inside code that wrapped it
             return _signalled(signum, command)

@@ -36,10 +36,9 @@ class Terminated(KeyboardInterrupt):
 
 
 _FIRST_DEFERRED: list[float | None] = [None]
-# A signal put off (a native import, a finaliser) and not raised yet, and the timers that
-# send it again: a command that ends first still ends as the signal asks (never exit 0 after
-# a cancel), and no timer fires once the handlers are put back (a default-action kill).
-_PENDING: list[int | None] = [None]
+# The timers that send a put-off signal again (a native import, a finaliser): cancelled
+# when the command ends, so none fires once the handlers are put back (a default-action
+# kill); a command that ended first still ends as the signal asks (``_RECEIVED``).
 _TIMERS: list[threading.Timer] = []
 # The signal this command got, raised or not: code that turned the exception into its own
 # (pydantic-core, building a validator while a module is imported, makes it a SchemaError;
@@ -63,7 +62,6 @@ def native_import_under_way() -> bool:
 
 
 def _again_later(signum: int) -> None:
-    _PENDING[0] = signum
     timer = threading.Timer(DEFER_S, os.kill, (os.getpid(), signum))
     timer.daemon = True
     _TIMERS.append(timer)
@@ -71,7 +69,6 @@ def _again_later(signum: int) -> None:
 
 
 def _raise(signum: int) -> None:
-    _PENDING[0] = None
     raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
@@ -105,7 +102,6 @@ def signals_as_exceptions() -> Iterator[None]:
     """SIGTERM raises ``Terminated``, SIGINT ``KeyboardInterrupt``, in the main thread,
     for the duration; neither is lost in a callback nor raised inside a native import."""
     _FIRST_DEFERRED[0] = None
-    _PENDING[0] = None
     _RECEIVED[0] = None
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -116,7 +112,7 @@ def signals_as_exceptions() -> Iterator[None]:
         yield
         # Put off and the command ended before it came back, or raised and swallowed on the
         # way (a ``suppress``, a callback): the command ends as the signal asked.
-        if (signum := _PENDING[0] or _RECEIVED[0]) is not None:
+        if (signum := _RECEIVED[0]) is not None:
             _raise(signum)
     finally:
         for timer in _TIMERS:
