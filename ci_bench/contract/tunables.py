@@ -11,6 +11,7 @@ traced here.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ci_bench.contract.spec import PROFILES, KernelSpec, SpecError
+from ci_bench.contract.spec import PALLAS, PROFILES, KernelSpec, SpecError
 from ci_bench.text import PARAM, one_line
 
 Value = int | str | bool
@@ -189,3 +190,28 @@ def default_problems(spec: KernelSpec, limit: int = 3) -> list[str]:
     if len(problems) > limit:
         return [*problems[:limit], f"tunables: {len(problems) - limit} more cases like these"]
     return problems
+
+
+def with_subject(spec: KernelSpec, implementation: Callable[..., Any]) -> KernelSpec:
+    """The SPEC with ``implementation`` as its subject, everything else unchanged."""
+    if spec.subject == PALLAS:
+        return dataclasses.replace(spec, pallas=implementation)
+    if spec.subject in spec.variants:
+        return dataclasses.replace(spec, variants={**spec.variants, spec.subject: implementation})
+    return dataclasses.replace(spec, native=implementation)
+
+
+def configured(spec: KernelSpec, values: Values, params: Mapping[str, int]) -> KernelSpec:
+    """The SPEC whose subject runs with ``values`` over its tunables' defaults (``profile
+    --set block_m=512``); a ``TunablesError`` names a knob it lacks or a value it refuses."""
+    tunables = spec.tunables
+    if tunables is None:
+        raise TunablesError(f"kernel {spec.name} has no tunables to set")
+    unknown = sorted(set(values) - set(tunables.space))
+    if unknown:
+        known = ", ".join(tunables.space)
+        raise TunablesError(f"kernel {spec.name} has no tunable {unknown[0]!r} (known: {known})")
+    chosen = {**tunables.default, **values}
+    if (why := tunables.rejects(chosen, params)) is not None:
+        raise TunablesError(f"kernel {spec.name}: {why}")
+    return with_subject(spec, tunables.implementation(chosen))

@@ -77,6 +77,24 @@ def _module_path(file: str) -> str | None:
     return None
 
 
+def profile_head(
+    modules: Sequence[str],
+    root: str | None,
+    kernel: str,
+    case_id: str,
+    out_dir: str,
+    runs: int,
+    seed: int,
+    values: dict[str, Any],
+) -> dict[str, Any]:
+    """``ci-bench profile``: one case of the head's kernel traced here (this process was
+    started with libtpu's metric flags where the host has a TPU); where the files went."""
+    from ci_bench.measure.profiling import trace_case
+
+    spec = head_specs(modules, root)[kernel]
+    return trace_case(spec, case_id, Path(out_dir), runs=runs, seed=seed, values=values).as_json()
+
+
 def trace_side(spec: KernelSpec, case: Case, seed: int, chips: Sequence[str]) -> dict[str, Any]:
     """The files ``spec``'s subject is traced from (``measure.sources``), with each file's
     path below its import root (the installed-copy check needs this process's modules)."""

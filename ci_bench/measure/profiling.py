@@ -11,7 +11,7 @@ the kernel.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,19 @@ class TraceInfo:
     @property
     def commands(self) -> tuple[str, ...]:
         return viewer_commands(self.log_dir)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "log_dir": str(self.log_dir),
+            "run_dir": str(self.run_dir),
+            "xplane_files": [str(p) for p in self.xplane_files],
+            "runs": self.runs,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TraceInfo:
+        files = tuple(Path(p) for p in data["xplane_files"])
+        return cls(Path(data["log_dir"]), Path(data["run_dir"]), files, int(data["runs"]))
 
     def describe(self) -> str:
         """A few lines for a terminal: the files and how to open them."""
@@ -120,15 +133,28 @@ def capture_trace(
 
 
 def trace_case(
-    spec: KernelSpec, case_id: str, out_dir: Path, *, runs: int = 3, seed: int = 42
+    spec: KernelSpec,
+    case_id: str,
+    out_dir: Path,
+    *,
+    runs: int = 3,
+    seed: int = 42,
+    values: Mapping[str, Any] | None = None,
 ) -> TraceInfo:
     """Trace one case's Pallas kernel on inputs from ``make_inputs`` (PRNGKey(seed)), in
-    the case's mode (a backward case: its VJP alone, the residuals computed first)."""
+    the case's mode (a backward case: its VJP alone, the residuals computed first);
+    ``values`` set the subject's tunables (the rest keep their defaults)."""
+    from ci_bench.contract.tunables import TunablesError, configured
     from ci_bench.measure.modes import concrete_workload
 
     try:
         case = find_case(spec, case_id)
     except SelectionError as exc:
         raise ProfilingError(str(exc)) from None
+    if values:
+        try:
+            spec = configured(spec, values, case.params)
+        except TunablesError as exc:
+            raise ProfilingError(str(exc)) from None
     work = concrete_workload(spec, case, seed=seed)
     return capture_trace(work.fn, work.args, out_dir, runs=runs)

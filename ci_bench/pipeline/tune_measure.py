@@ -9,28 +9,18 @@ kernel performance); tests force it to check the plumbing.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ci_bench.contract.spec import PALLAS, Case, KernelSpec
-from ci_bench.contract.tunables import Tunables
+from ci_bench.contract.spec import Case, KernelSpec
+from ci_bench.contract.tunables import Tunables, with_subject
 from ci_bench.pipeline.request import Request
 from ci_bench.schema.tune import Measured, NotCompiled, TunedCase
 from ci_bench.text import one_line
 
 Progress = Callable[[str], None]
-
-
-def with_subject(spec: KernelSpec, implementation: Callable[..., Any]) -> KernelSpec:
-    """The SPEC with ``implementation`` as its subject, everything else unchanged."""
-    if spec.subject == PALLAS:
-        return dataclasses.replace(spec, pallas=implementation)
-    if spec.subject in spec.variants:
-        return dataclasses.replace(spec, variants={**spec.variants, spec.subject: implementation})
-    return dataclasses.replace(spec, native=implementation)
 
 
 TIES_MAX = 32  # the most candidates one tie at the cut adds to --measure K

@@ -21,11 +21,11 @@ from typing import Any
 
 from ci_bench import __version__
 from ci_bench.contract.spec import Case, KernelSpec, SpecError
-from ci_bench.contract.tunables import Tunables, Values
+from ci_bench.contract.tunables import Tunables, Values, with_subject
 from ci_bench.errors import InputError
 from ci_bench.pipeline.request import Request
 from ci_bench.pipeline.session import cases_for
-from ci_bench.pipeline.tune_measure import measure_top, with_subject
+from ci_bench.pipeline.tune_measure import measure_top
 from ci_bench.pipeline.tune_ties import rank
 from ci_bench.schema.model import CaseModel
 from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase, TuneMeta, TuneReport

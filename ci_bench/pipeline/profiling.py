@@ -1,0 +1,159 @@
+"""``ci-bench profile``: each case traced in a worker, never here, and on a TPU read for the
+specification's section 3.3 metrics.
+
+libtpu reads ``LIBTPU_INIT_ARGS`` once, when a process opens the chip, and writes its LLO
+dumps for every kernel that process compiles: so each case gets a worker of its own, started
+with the metric flags and a dump folder of its own (``<out>/llo``), pinned to the first
+chip. The trace is then read here (files only: no kernel code runs in this process). On a
+host without a TPU the worker traces on its platform and the metrics are said to need one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ci_bench.errors import InputError
+from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
+from ci_bench.measure.profiling import TraceInfo
+from ci_bench.measure.unit_metrics import (
+    has_counters,
+    libtpu_args,
+    read_dumps,
+    read_trace,
+    with_dumps,
+)
+from ci_bench.pipeline.kernels import HEAD, describe_head, read_device
+from ci_bench.pipeline.request import Request
+from ci_bench.schema.unit_metrics import KernelUnitMetrics
+
+NEEDS_TPU = "unit metrics (MXU, scalar ALU, spills, DMA) need a TPU: this trace ran on {platform}"
+NO_COUNTERS = (
+    "this trace has no unit counters: take it with `ci-bench profile` on a TPU (it sets "
+    "LIBTPU_INIT_ARGS) or with LIBTPU_INIT_ARGS='{flags}'"
+)
+NO_PALLAS = "this trace holds no Pallas kernel (tpu_custom_call) on a TPU"
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """One case's (or one saved trace's) files, metrics and the line said instead of them."""
+
+    case: str | None
+    trace: TraceInfo | None
+    metrics: tuple[KernelUnitMetrics, ...] = ()
+    note: str | None = None
+    files: tuple[Path, ...] = field(default_factory=tuple)
+    module: str | None = None  # the kernel module that defines the case's kernel
+
+    def as_json(self) -> dict[str, Any]:
+        from ci_bench.report.unit_metrics import hints
+
+        return {
+            "case": self.case,
+            "trace": [str(p) for p in self.files],
+            "metrics": [{**m.model_dump(mode="json"), "hints": hints(m)} for m in self.metrics],
+            "note": self.note,
+        }
+
+
+def read_saved(trace: Path, dumps: Path | None, case: str | None = None) -> Profiled:
+    """The metrics of a saved ``.xplane.pb`` (a file, or a folder ``profile --out`` wrote),
+    with the LLO dumps in ``dumps`` (default: ``llo`` beside the trace's ``trace`` folder)."""
+    from jax.profiler import ProfileData
+
+    files = [trace] if trace.is_file() else sorted(trace.rglob("*.xplane.pb"))
+    if not files:
+        raise InputError(f"profile --read: no .xplane.pb at {trace}")
+    if len(files) > 1 and not trace.is_file():
+        files = files[-1:]  # the newest run's trace (the timestamped folders sort by time)
+    try:
+        profile = ProfileData.from_file(str(files[0]))
+    except Exception as exc:  # the reader's own error for a file that is no XSpace
+        raise InputError(f"profile --read: {files[0]} is not a readable trace ({exc})") from None
+    if dumps is None:
+        folder = trace if trace.is_dir() else files[0].parent
+        dumps = next((p / "llo" for p in [folder, *folder.parents] if (p / "llo").is_dir()), None)
+    metrics = read_trace(profile)
+    if not metrics:
+        note = NO_PALLAS
+    elif not has_counters(profile):
+        note, metrics = NO_COUNTERS.format(flags=libtpu_args("", None)), []
+    else:
+        note = None
+        if dumps is not None:
+            metrics = with_dumps(metrics, read_dumps(dumps, [m.kernel for m in metrics]))
+    return Profiled(case, None, tuple(metrics), note, tuple(files))
+
+
+def profile_cases(
+    request: Request,
+    env: Mapping[str, str],
+    cases: Sequence[tuple[str, str, Path]],
+    *,
+    runs: int,
+    values: Mapping[str, Any],
+) -> Iterator[Profiled]:
+    """Each (kernel, case id, folder), in turn: traced in a worker of its own; read for
+    metrics where the host has a TPU."""
+    from ci_bench.measure.workers import pin_env
+
+    device = read_device(env)
+    on_tpu = device.platform == "tpu"
+    pin = pin_env(device.platform, 0) if device.platform != "cpu" else None
+    for kernel, case_id, folder in cases:
+        worker_env = dict(env)
+        if on_tpu:
+            existing = env.get("LIBTPU_INIT_ARGS", "")
+            worker_env["LIBTPU_INIT_ARGS"] = libtpu_args(existing, (folder / "llo").resolve())
+        info, module = _trace_in_worker(
+            request, worker_env, pin, kernel, case_id, folder, runs, values
+        )
+        files = info.xplane_files
+        if on_tpu:
+            saved = read_saved(files[0], folder / "llo", case_id)
+            yield Profiled(case_id, info, saved.metrics, saved.note, files, module)
+        else:
+            note = NEEDS_TPU.format(platform=device.platform)
+            yield Profiled(case_id, info, (), note, files, module)
+
+
+def _trace_in_worker(
+    request: Request,
+    env: Mapping[str, str],
+    pin: Mapping[str, str] | None,
+    kernel: str,
+    case_id: str,
+    folder: Path,
+    runs: int,
+    values: Mapping[str, Any],
+) -> tuple[TraceInfo, str]:
+    origin: dict[str, str] = {}
+    with KernelProcess(env, request.workers.case_timeout, pin) as process:
+        specs = describe_head(process, request, origin)
+        if kernel not in specs:
+            known = ", ".join(specs)
+            raise InputError(f"profile: {case_id}: unknown kernel {kernel!r} (known: {known})")
+        try:
+            answer = process.call(
+                "ci_bench.measure.kernel_side:profile_head",
+                list(request.modules),
+                str(request.config.root),
+                kernel,
+                case_id,
+                str((folder / "trace").resolve()),
+                runs,
+                request.harness.seed,
+                dict(values),
+                what=f"kernel {kernel}",
+                doing="traced",
+            )
+        except KernelCodeError as exc:
+            if exc.how == "failed":
+                error = InputError(f"profile: {case_id}: {exc.cause}")
+                error.exit_code = exc.exit_code
+                raise error from None
+            raise exc.on(HEAD) from None
+    return TraceInfo.from_json(answer), origin[kernel]
