@@ -95,6 +95,21 @@ def profile_head(
     return trace_case(spec, case_id, Path(out_dir), runs=runs, seed=seed, values=values).as_json()
 
 
+def profile_base(
+    where: tuple[str, Sequence[str], str, str],
+    kernel: str,
+    case_id: str,
+    out_dir: str,
+    runs: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The A/B's unit-metrics pass: one case of the base's kernel traced here."""
+    from ci_bench.measure.profiling import trace_case
+
+    spec = base_isolated(*where).base[kernel]
+    return trace_case(spec, case_id, Path(out_dir), runs=runs, seed=seed).as_json()
+
+
 def trace_side(spec: KernelSpec, case: Case, seed: int, chips: Sequence[str]) -> dict[str, Any]:
     """The files ``spec``'s subject is traced from (``measure.sources``), with each file's
     path below its import root (the installed-copy check needs this process's modules)."""

@@ -160,6 +160,10 @@ def run_ab(
                 return judge()
 
             report = confirmed(judge(), rejudge, request.confirm)
+        if request.config.unit_metrics:  # the pool has let the chip go
+            from ci_bench.pipeline.profiling import with_unit_metrics
+
+            report = with_unit_metrics(report, request, env, head.device, checkout.where)
     report = with_sources(report, sides)
     return with_run_states(report, [*sides.states, *removed_kernels(checkout.specs, specs)])
 

@@ -49,6 +49,9 @@ class Config(BaseModel):
     pr_mode: Literal["baseline", "ab", "both"] = "both"
     # Re-measure cases flagged as regressions once before the verdict is final.
     confirm: bool = True
+    # A/B on a TPU: each case the verdict finds slower gets its unit metrics (MXU, scalar
+    # ALU, spills, DMA) on both sides, from a pass of its own after the timed ones.
+    unit_metrics: bool = False
     # Shard jobs a pull request's matrix is split over (the benchmark workflow's matrix).
     shards: int = Field(2, ge=1, le=64)
     warmup: int = Field(WARMUP, ge=0, le=REPEATS_MAX)

@@ -25,9 +25,12 @@ from ci_bench.measure.unit_metrics import (
     read_trace,
     with_dumps,
 )
-from ci_bench.pipeline.kernels import HEAD, describe_head, read_device
+from ci_bench.pipeline.kernels import HEAD, BaseWhere, describe_head, read_device
 from ci_bench.pipeline.request import Request
+from ci_bench.schema.report import Report, UnitMetricsPair
+from ci_bench.schema.results import DeviceFingerprint
 from ci_bench.schema.unit_metrics import KernelUnitMetrics
+from ci_bench.text import one_line
 
 NEEDS_TPU = "unit metrics (MXU, scalar ALU, spills, DMA) need a TPU: this trace ran on {platform}"
 NO_COUNTERS = (
@@ -157,3 +160,90 @@ def _trace_in_worker(
                 raise error from None
             raise exc.on(HEAD) from None
     return TraceInfo.from_json(answer), origin[kernel]
+
+
+UNIT_RUNS = 3  # traced calls per side: the figures are averaged over them
+_SIDE = "ci_bench.measure.kernel_side"
+
+
+def _side_metrics(
+    request: Request,
+    env: Mapping[str, str],
+    folder: Path,
+    call: tuple[str, tuple[Any, ...]],
+    what: str,
+) -> tuple[list[KernelUnitMetrics], str | None]:
+    """One side of one case traced in a worker started with the metric flags, read here;
+    a failure is the side's note, never the run's (the timed verdict stands)."""
+    from ci_bench.measure.workers import pin_env
+
+    worker_env = {
+        **env,
+        "LIBTPU_INIT_ARGS": libtpu_args(env.get("LIBTPU_INIT_ARGS", ""), folder / "llo"),
+    }
+    function, args = call
+    try:
+        with KernelProcess(worker_env, request.workers.case_timeout, pin_env("tpu", 0)) as process:
+            answer = process.call(function, *args, what=what, doing="traced for unit metrics")
+        saved = read_saved(TraceInfo.from_json(answer).xplane_files[0], folder / "llo")
+    except (KernelCodeError, InputError) as exc:
+        return [], one_line(str(exc))
+    return list(saved.metrics), saved.note
+
+
+def with_unit_metrics(
+    report: Report,
+    request: Request,
+    env: Mapping[str, str],
+    device: DeviceFingerprint | None,
+    where: BaseWhere,
+) -> Report:
+    """Each case the A/B finds slower, with both sides' unit metrics (``unit-metrics``):
+    traced after every timed pass, a worker per side and case, on the first chip."""
+    import tempfile
+
+    slower = [v for v in report.cases if v.verdict == "regression"]
+    if not slower:
+        return report
+    if device is None or device.platform != "tpu":
+        platform = device.platform if device is not None else "cpu"
+        note = f"unit metrics need a TPU (this runner: {platform}); not collected"
+        pairs = {v.id: UnitMetricsPair(note=note) for v in slower}
+    else:
+        pairs = {}
+        root, seed = str(request.config.root), request.harness.seed
+        with tempfile.TemporaryDirectory(prefix="ci-bench-units-") as tmp:
+            for n, v in enumerate(slower):
+                folder = Path(tmp) / str(n)
+                head_call = (
+                    f"{_SIDE}:profile_head",
+                    (
+                        list(request.modules),
+                        root,
+                        v.kernel,
+                        v.id,
+                        str(folder / "head" / "trace"),
+                        UNIT_RUNS,
+                        seed,
+                        {},
+                    ),
+                )
+                base_call = (
+                    f"{_SIDE}:profile_base",
+                    (where, v.kernel, v.id, str(folder / "base" / "trace"), UNIT_RUNS, seed),
+                )
+                head, head_note = _side_metrics(
+                    request, env, folder / "head", head_call, f"the head's kernel {v.kernel}"
+                )
+                base, base_note = _side_metrics(
+                    request, env, folder / "base", base_call, f"the base's kernel {v.kernel}"
+                )
+                notes = [
+                    f"{side}: {n}" for side, n in (("head", head_note), ("base", base_note)) if n
+                ]
+                pairs[v.id] = UnitMetricsPair(head=head, base=base, note="; ".join(notes) or None)
+    cases = [
+        v.model_copy(update={"unit_metrics": pairs[v.id]}) if v.id in pairs else v
+        for v in report.cases
+    ]
+    return report.model_copy(update={"cases": cases})

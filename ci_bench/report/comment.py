@@ -32,6 +32,7 @@ from ci_bench.report.render import (
     interpreter_words,
 )
 from ci_bench.report.rows import VERDICT_ICONS, ordered, short_ref, short_shas
+from ci_bench.report.unit_metrics import comment_section
 from ci_bench.schema import STATE, CaseVerdict, KernelSummary, Report
 from ci_bench.schema.chips import chips_named
 from ci_bench.text import case_count
@@ -302,6 +303,7 @@ def markdown_report(
         parts += ["", "#### Drift since the baseline (not caused by this PR)", ""]
         parts += [drift_table(shown, unit)]
     parts += _information(report)
+    parts += comment_section(ordered(report.cases))
     errors = [v for v in report.cases if STATE[v.verdict].listed == "errors"]
     if errors:
         shown = errors if max_rows is None else errors[:max_rows]

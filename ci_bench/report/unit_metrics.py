@@ -14,6 +14,9 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from ci_bench.report.comment_tables import case_cell
+from ci_bench.report.escape import md_inline
+from ci_bench.schema.report import CaseVerdict
 from ci_bench.schema.unit_metrics import UNITS, KernelUnitMetrics
 
 SCALAR_HIGH = 50.0  # % of scalar ALU slots: index arithmetic dominates
@@ -117,3 +120,60 @@ SOURCE = (
     "counters; estimates, not hardware counters); spills, DMA, bundles, vregs: the kernel's "
     "code (LLO dump), not per call"
 )
+
+
+MOVED_POINTS = 5.0  # a unit's utilisation moved by at least this many percentage points
+_COUNTED = (("spills", "spills"), ("fills", "fills"), ("register_pressure", "vregs"))
+
+
+def moved(head: KernelUnitMetrics, base: KernelUnitMetrics) -> list[str]:
+    """What changed from the base to the head, in the specification's terms: each unit
+    that moved by ``MOVED_POINTS`` or more, and any change in spills, fills, register
+    pressure, bundles or DMA instructions."""
+    found = []
+    for unit in UNITS:
+        h, b = head.utilisation.get(unit), base.utilisation.get(unit)
+        if h is not None and b is not None and abs(h - b) >= MOVED_POINTS:
+            found.append(f"{SHORT[unit]} {b:.0f} % → {h:.0f} %")
+    for field, label in _COUNTED:
+        h, b = getattr(head, field), getattr(base, field)
+        if h != b and (h is not None or b is not None):
+            found.append(f"{label} {_count(b)} → {_count(h)}")
+    if head.bundles and base.bundles and head.bundles != base.bundles:
+        found.append(f"bundles {base.bundles} → {head.bundles}")
+    if head.bundles is not None and base.bundles is not None and head.dma != base.dma:
+        found.append(f"DMA {dma_text(base)} → {dma_text(head)}")
+    return found
+
+
+def _case_lines(v: CaseVerdict) -> list[str]:
+    pair = v.unit_metrics
+    assert pair is not None
+    lines = []
+    bases = {m.kernel: m for m in pair.base}
+    for head in pair.head:
+        base = bases.get(head.kernel)
+        if base is None:
+            said = "the base has no such kernel"
+        else:
+            said = ", ".join(moved(head, base)) or f"no unit moved by {MOVED_POINTS:.0f} points"
+        lines.append(f"- {case_cell(v)} `{md_inline(head.kernel)}`: {said}")
+        lines += [f"  - {md_inline(hint)}" for hint in hints(head)]
+    if pair.note:
+        lines.append(f"- {case_cell(v)}: {md_inline(pair.note)}")
+    return lines
+
+
+def comment_section(cases: Sequence[CaseVerdict]) -> list[str]:
+    """The comment's collapsible section: for each slower case whose unit metrics were
+    collected, base → head (empty when none were)."""
+    with_metrics = [v for v in cases if v.unit_metrics is not None]
+    if not with_metrics:
+        return []
+    n = len(with_metrics)
+    summary = (
+        f"Unit metrics of the {n} slower case{'s' if n > 1 else ''}, base → head "
+        "(compiler estimates over the measured windows)"
+    )
+    items = [line for v in with_metrics for line in _case_lines(v)]
+    return ["", f"<details><summary>{summary}</summary>", "", *items, "", "</details>"]

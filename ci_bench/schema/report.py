@@ -18,6 +18,7 @@ from ci_bench.schema.base import (
 )
 from ci_bench.schema.baseline import Provenance
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunMeta
+from ci_bench.schema.unit_metrics import KernelUnitMetrics
 from ci_bench.schema.verdicts import CaseState, FailPolicy, RunStateName, Verdict
 
 
@@ -36,12 +37,13 @@ class Thresholds(Model):
     )
 
 
-REPORT_SCHEMA_VERSION = 7
+REPORT_SCHEMA_VERSION = 8
 # 3 adds run-level states and the acceptance; 4 the cost model's verdict per case; 5 cases
 # (current and baseline CaseResults) that record their mode and implementations; 7 each
 # kernel's source files on both sides of an A/B (``sources``) and the ``inherited`` and
-# ``same-code`` states. Older versions read as none of these.
-REPORT_READABLE = (2, 3, 4, 5, 6, 7)
+# ``same-code`` states; 8 the unit metrics of a slower case's two sides (``unit_metrics``).
+# Older versions read as none of these.
+REPORT_READABLE = (2, 3, 4, 5, 6, 7, 8)
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
 MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
 # The cost model is exact too: modelled time past the threshold on a target chip is
@@ -71,6 +73,15 @@ class ModelChange(Model):
     hbm_ratio: float | None = Field(None, description="current / reference HBM bytes")
     steps_ratio: float | None = Field(None, description="current / reference grid steps")
     chips: dict[str, ChipChange] = Field(default_factory=dict)
+
+
+class UnitMetricsPair(Model):
+    """The specification's section 3.3 metrics of a case's Pallas kernels on both sides of
+    an A/B, from a pass apart from the timed one (version 8; config ``unit-metrics``)."""
+
+    head: list[KernelUnitMetrics] = Field(default_factory=list)
+    base: list[KernelUnitMetrics] = Field(default_factory=list)
+    note: str | None = Field(None, description="why a side has none (no TPU, a failure)")
 
 
 class CaseVerdict(Model):
@@ -103,6 +114,9 @@ class CaseVerdict(Model):
     ratio_high: float | None = Field(None, description="A/B: bootstrap 95 % interval, high")
     model: ModelChange | None = Field(
         None, description="the cost model's exact verdict beside the timing one (version 3)"
+    )
+    unit_metrics: UnitMetricsPair | None = Field(
+        None, description="A/B, a slower case: each side's unit metrics (version 8)"
     )
 
 
@@ -165,7 +179,7 @@ class Acceptance(Model):
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2, 3, 4, 5, 6, 7] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[2, 3, 4, 5, 6, 7, 8] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "
