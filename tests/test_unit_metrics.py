@@ -15,6 +15,7 @@ from ci_bench.errors import ExitCode
 from ci_bench.measure.unit_metrics import (
     has_counters,
     libtpu_args,
+    metric_env,
     read_dumps,
     read_trace,
     with_dumps,
@@ -92,6 +93,11 @@ def test_flags_follow_what_the_user_already_set(tmp_path):
     assert f"--xla_jf_dump_to={tmp_path / 'llo'}" in args
     assert "--xla_jf_dump_llo_text=true" in args
     assert "jf_dump" not in libtpu_args("", None)
+    env = metric_env({"LIBTPU_INIT_ARGS": "--xla_tpu_foo=1", "HOME": "/h"}, tmp_path)
+    assert env["LIBTPU_INIT_ARGS"] == libtpu_args("--xla_tpu_foo=1", tmp_path)
+    # a compilation-cache hit compiles nothing: libtpu would dump nothing
+    assert env["JAX_ENABLE_COMPILATION_CACHE"] == "false"
+    assert env["HOME"] == "/h"
 
 
 def unit(**fields) -> KernelUnitMetrics:

@@ -146,6 +146,13 @@ def has_counters(profile: Any) -> bool:
     )
 
 
+def metric_env(env: Mapping[str, str], dump_folder: Path) -> dict[str, str]:
+    """A metric worker's environment: the flags after the user's, and no persistent
+    compilation cache (a cache hit compiles nothing, so libtpu would dump nothing)."""
+    flags = libtpu_args(env.get("LIBTPU_INIT_ARGS", ""), dump_folder)
+    return {**env, "LIBTPU_INIT_ARGS": flags, "JAX_ENABLE_COMPILATION_CACHE": "false"}
+
+
 @dataclass(frozen=True)
 class DumpFacts:
     """What one kernel's LLO dump says about its code (static: not per call)."""

@@ -21,6 +21,7 @@ from ci_bench.measure.profiling import TraceInfo
 from ci_bench.measure.unit_metrics import (
     has_counters,
     libtpu_args,
+    metric_env,
     read_dumps,
     read_trace,
     with_dumps,
@@ -107,10 +108,7 @@ def profile_cases(
     on_tpu = device.platform == "tpu"
     pin = pin_env(device.platform, 0) if device.platform != "cpu" else None
     for kernel, case_id, folder in cases:
-        worker_env = dict(env)
-        if on_tpu:
-            existing = env.get("LIBTPU_INIT_ARGS", "")
-            worker_env["LIBTPU_INIT_ARGS"] = libtpu_args(existing, (folder / "llo").resolve())
+        worker_env = metric_env(env, (folder / "llo").resolve()) if on_tpu else dict(env)
         info, module = _trace_in_worker(
             request, worker_env, pin, kernel, case_id, folder, runs, values
         )
@@ -177,10 +175,7 @@ def _side_metrics(
     a failure is the side's note, never the run's (the timed verdict stands)."""
     from ci_bench.measure.workers import pin_env
 
-    worker_env = {
-        **env,
-        "LIBTPU_INIT_ARGS": libtpu_args(env.get("LIBTPU_INIT_ARGS", ""), folder / "llo"),
-    }
+    worker_env = metric_env(env, folder / "llo")
     function, args = call
     try:
         with KernelProcess(worker_env, request.workers.case_timeout, pin_env("tpu", 0)) as process:
