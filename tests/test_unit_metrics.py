@@ -150,19 +150,31 @@ def test_profile_read_prints_the_table_of_a_saved_trace_on_a_cpu(tmp_path, proje
     assert len(shown) == 1
 
 
-def test_profile_read_finds_the_dumps_beside_a_profile_folder(tmp_path, project):
-    """``--read`` of the folder ``profile --out`` wrote: the trace under trace/, the LLO
-    dumps under llo/ found without ``--dumps``."""
+def test_profile_read_finds_each_cases_trace_and_dumps_in_a_profile_folder(tmp_path, project):
+    """``--read`` of the folder ``profile --out`` wrote for two cases: each case's newest
+    trace under <case>/trace/, its LLO dumps under <case>/llo/ found without ``--dumps``."""
     folder = tmp_path / "prof"
-    run_dir = folder / "trace" / "plugins" / "profile" / "2026_12_06_02_13_10"
-    run_dir.mkdir(parents=True)
-    xplane(tmp_path, "matmul-1024-t128").rename(run_dir / "host.xplane.pb")
-    (folder / "llo").mkdir()
-    for path in (CHIP / "matmul-1024-t128.llo").iterdir():
-        (folder / "llo" / path.name).write_bytes(path.read_bytes())
+    for name in ("matmul-1024-t128", "matmul-1024-t512"):
+        case = folder / name
+        for run in ("2026_12_06_02_13_09", "2026_12_06_02_13_10"):  # an older run, then ours
+            run_dir = case / "trace" / "plugins" / "profile" / run
+            run_dir.mkdir(parents=True)
+            xplane(tmp_path, name).rename(run_dir / "host.xplane.pb")
+        (case / "llo").mkdir()
+        for path in (CHIP / f"{name}.llo").iterdir():
+            (case / "llo" / path.name).write_bytes(path.read_bytes())
     done = run_cli("profile", "--read", str(folder), cwd=project)
     assert done.returncode == 0, done.stderr
-    assert "2 in, 1 out, 3 waits" in done.stdout
+    traces = [line for line in done.stdout.splitlines() if line.startswith("trace: ")]
+    assert [t.split("/prof/")[1] for t in traces] == [
+        f"{name}/trace/plugins/profile/2026_12_06_02_13_10/host.xplane.pb"
+        for name in ("matmul-1024-t128", "matmul-1024-t512")
+    ]
+    rows = [
+        line.split()[:3] for line in done.stdout.splitlines() if line.startswith("matmul_tiled.1 ")
+    ]
+    assert rows == [["matmul_tiled.1", "180.9", "4.2"], ["matmul_tiled.1", "20.2", "50.5"]]
+    assert done.stdout.count("2 in, 1 out, 3 waits") == 2  # both dump folders found
     assert "MXU 4 %: the MXU waits" in done.stdout
 
 

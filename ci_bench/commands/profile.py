@@ -100,15 +100,16 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     dispatch input) each write to ``--out/<id with / as _>``. The kernel comes from the
     case id when ``--kernel`` is not given.
     """
-    from ci_bench.pipeline.profiling import profile_cases, read_saved
+    from ci_bench.pipeline.profiling import profile_cases, read_saved, saved_traces
 
     if args.read is not None:
         if not args.read.exists():
             raise InputError(f"profile --read: {args.read} does not exist")
-        saved = read_saved(args.read, args.dumps)
+        saved = [read_saved(trace, args.dumps) for trace in saved_traces(args.read)]
         if args.format == "json":
-            out.write(json.dumps({"profiles": [saved.as_json()]}, indent=2) + "\n")
-        _show(saved, args.format, out)
+            out.write(json.dumps({"profiles": [p.as_json() for p in saved]}, indent=2) + "\n")
+        for profiled in saved:
+            _show(profiled, args.format, out)
         return 0
     if args.out is None:
         raise InputError("profile needs --out DIR (or --read TRACE)")

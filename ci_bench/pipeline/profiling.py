@@ -63,23 +63,41 @@ class Profiled:
         }
 
 
+def saved_traces(path: Path) -> list[Path]:
+    """The traces ``--read`` means: the file itself, or in a folder the newest
+    ``.xplane.pb`` of each trace folder under it (``profile --out`` with several cases
+    writes one per case; the timestamped run folders sort by time)."""
+    if path.is_file():
+        return [path]
+    newest: dict[Path, Path] = {}
+    for found in sorted(path.rglob("*.xplane.pb")):
+        run = found.parent  # jax's layout: <root>/plugins/profile/<run>/<host>.xplane.pb
+        laid_out = run.parent.name == "profile" and run.parent.parent.name == "plugins"
+        newest[run.parent.parent.parent if laid_out else found] = found
+    if not newest:
+        raise InputError(f"profile --read: no .xplane.pb at {path}")
+    return [newest[root] for root in sorted(newest)]
+
+
+def _dumps_beside(trace: Path) -> Path | None:
+    """``llo/`` beside the trace folder ``profile --out`` wrote (at most three levels up
+    from the file's run folder: <out>/trace/plugins/profile/<run>/)."""
+    for folder in list(trace.parents)[:5]:
+        if (folder / "llo").is_dir():
+            return folder / "llo"
+    return None
+
+
 def read_saved(trace: Path, dumps: Path | None, case: str | None = None) -> Profiled:
-    """The metrics of a saved ``.xplane.pb`` (a file, or a folder ``profile --out`` wrote),
-    with the LLO dumps in ``dumps`` (default: ``llo`` beside the trace's ``trace`` folder)."""
+    """The metrics of one saved ``.xplane.pb``, with the LLO dumps in ``dumps`` (default:
+    ``llo`` beside the trace folder)."""
     from jax.profiler import ProfileData
 
-    files = [trace] if trace.is_file() else sorted(trace.rglob("*.xplane.pb"))
-    if not files:
-        raise InputError(f"profile --read: no .xplane.pb at {trace}")
-    if len(files) > 1 and not trace.is_file():
-        files = files[-1:]  # the newest run's trace (the timestamped folders sort by time)
     try:
-        profile = ProfileData.from_file(str(files[0]))
+        profile = ProfileData.from_file(str(trace))
     except Exception as exc:  # the reader's own error for a file that is no XSpace
-        raise InputError(f"profile --read: {files[0]} is not a readable trace ({exc})") from None
-    if dumps is None:
-        folder = trace if trace.is_dir() else files[0].parent
-        dumps = next((p / "llo" for p in [folder, *folder.parents] if (p / "llo").is_dir()), None)
+        raise InputError(f"profile --read: {trace} is not a readable trace ({exc})") from None
+    dumps = dumps if dumps is not None else _dumps_beside(trace)
     metrics = read_trace(profile)
     if not metrics:
         note = NO_PALLAS
@@ -89,7 +107,7 @@ def read_saved(trace: Path, dumps: Path | None, case: str | None = None) -> Prof
         note = None
         if dumps is not None:
             metrics = with_dumps(metrics, read_dumps(dumps, [m.kernel for m in metrics]))
-    return Profiled(case, None, tuple(metrics), note, tuple(files))
+    return Profiled(case, None, tuple(metrics), note, (trace,))
 
 
 def profile_cases(
