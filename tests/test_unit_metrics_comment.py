@@ -10,6 +10,7 @@ import subprocess
 from jax.profiler import ProfileData
 
 from ci_bench.measure.unit_metrics import read_dumps, read_trace, with_dumps
+from ci_bench.pipeline.profiling import ANY_PLATFORM
 from ci_bench.report.unit_metrics import moved
 from ci_bench.schema.unit_metrics import KernelUnitMetrics
 from tests.conftest import run_cli, write_project
@@ -107,4 +108,17 @@ def test_an_ab_on_a_cpu_with_unit_metrics_says_they_need_a_tpu(tmp_path):
         "head": [],
         "base": [],
         "note": "unit metrics need a TPU (this runner: cpu); not collected",
+    }
+    # The pass as a TPU runner makes it, on this CPU: a worker per side traces the case;
+    # the traces are read and hold no TPU kernel (a wrong call would say how it failed).
+    env = {ANY_PLATFORM: "1"}
+    traced = tmp_path / "traced.json"
+    again = run_cli(*argv, "-o", str(traced), cwd=tmp_path, env=env)
+    (verdict,) = json.loads(traced.read_text())["cases"]
+    assert verdict["verdict"] == "regression", again.stdout
+    no_kernel = "this trace holds no Pallas kernel (tpu_custom_call) on a TPU"
+    assert verdict["unit_metrics"] == {
+        "head": [],
+        "base": [],
+        "note": f"head: {no_kernel}; base: {no_kernel}",
     }

@@ -28,7 +28,7 @@ from ci_bench.measure.unit_metrics import (
 )
 from ci_bench.pipeline.kernels import HEAD, BaseWhere, describe_head, read_device
 from ci_bench.pipeline.request import Request
-from ci_bench.schema.report import Report, UnitMetricsPair
+from ci_bench.schema.report import CaseVerdict, Report, UnitMetricsPair
 from ci_bench.schema.results import DeviceFingerprint
 from ci_bench.schema.unit_metrics import KernelUnitMetrics
 from ci_bench.text import one_line
@@ -179,6 +179,7 @@ def _trace_in_worker(
 
 
 UNIT_RUNS = 3  # traced calls per side: the figures are averaged over them
+ANY_PLATFORM = "CI_BENCH_UNIT_METRICS_ANY_PLATFORM"
 _SIDE = "ci_bench.measure.kernel_side"
 
 
@@ -204,6 +205,32 @@ def _side_metrics(
     return list(saved.metrics), saved.note
 
 
+def _case_pair(
+    request: Request, env: Mapping[str, str], where: BaseWhere, v: CaseVerdict, folder: Path
+) -> UnitMetricsPair:
+    """Both sides of one slower case, each traced in a worker of its own."""
+    root, seed = str(request.config.root), request.harness.seed
+    head_trace, base_trace = str(folder / "head" / "trace"), str(folder / "base" / "trace")
+    head_args = (list(request.modules), root, v.kernel, v.id, head_trace, UNIT_RUNS, seed, {})
+    base_args = (where, v.kernel, v.id, base_trace, UNIT_RUNS, seed)
+    head, head_note = _side_metrics(
+        request,
+        env,
+        folder / "head",
+        (f"{_SIDE}:profile_head", head_args),
+        f"the head's kernel {v.kernel}",
+    )
+    base, base_note = _side_metrics(
+        request,
+        env,
+        folder / "base",
+        (f"{_SIDE}:profile_base", base_args),
+        f"the base's kernel {v.kernel}",
+    )
+    notes = [f"{side}: {why}" for side, why in (("head", head_note), ("base", base_note)) if why]
+    return UnitMetricsPair(head=head, base=base, note="; ".join(notes) or None)
+
+
 def with_unit_metrics(
     report: Report,
     request: Request,
@@ -218,43 +245,19 @@ def with_unit_metrics(
     slower = [v for v in report.cases if v.verdict == "regression"]
     if not slower:
         return report
-    if device is None or device.platform != "tpu":
+    # Tests only: the pass run on another platform (its traces then hold no TPU kernel), so
+    # a CPU exercises the workers of both sides as a TPU runner does.
+    anywhere = env.get(ANY_PLATFORM) == "1"
+    if (device is None or device.platform != "tpu") and not anywhere:
         platform = device.platform if device is not None else "cpu"
         note = f"unit metrics need a TPU (this runner: {platform}); not collected"
         pairs = {v.id: UnitMetricsPair(note=note) for v in slower}
     else:
-        pairs = {}
-        root, seed = str(request.config.root), request.harness.seed
         with tempfile.TemporaryDirectory(prefix="ci-bench-units-") as tmp:
-            for n, v in enumerate(slower):
-                folder = Path(tmp) / str(n)
-                head_call = (
-                    f"{_SIDE}:profile_head",
-                    (
-                        list(request.modules),
-                        root,
-                        v.kernel,
-                        v.id,
-                        str(folder / "head" / "trace"),
-                        UNIT_RUNS,
-                        seed,
-                        {},
-                    ),
-                )
-                base_call = (
-                    f"{_SIDE}:profile_base",
-                    (where, v.kernel, v.id, str(folder / "base" / "trace"), UNIT_RUNS, seed),
-                )
-                head, head_note = _side_metrics(
-                    request, env, folder / "head", head_call, f"the head's kernel {v.kernel}"
-                )
-                base, base_note = _side_metrics(
-                    request, env, folder / "base", base_call, f"the base's kernel {v.kernel}"
-                )
-                notes = [
-                    f"{side}: {n}" for side, n in (("head", head_note), ("base", base_note)) if n
-                ]
-                pairs[v.id] = UnitMetricsPair(head=head, base=base, note="; ".join(notes) or None)
+            pairs = {
+                v.id: _case_pair(request, env, where, v, Path(tmp) / str(n))
+                for n, v in enumerate(slower)
+            }
     cases = [
         v.model_copy(update={"unit_metrics": pairs[v.id]}) if v.id in pairs else v
         for v in report.cases
