@@ -40,7 +40,12 @@ SUBCOMMANDS: tuple[Command, ...] = (
     Command("run", "run", "run the benchmark matrix and print a table"),
     Command("ci", "ci", "what the GitHub event asks for: run, compare, report, promote"),
     Command("ab", "ab", "A/B: the base ref's kernels against the head's, in one process"),
-    Command("profile", "profile", "jax.profiler trace of one case under a top-level jit; HLO dump"),
+    Command(
+        "profile",
+        "profile",
+        "jax.profiler trace of one case under a top-level jit; on a TPU the specification's "
+        "unit metrics (MXU, scalar ALU, spills, DMA); HLO dump",
+    ),
     Command("plot", "plot", "roofline chart (PNG) of a results file"),
     Command("comment", "comment", "post the sticky PR comment from a report artifact"),
     Command("list", "listing", "list kernels and the cases a selection expands to"),
