@@ -235,7 +235,7 @@ def bench_vmem(quick: bool, repeats: int) -> list[dict[str, Any]]:
     """Which tilings of a 4096³ matmul compile, per dtype and scoped VMEM limit."""
     size = 512 if quick else 4096
     tiles = (128, 256) if quick else (512, 1024, 2048)
-    limits = (None,) if quick else (None, 32 << 20, 64 << 20)
+    limits = (None,) if quick else (None, 64 << 20)
     rows = []
     for dtype in (jnp.bfloat16, jnp.float32):
         for bm in tiles:
@@ -243,6 +243,7 @@ def bench_vmem(quick: bool, repeats: int) -> list[dict[str, Any]]:
                 for bn in tiles:
                     for limit in limits:
                         rows.append(_compiles(size, (bm, bk, bn), dtype, limit))
+                        PARTIAL.write_text(json.dumps(rows))  # a call stopped early keeps them
     return rows
 
 
@@ -302,6 +303,7 @@ BENCH: dict[str, Callable[[bool, int], list[dict[str, Any]]]] = {
     "vmem": bench_vmem,
 }
 INTERPRET = False
+PARTIAL = Path(tempfile.gettempdir()) / "microbench-vmem.json"
 
 
 def provenance() -> dict[str, Any]:
@@ -335,6 +337,8 @@ def main() -> int:
     args = parser.parse_args()
     INTERPRET = args.quick or jax.default_backend() == "cpu"
     args.out.mkdir(parents=True, exist_ok=True)
+    global PARTIAL
+    PARTIAL = args.out / "vmem-partial.json"
     start = time.monotonic()
     found: dict[str, Any] = {"provenance": provenance(), "interpret": INTERPRET, "rows": []}
     for name in args.only.split(","):
