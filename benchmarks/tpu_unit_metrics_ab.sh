@@ -19,7 +19,7 @@ printf '[tool.ci-bench]\nkernels = ["toy"]\nunit-metrics = true\nab-repeats = 50
 toy 0.1.0 512 >toy.py && git add . && git commit -qm "512³ tiles"
 git checkout -qb pr && toy 0.2.0 128 >toy.py && git commit -qam "128³ tiles"
 start=$SECONDS
-ci-bench ab --base main --case toy/B1-M1024-K1024-N1024/bfloat16 -o "$out/ab.json" \
+ci-bench ab --base main --profile ci --case toy/B1-M1024-K1024-N1024/bfloat16 -o "$out/ab.json" \
   --markdown "$out/ab.md" >"$out/ab.txt" 2>&1
 echo "ab exit $?, $((SECONDS - start)) s" | tee -a "$out/ab.txt"
 grep -v -i -e hugepage -e warnings.warn "$out/ab.txt" | tail -20
