@@ -7,13 +7,16 @@ import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ci_bench.commands.common_args import FOLDER, add_case_timeout, add_selection
 from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import RUNS_MAX, int_range, path_arg
 from ci_bench.errors import InputError
 from ci_bench.text import split_list
+
+if TYPE_CHECKING:
+    from ci_bench.pipeline.profiling import Profiled
 
 NAME = "profile"
 
@@ -76,7 +79,7 @@ def set_values(items: list[str]) -> dict[str, int | str | bool]:
     return values
 
 
-def _show(profiled: Any, fmt: str, out: TextIO) -> None:
+def _show(profiled: Profiled, fmt: str, out: TextIO) -> None:
     from ci_bench.report.unit_metrics import SOURCE, metrics_table
 
     if fmt == "json":

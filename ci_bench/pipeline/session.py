@@ -37,7 +37,7 @@ def utc_now() -> datetime:
 
 def load_specs(request: Request) -> Mapping[str, KernelSpec]:
     """The kernels imported in this process: for commands whose job is to run one
-    kernel's code here (``lower``, ``tune``, ``profile``, the pytest helper); the measuring
+    kernel's code here (``lower``, ``tune``, the pytest helper); the measuring
     commands describe them in a worker instead (``pipeline.kernels``)."""
     if not request.modules:
         raise InputError("no kernels configured: add kernels to [tool.ci-bench] or --kernel-module")
