@@ -231,3 +231,31 @@ def test_profile_on_a_cpu_writes_the_trace_and_says_the_metrics_need_a_tpu(tmp_p
     bad = run_cli("profile", "--case", case, "--out", str(out), "--set", "block_q=8", cwd=project)
     assert bad.returncode == ExitCode.USAGE
     assert "no tunable 'block_q' (known: block_m, block_k, block_n)" in bad.stderr
+
+
+def _plane(name: str, op: str, mxu: float) -> str:
+    """A device plane holding one op over 0-100 ns and an MXU counter over it."""
+    return f"""planes {{
+  name: "{name}"
+  lines {{ id: 1 name: "XLA Ops" timestamp_ns: 0
+    events {{ metadata_id: 1 offset_ps: 0 duration_ps: 100000 }} }}
+  lines {{ id: 2 name: "_counters_" timestamp_ns: 0
+    events {{ metadata_id: 2 offset_ps: 0 duration_ps: 100000
+      stats {{ metadata_id: 1 double_value: {mxu} }} }} }}
+  event_metadata {{ key: 1 value {{ id: 1 name: "{op}" }} }}
+  event_metadata {{ key: 2 value {{ id: 2 name: "MXU" }} }}
+  stat_metadata {{ key: 1 value {{ id: 1 name: "% util" }} }}
+}}
+"""
+
+
+def test_each_chips_counters_stay_its_own():
+    """A trace of two chips over the same moments: the kernel's figures come from the chip
+    that ran it, never averaged with another chip's counters."""
+    pallas = '%k.1 = f32[8] custom-call(), custom_call_target=\\"tpu_custom_call\\"'
+    text = _plane("/device:TPU:1", "%fusion = f32[8] add()", 100.0)
+    text += _plane("/device:TPU:0", pallas, 50.0)
+    (found,) = read_trace(ProfileData.from_text_proto(text))
+    assert found.kernel == "k.1"
+    assert found.utilisation["MXU"] == 50.0
+    assert found.covered == 1.0

@@ -82,7 +82,7 @@ def read_trace(profile: Any) -> list[KernelUnitMetrics]:
     when the trace has no Pallas kernel on a TPU, or no counters (taken without
     ``TRACE_FLAGS``): ``has_counters`` tells the two apart."""
     windows: dict[str, list[tuple[float, float]]] = {}
-    counters: list[tuple[str, float, float, str, float]] = []
+    counters: dict[str, list[tuple[str, float, float, str, float]]] = {}
     chosen: str | None = None
     for plane, line in _device_lines(profile):
         if chosen is not None and plane != chosen:
@@ -94,12 +94,14 @@ def read_trace(profile: Any) -> list[KernelUnitMetrics]:
                     end = event.start_ns + event.duration_ns
                     windows.setdefault(op_name(event.name), []).append((event.start_ns, end))
         elif line.name == "_counters_":
+            found = counters.setdefault(plane, [])  # each chip's own: never mixed
             for event in line.events:
                 for key, value in event.stats:
                     if key in ("% util", "spills", "fills"):
                         end = event.start_ns + event.duration_ns
-                        counters.append((event.name, event.start_ns, end, key, float(value)))
-    return [_kernel(name, spans, counters) for name, spans in windows.items()]
+                        found.append((event.name, event.start_ns, end, key, float(value)))
+    mine = counters.get(chosen, []) if chosen is not None else []
+    return [_kernel(name, spans, mine) for name, spans in windows.items()]
 
 
 def _kernel(
