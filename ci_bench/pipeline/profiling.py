@@ -11,7 +11,7 @@ host without a TPU the worker traces on its platform and the metrics are said to
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +133,7 @@ def profile_cases(
         files = info.xplane_files
         if on_tpu:
             saved = read_saved(files[0], folder / "llo", case_id)
-            yield Profiled(case_id, info, saved.metrics, saved.note, files, module)
+            yield replace(saved, trace=info, files=files, module=module)
         else:
             note = NEEDS_TPU.format(platform=device.platform)
             yield Profiled(case_id, info, (), note, files, module)
