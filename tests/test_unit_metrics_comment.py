@@ -80,7 +80,7 @@ def pallas(a, b):
 
 SPEC = dataclasses.replace(MATMUL, name="toy", version="{version}", pallas=pallas)
 """
-TWICE = "out = out + 0.0 * MATMUL.pallas(a * 1.0001, b)  # the work done twice"
+FOUR_TIMES = "out = out + 0.0 * sum(MATMUL.pallas(a * (1 + i / 1e4), b) for i in (1, 2, 3))  # 4x"
 
 
 def test_an_ab_on_a_cpu_with_unit_metrics_says_they_need_a_tpu(tmp_path):
@@ -95,11 +95,11 @@ def test_an_ab_on_a_cpu_with_unit_metrics_says_they_need_a_tpu(tmp_path):
     (tmp_path / "toy.py").write_text(TOY.format(version="0.1.0", extra="pass"))
     git("add", ".")
     git("commit", "-q", "-m", "base")
-    (tmp_path / "toy.py").write_text(TOY.format(version="0.2.0", extra=TWICE))
+    (tmp_path / "toy.py").write_text(TOY.format(version="0.2.0", extra=FOUR_TIMES))
     git("commit", "-q", "-am", "head")
     out = tmp_path / "report.json"
     case = "toy/B1-M128-K128-N128/float32"
-    argv = ["ab", "--base", "HEAD~1", "--case", case, "--repeats", "8", "--warmup", "1"]
+    argv = ["ab", "--base", "HEAD~1", "--case", case, "--repeats", "20", "--warmup", "1"]
     done = run_cli(*argv, "-o", str(out), cwd=tmp_path)
     report = json.loads(out.read_text())
     (verdict,) = report["cases"]
