@@ -33,7 +33,7 @@ def test_dispatch_runs_only_the_chosen_kernels_and_profile(server, workspace):
     assert done.returncode == 0, done.stderr
     res = json.loads((workspace / "ci-bench-out" / "results.json").read_text())
     assert res["meta"]["profile"] == "smoke"
-    assert res["meta"]["kernels"] == {"matmul": "0.1.0"}
+    assert res["meta"]["kernels"] == {"matmul": "0.2.0"}
     assert res["meta"]["settings"]["repeats"] == 2
     assert {c["kernel"] for c in res["cases"]} == {"matmul"}
     assert not [r for r in server.requests if r.method != "GET"]

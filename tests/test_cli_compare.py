@@ -67,7 +67,7 @@ def test_promote_twice_refuses_and_leaves_the_file_byte_identical(tmp_path, proj
         ).returncode
         == 0
     )
-    path = folder / "matmul_v0.1.0.json"
+    path = folder / "matmul_v0.2.0.json"
     before = path.read_bytes()
     again = run_cli("promote", str(real_results), "--baselines-dir", str(folder), cwd=project)
     assert again.returncode == ExitCode.USAGE

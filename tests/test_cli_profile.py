@@ -30,7 +30,7 @@ def test_profile_writes_an_xplane_trace_and_prints_the_peak_buffer_table(tmp_pat
     assert f"xprof --logdir={out / 'trace'}" in done.stdout
     assert "buffer-assignment.txt" in done.stdout
     assert "temporary buffer" in done.stdout
-    assert "bf16[1,640,256]" in done.stdout  # the zero-padded unaligned operand
+    assert "bf16[1,768,256]" in done.stdout  # the zero-padded unaligned operand (K: 2 x 384)
 
 
 @pytest.mark.parametrize(

@@ -75,7 +75,7 @@ def test_check_spec_cli_accepts_a_file_path_and_reports_in_one_line_each(tmp_pat
         "check-spec", "kernels.matmul", str(FIXTURES / "lane_block.py"), rmsnorm, cwd=tmp_path
     )
     assert ok.returncode == 0, ok.stderr
-    assert "kernel matmul v0.1.0 ok" in ok.stdout
+    assert "kernel matmul v0.2.0 ok" in ok.stdout
     assert "kernel lane_block v0.1.0 ok" in ok.stdout
     assert "kernel rmsnorm v0.1.0 ok (smoke, ci; 10 cases; compute unit vector)" in ok.stdout
     done = run_cli("check-spec", "bad_kernel.py", cwd=tmp_path)

@@ -43,12 +43,17 @@ def test_forward_baselines_promoted_at_the_old_format_still_compare(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     results = read_model(out, Results, what="results", schema_version=RESULTS_SCHEMA_VERSION)
-    # a baseline compares only on the device it was measured on: this machine's, here
+    # a baseline compares only on the device it was measured on: this machine's, here; and
+    # only for the kernel's version: the fixture's format, relabelled as today's matmul
     old = json.loads(OLD.read_text())
     old["entries"][0]["device"] = results.meta.device.model_dump(mode="json")
+    old["version"] = results.meta.kernels["matmul"]
+    for stored in old["entries"][0]["cases"]:
+        stored["version"] = old["version"]
+    name = f"matmul_v{old['version']}.json"
     folder = tmp_path / "baselines"
     folder.mkdir()
-    (folder / OLD.name).write_text(json.dumps(old))
+    (folder / name).write_text(json.dumps(old))
     report_path = tmp_path / "report.json"
     compared = run_cli(
         "compare", str(out), "--baselines-dir", str(folder), "-o", str(report_path), cwd=tmp_path
@@ -66,14 +71,12 @@ def test_forward_baselines_promoted_at_the_old_format_still_compare(tmp_path):
     # promoting today's run beside an old entry of another machine keeps that entry and
     # writes the file at the current format
     old["entries"][0]["device"]["cpu_model"] = "Fixture CPU of another runner"
-    (folder / OLD.name).write_text(json.dumps(old))
+    (folder / name).write_text(json.dumps(old))
     promoted = run_cli(
         "promote", str(out), "--baselines-dir", str(folder), "--tag", "v0.1.0", cwd=tmp_path
     )
     assert promoted.returncode == 0, promoted.stderr
-    doc = read_model(
-        folder / OLD.name, BaselineFile, what="baseline", schema_version=BASELINE_READABLE
-    )
+    doc = read_model(folder / name, BaselineFile, what="baseline", schema_version=BASELINE_READABLE)
     assert doc.schema_version == BASELINE_SCHEMA_VERSION
     assert len(doc.entries) == 2
     kept = next(e for e in doc.entries if e.device.cpu_model == "Fixture CPU of another runner")

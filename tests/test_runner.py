@@ -25,7 +25,7 @@ def meta() -> RunMeta:
         profile="smoke",
         device=fingerprint(),
         settings=RunSettings(warmup=0, repeats=1, seed=0, interpret=True),
-        kernels={"matmul": "0.1.0"},
+        kernels={"matmul": "0.2.0"},
     )
 
 

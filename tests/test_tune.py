@@ -15,6 +15,7 @@ from ci_bench.contract.tunables import Tunables, TunablesError, divides
 from ci_bench.errors import ExitCode
 from kernels.matmul import SPEC as MATMUL
 from kernels.matmul import TUNABLES as MATMUL_TUNABLES
+from kernels.matmul import BlockSizes
 from tests.conftest import REPO, run_cli, write_project
 
 SMALL = ("--values", "block_m=128,256", "--values", "block_k=128,256", "--values", "block_n=128")
@@ -75,16 +76,19 @@ def _spec_fields() -> dict:
 
 def test_the_projects_matmul_declares_the_guides_tiling_and_keeps_its_case_ids():
     assert list(MATMUL_TUNABLES.space) == ["block_m", "block_k", "block_n"]
-    assert dict(MATMUL_TUNABLES.default) == {"block_m": 128, "block_k": 128, "block_n": 128}
+    assert dict(MATMUL_TUNABLES.default) == {"block_m": 512, "block_k": 512, "block_n": 1024}
     assert MATMUL.cases("smoke")[0].id == "matmul/B1-M128-K128-N128/float32"
-    too_big = MATMUL_TUNABLES.rejects(
-        {"block_m": 1024, "block_k": 128, "block_n": 128}, {"B": 1, "M": 512, "K": 512, "N": 512}
-    )
-    assert too_big == "breaks block_m <= M rounded up to 128 (B=1, M=512, K=512, N=512)"
+    # A tile is an upper bound (matmul 0.2.0): one larger than its dimension is legal and
+    # runs as the dimension's share, so the one default serves 128³ and 4096³ alike.
+    small = {"B": 1, "M": 128, "K": 128, "N": 128}
+    assert MATMUL_TUNABLES.rejects(dict(MATMUL_TUNABLES.default), small) is None
+    assert BlockSizes(512, 512, 1024).within(128, 128, 128) == BlockSizes(128, 128, 128)
+    assert BlockSizes(512, 512, 1024).within(513, 513, 513) == BlockSizes(384, 384, 640)
+    assert BlockSizes(512, 512, 1024).within(4096, 4096, 4096) == BlockSizes(512, 512, 1024)
 
 
 def test_tune_ranks_every_candidate_per_chip_in_json_and_table(tmp_path):
-    write_project(tmp_path, ["kernels.matmul"])
+    write_project(tmp_path, ["constrained_matmul"])  # the 0.1.0 tunables
     args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)
     done = run_cli(*args, "--values", "block_n=128,1024", "--format", "json", "-q", cwd=tmp_path)
     assert done.returncode == ExitCode.OK, done.stderr
@@ -148,7 +152,7 @@ def test_tune_refuses_kernels_without_tunables_and_bad_values_in_one_line(tmp_pa
 
 
 def test_measure_refuses_on_a_cpu_and_times_the_top_k_with_the_default_when_forced(tmp_path):
-    write_project(tmp_path, ["kernels.matmul"])
+    write_project(tmp_path, ["constrained_matmul"])  # the 0.1.0 tunables
     args = ("tune", "--kernel", "matmul", "--shape", "256,256,256", "--chip", "v5e", *SMALL)
     refused = run_cli(*args, "--measure", "2", cwd=tmp_path)
     assert refused.returncode == ExitCode.USAGE
@@ -213,7 +217,7 @@ def test_measure_records_a_config_that_does_not_compile_and_measures_the_next(tm
 def test_write_force_never_carries_on_a_file_check_spec_refuses(tmp_path):
     """Issue 54 D9: --write --force kept another case's invalid entry (here: a config the
     SPEC refuses, and an entry of another chip's file), rewrote the file and exited 0."""
-    write_project(tmp_path, ["kernels.matmul"])
+    write_project(tmp_path, ["constrained_matmul"])  # the 0.1.0 tunables
     args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)
     assert run_cli(*args, "--write", "-q", cwd=tmp_path).returncode == ExitCode.OK
     path = tmp_path / "baselines" / "matmul_v0.1.0.tuned.v5e.json"
@@ -233,7 +237,7 @@ def test_write_force_never_carries_on_a_file_check_spec_refuses(tmp_path):
 
 
 def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tmp_path):
-    write_project(tmp_path, ["kernels.matmul"])
+    write_project(tmp_path, ["constrained_matmul"])  # the 0.1.0 tunables
     args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)
     done = run_cli(*args, "--write", "-q", cwd=tmp_path)
     assert done.returncode == ExitCode.OK, done.stderr
@@ -334,21 +338,17 @@ def test_jax_flash_attention_declares_tunables_from_its_documented_block_sizes()
     assert best["chips"]["v5e"]["modelled_us"] < default["chips"]["v5e"]["modelled_us"]
 
 
-def test_tune_ranks_nothing_it_cannot_time_float32_flash_attention():
+def test_tune_ranks_float32_flash_attention_since_its_dots_are_priced():
     """jax's flash attention on float32 inputs runs float32 x float32 dots at DEFAULT
-    precision, whose cost in Mosaic is not known (model revision 4): every candidate is
-    left unranked with that reason, no best is named, and tune exits 3 (nothing ranked)."""
-    case = _tune_jax_flash_attention("float32", ExitCode.NOTHING_MEASURED)
-    assert case["best"] == {}
+    precision: unranked up to model revision 4 (their cost in Mosaic unmeasured), ranked
+    since revision 5 (priced from the chip's microbenchmark), with a best named."""
+    case = _tune_jax_flash_attention("float32", ExitCode.OK)
     assert case["space"] == 128
-    assert all(c["chips"] == {} for c in case["candidates"])
-    # Every candidate jax accepts (the others break a constraint or BlockSizes' own check).
-    valid = [c for c in case["candidates"] if c["why_not"].startswith("unranked")]
-    assert case["candidates"][case["default_index"]] in valid
-    assert len(valid) > 1
-    for candidate in valid:
-        assert candidate["why_not"].startswith("unranked: partial model"), candidate
-        assert "float32 x float32 dot at DEFAULT precision" in candidate["why_not"]
+    assert case["best"]
+    ranked = [c for c in case["candidates"] if c["chips"]]
+    assert case["candidates"][case["default_index"]] in ranked
+    assert len(ranked) > 1
+    assert not any("float32 x float32 dot" in (c["why_not"] or "") for c in case["candidates"])
 
 
 def test_the_faster_tiling_sentence_names_chip_config_and_both_times():

@@ -28,7 +28,7 @@ def _tuned(folder, config: dict) -> None:
     )
     tuned = TunedFile(
         kernel="matmul",
-        version="0.1.0",
+        version="0.2.0",
         chip="v5e",
         tool_version="0.2.0",
         jax="0.0.0",
@@ -36,26 +36,26 @@ def _tuned(folder, config: dict) -> None:
         cases={CASE: entry},
     )
     (folder / "baselines").mkdir(exist_ok=True)
-    path = folder / "baselines" / "matmul_v0.1.0.tuned.v5e.json"
+    path = folder / "baselines" / "matmul_v0.2.0.tuned.v5e.json"
     path.write_text(tuned.model_dump_json(indent=2))
 
 
 def test_a_release_keeps_the_tuned_configs_beside_the_promoted_baselines(server, workspace):  # noqa: F811
-    env = tag_env(server, workspace, "matmul-v0.1.0")
+    env = tag_env(server, workspace, "matmul-v0.2.0")
     _tuned(workspace, BLOCKS)
     done = run_cli("ci", *RELEASE, cwd=workspace, env=env)
     assert done.returncode == ExitCode.OK, done.stderr
-    assert "- tuned configs kept: matmul_v0.1.0.tuned.v5e.json" in done.stdout
+    assert "- tuned configs kept: matmul_v0.2.0.tuned.v5e.json" in done.stdout
     assert len(server.commits) == 1
 
 
 def test_a_broken_tuned_file_stops_the_release_before_it_measures(server, workspace):  # noqa: F811
-    env = tag_env(server, workspace, "matmul-v0.1.0")
-    _tuned(workspace, {**BLOCKS, "block_k": 4096})  # larger than K: the SPEC refuses it
+    env = tag_env(server, workspace, "matmul-v0.2.0")
+    _tuned(workspace, {**BLOCKS, "block_k": 100})  # not a multiple of 128: the SPEC refuses it
     done = run_cli("ci", *RELEASE, cwd=workspace, env=env)
     assert done.returncode == ExitCode.USAGE
-    assert "tuned configs: matmul_v0.1.0.tuned.v5e.json" in done.stderr
-    assert "config breaks block_k <= K rounded up to 128" in done.stderr
+    assert "tuned configs: matmul_v0.2.0.tuned.v5e.json" in done.stderr
+    assert "block_k must be a multiple of 128, got 100" in done.stderr
     assert server.commits == []
     assert not (workspace / "ci-bench-out" / "results.json").exists()
-    assert json.loads((workspace / "baselines" / "matmul_v0.1.0.tuned.v5e.json").read_text())
+    assert json.loads((workspace / "baselines" / "matmul_v0.2.0.tuned.v5e.json").read_text())

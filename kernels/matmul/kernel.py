@@ -14,6 +14,12 @@ Two lowerings of the same tiling, picked from the backend:
   + bk·bn) x itemsize``, must fit the 227 KB a block may use on H100, H200 and B200
   (``GpuTiles.smem_bytes``; the CUDA programming guide's per-block opt-in maximum).
 
+Tiles are upper bounds: each dimension is cut into as many blocks as the tile makes, each
+its even share rounded up to 128 (``BlockSizes.within``), so 513 runs as one 640 block or
+two of 384, never padded to 1024. float32 operands make one bfloat16 MXU pass on a TPU
+(XLA's DEFAULT precision there; interpreted on a CPU they stay float32, as XLA's are), and
+a float32 output accumulates in its own VMEM block (no scratch).
+
 Unaligned shapes (127, 513, anything not a multiple of a block) are zero-padded up to the
 blocks and the result is sliced back: zeros add nothing to a dot product, so every element
 is exact. The padding costs one copy of each operand, only for unaligned shapes.
@@ -44,11 +50,12 @@ def _is_power_of_two(n: int) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class BlockSizes:
-    """Tile sizes. TPU tiles are (sublane 8·2 for bf16, lane 128) aligned."""
+    """Tile sizes, upper bounds (``within``). TPU tiles are (sublane 8·2 for bf16, lane 128)
+    aligned. The default fits v5e's 16 MiB scoped VMEM in float32 and bfloat16 alike."""
 
-    block_m: int = 128
-    block_k: int = 128
-    block_n: int = 128
+    block_m: int = 512
+    block_k: int = 512
+    block_n: int = 1024
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_k", "block_n"):
@@ -60,6 +67,19 @@ class BlockSizes:
         for name in ("block_k", "block_n"):
             if getattr(self, name) % 128:
                 raise ValueError(f"{name} must be a multiple of 128, got {getattr(self, name)}")
+
+    def within(self, M: int, K: int, N: int) -> BlockSizes:
+        """The tiles this problem runs with: as many blocks per dimension as these tiles
+        make, each the dimension's even share rounded up to 128 (16 for a block_m that is
+        not a multiple of 128). A tile is an upper bound, so one default serves 127³ and
+        4096³ alike: never more blocks, and 513 is padded to 640 (one 640 tile) or 768 (two
+        of 384), not to 1024."""
+
+        def share(tile: int, dim: int) -> int:
+            align = 128 if tile % 128 == 0 else 16
+            return min(tile, _round_up(-(-dim // -(-dim // tile)), align))
+
+        return BlockSizes(share(self.block_m, M), share(self.block_k, K), share(self.block_n, N))
 
 
 # Shared memory one thread block may use on the GPUs ci-bench targets (compute capability
@@ -112,23 +132,31 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 # refs: a [bm, bk] ([bk, bm] transposed), b [bk, bn] ([bn, bk] transposed), o [bm, bn],
-# f32 accumulator [bm, bn].
-def _tpu_kernel(a_ref, b_ref, o_ref, acc_ref, *, transpose_a: bool, transpose_b: bool):
+# and a float32 accumulator [bm, bn] unless o is float32 itself (then o accumulates).
+def _tpu_kernel(
+    a_ref, b_ref, o_ref, *scratch, transpose_a: bool, transpose_b: bool, one_pass: bool
+):
+    acc_ref = scratch[0] if scratch else o_ref
     k = pl.program_id(3)
 
     @pl.when(k == 0)
     def _init():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    a = a_ref[...].T if transpose_a else a_ref[...]
+    a, b = a_ref[...], b_ref[...]
+    if one_pass:  # float32 as XLA multiplies it on a TPU at DEFAULT: one bfloat16 pass
+        a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
+    a = a.T if transpose_a else a
     contract_b = 1 if transpose_b else 0  # [bn, bk]: contract the last axis (an NT matmul)
     acc_ref[...] += jax.lax.dot_general(
-        a, b_ref[...], (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
+        a, b, (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
     )
 
-    @pl.when(k == pl.num_programs(3) - 1)
-    def _store():
-        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+    if scratch:
+
+        @pl.when(k == pl.num_programs(3) - 1)
+        def _store():
+            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
 def _gpu_kernel(a_ref, b_ref, o_ref, *, block_k: int):  # refs: [bm, Kp], [Kp, bn], [bm, bn]
@@ -164,12 +192,17 @@ def _tpu_call(
         else pl.BlockSpec((pl.squeezed, bk, bn), lambda g, i, j, k: (g, k, j))
     )
     return pl.pallas_call(
-        functools.partial(_tpu_kernel, transpose_a=transpose_a, transpose_b=transpose_b),
+        functools.partial(
+            _tpu_kernel,
+            transpose_a=transpose_a,
+            transpose_b=transpose_b,
+            one_pass=a.dtype == jnp.float32 and not interpret,
+        ),
         out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
         grid=(B, M // bm, N // bn, K // bk),
         in_specs=[a_spec, b_spec],
         out_specs=pl.BlockSpec((pl.squeezed, bm, bn), lambda g, i, j, k: (g, i, j)),
-        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        scratch_shapes=[] if a.dtype == jnp.float32 else [pltpu.VMEM((bm, bn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "parallel", "parallel", "arbitrary")
         ),
@@ -281,6 +314,8 @@ def matmul_tiled(
             gpu_tiles = GpuTiles(blocks.block_m, blocks.block_n, blocks.block_k)
         tiles = gpu_tiles or gpu_tiles_of(a.dtype)
         tiles.check_fits(jnp.dtype(a.dtype).itemsize)
+    if tiles is None:
+        blocks = blocks.within(a_shape[-2], a_shape[-1], b_shape[-1])
     bm, bk, bn = (
         (tiles.block_m, tiles.block_k, tiles.block_n)
         if tiles

@@ -25,7 +25,7 @@ EVENTS = FIXTURES / "events"
 # Where each seed lives in the project folder (its kind names the mutations that apply).
 SEED_FILES = {
     "results": "results.json",
-    "baseline": "baselines/matmul_v0.1.0.json",
+    "baseline": "baselines/matmul_v0.2.0.json",
     "report": "report.json",
     "markdown": "report.md",
     "history": "history/*.jsonl",  # the device's file, named by its identity
@@ -35,7 +35,7 @@ SEED_FILES = {
     "event": "events/pull_request.json",
     "config": "pyproject.toml",
 }
-TUNED = "baselines/matmul_v0.1.0.tuned.v5e.json"  # not a kind: read, never mutated
+TUNED = "baselines/matmul_v0.2.0.tuned.v5e.json"  # not a kind: read, never mutated
 CONFIG = """\
 [tool.ci-bench]
 kernels = ["tiny_matmul"]
