@@ -10,11 +10,20 @@ a mode (see "Backward" below): ``chunk_gla`` is differentiable through its Palla
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
-from ci_bench.spec import Case, KernelSpec, MatrixProfile, Tolerance, Tunables, points
+from ci_bench.spec import (
+    Case,
+    KernelSpec,
+    MatrixProfile,
+    Tolerance,
+    Tunables,
+    points,
+    tuned_config,
+)
 from kernels.gla.common import check_chunk_size
 from kernels.gla.cost import (
     ITEMSIZE,
@@ -62,8 +71,21 @@ def make_inputs(case: Case, key: jax.Array) -> tuple[jax.Array, ...]:
     return tuple(x.astype(dtype) for x in (q, k, v, gk))
 
 
+VERSION = "0.4.0"
+# Where `ci-bench tune --write` keeps the tuned configs (this repository's baselines).
+BASELINES = Path(__file__).resolve().parents[2] / "baselines"
+
+
 def _pallas(q: jax.Array, k: jax.Array, v: jax.Array, gk: jax.Array) -> jax.Array:
-    return chunk_gla(q, k, v, gk)
+    """The subject: the tuned chunk size of this case on this process's TPU chip (the
+    ``.tuned.<chip>.json`` beside the baselines), else ``chunk_gla``'s default of 64."""
+    B, T, H, K = q.shape
+    params = {"B": B, "T": T, "H": H, "K": K, "V": v.shape[-1]}
+    config = tuned_config(
+        "gla", VERSION, params, q.dtype.name, directory=BASELINES,
+        default=TUNABLES.default, tunables=TUNABLES,
+    )  # fmt: skip
+    return chunk_gla(q, k, v, gk, chunk_size=config["chunk_size"])
 
 
 def chunk_config(chunk_size: int) -> int:
@@ -206,7 +228,7 @@ FULL = points(
 
 SPEC = KernelSpec(
     name="gla",
-    version="0.3.0",
+    version=VERSION,
     pallas=_pallas,
     native=_native,
     reference=_reference,

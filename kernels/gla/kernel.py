@@ -40,6 +40,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
+from kernels.gla import forward_tpu
 from kernels.gla.backward import chunk_gla_bwd
 from kernels.gla.common import (
     F32,
@@ -130,21 +131,21 @@ def _unpack(refs: tuple, cfg: _Config) -> tuple[dict, Any, Any, Any, list]:
 
 
 def _tpu_kernel(*refs: Any, cfg: _Config) -> None:
-    """Grid (B, H, chunk): one chunk per step, state in VMEM scratch across the chunk axis."""
-    named, h0_ref, o_ref, ht_ref, (st_ref,) = _unpack(refs, cfg)
+    """Grid (B, H, chunk): one chunk per step, state in VMEM scratch across the chunk axis;
+    the chunk body is ``forward_tpu.chunk`` (whole-chunk operations, its masks as inputs)."""
+    n_masks = len(forward_tpu.MASK_NAMES)
+    named, h0_ref, o_ref, ht_ref, (st_ref,) = _unpack(refs[:4] + refs[4 + n_masks :], cfg)
+    named.update(zip(forward_tpu.MASK_NAMES, refs[4 : 4 + n_masks], strict=True))
     t = pl.program_id(2)
 
     @pl.when(t == 0)
     def _init() -> None:
         st_ref[...] = h0_ref[...] if h0_ref is not None else jnp.zeros(st_ref.shape, F32)
 
-    def load(name: str, lo: int, n: int) -> jax.Array:
-        return named[name][pl.ds(lo, n), :]
-
-    def store_o(lo: int, n: int, val: jax.Array) -> None:
-        o_ref[pl.ds(lo, n), :] = val.astype(o_ref.dtype)
-
-    st_ref[...] = _chunk(load, store_o, st_ref[...], C=cfg.C, scale=cfg.scale, dtype=cfg.dtype)
+    o, st_ref[...] = forward_tpu.chunk(
+        named, st_ref[...], C=cfg.C, s=forward_tpu.DIAG, scale=cfg.scale, dtype=cfg.dtype
+    )
+    o_ref[...] = o.astype(o_ref.dtype)
 
     if ht_ref is not None:
 
@@ -223,11 +224,14 @@ def _forward_call(
     if backend == "tpu":
         seq = lambda d: pl.BlockSpec((sq, sq, C, d), lambda b, h, t: (b, h, t, 0))  # noqa: E731
         state = pl.BlockSpec((sq, sq, V, K), lambda b, h, t: (b, h, 0, 0))
+        masks = forward_tpu.masks(C, forward_tpu.DIAG)
+        whole = [pl.BlockSpec(m.shape, lambda b, h, t: (0, 0)) for m in masks]
+        args[4:4] = masks
         call = pl.pallas_call(
             functools.partial(_tpu_kernel, cfg=cfg),
             out_shape=out_shape,
             grid=(B, H, n_chunks),
-            in_specs=[seq(K), seq(K), seq(V), seq(K)] + [state] * has_h0,
+            in_specs=[seq(K), seq(K), seq(V), seq(K), *whole] + [state] * has_h0,
             out_specs=[seq(V)] + [state] * store_ht,
             scratch_shapes=[pltpu.VMEM((V, K), F32)],
             compiler_params=pltpu.CompilerParams(

@@ -1,0 +1,108 @@
+"""The GLA forward's chunk body on a TPU (Mosaic): a whole chunk at a time, no loops.
+
+Why a body of its own: the shared body (``kernel._chunk``) builds each 16x16 diagonal block
+one key column at a time, 64 serial steps per 64-token chunk. On a TPU v5e that loop was
+the kernel (519 µs against 85 µs for XLA's chunked formula, B1-T1024-H4-K64 bf16; MXU 2.6 %,
+56 vector spills: benchmarks/data/tpu_v5e_profile_2026-12-06.txt). Here the same exact
+arithmetic is laid out as a few large operations the MXU and the vector unit take whole:
+
+* **Pairs as rows.** Every (query i, key j) pair of a diagonal block of ``s`` rows is one
+  row of a [C·s, K] array: the query row, the key row and Σ g over (j, i] (so the decay
+  exp(b_i - b_j) is computed pairwise, never factored, and is <= 1 for any gates) are
+  gathered by 0/1 matmuls, which are exact. Their product summed over K is the block's
+  score; one more 0/1 matmul puts the C·s scores in their places of the C x C score matrix.
+* **Off-diagonal blocks** factor around each sub-chunk's reference r (b just before it) as
+  the shared body does, exp(b_i - r) <= 1 and exp(r - b_j) <= 1: one C x C matmul per
+  sub-chunk, its rows kept by a mask.
+* The 0/1 matrices are inputs with a constant block index (copied to VMEM once per core).
+  A product with one is exact: one MXU pass for bfloat16 operands, three bfloat16 pieces
+  for float32 ones (``gather``); the products of real operands are the shared body's
+  (bfloat16 on the MXU, float32 at HIGHEST precision).
+
+Numerically it is the shared body's algorithm (float32 accumulation, the input dtype on the
+MXU); only bfloat16 rounding of the diagonal scores moves, which the score matrix gets
+before its product with v anyway.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kernels.gla.common import F32, advance_state, dot, iota
+
+# Rows per diagonal block: the pairwise work is C·s·K per chunk, the factored one about
+# C²·K/s; 16 is the shared body's (and FLA's) secondary chunk.
+DIAG = 16
+
+
+def masks(C: int, s: int) -> tuple[jax.Array, ...]:
+    """The constant 0/1 matrices of a chunk of C rows cut into blocks of s:
+
+    ``query`` [C·s, C] picks row i for pair p = i·s + jj; ``key`` [C·s, C] picks the key row
+    j = (i // s)·s + jj, zero for jj > i % s (not causal); ``span`` [C·s, C] sums the gates
+    over (j, i]; ``place`` [C, C·s] = queryᵀ; ``cum`` [C, C] the inclusive cumulative sum;
+    ``ref`` [C, C] the sum up to the row's block (b just before it)."""
+    p = np.arange(C * s)
+    i, jj = p // s, p % s
+    j = (i // s) * s + jj
+    col = np.arange(C)[None, :]
+    query = col == i[:, None]
+    key = (col == j[:, None]) & (jj <= i % s)[:, None]
+    span = (col > j[:, None]) & (col <= i[:, None])
+    rows = np.arange(C)[:, None]
+    cum = col <= rows
+    ref = col < (rows // s) * s
+    as_bf16 = lambda m: jnp.asarray(m, jnp.bfloat16)  # noqa: E731  (0 and 1 are exact)
+    return tuple(map(as_bf16, (query, key, span, query.T, cum, ref)))
+
+
+def gather(mask: jax.Array, x: jax.Array) -> jax.Array:
+    """``mask @ x`` for a 0/1 ``mask``, exact in float32: bfloat16 ``x`` in one MXU pass;
+    float32 ``x`` as three bfloat16 pieces (8 + 8 + 8 significant bits), half the passes of
+    a HIGHEST-precision dot, which a 0/1 matrix does not need."""
+    if x.dtype != F32:
+        return dot(mask, x, (1, 0), x.dtype)
+    mask = mask.astype(jnp.bfloat16)
+    total = jnp.zeros((mask.shape[0], x.shape[1]), F32)
+    for _ in range(3):
+        piece = x.astype(jnp.bfloat16)
+        total = total + dot(mask, piece, (1, 0), jnp.bfloat16)
+        x = x - piece.astype(F32)
+    return total
+
+
+def chunk(refs: dict, st: jax.Array, *, C: int, s: int, scale: float, dtype) -> tuple:
+    """(o [C, V] float32, the new transposed state [V, K]) of one chunk; ``refs`` holds the
+    chunk's q, k, v, g blocks and the ``masks`` by name."""
+    q, k, v, g = (refs[n][...] for n in "qkvg")
+    query, key, span, place, cum, ref = (refs[n][...] for n in MASK_NAMES)
+
+    b = gather(cum, g)  # [C, K] in-chunk cumulative gates, float32 sums
+    b_last = jnp.sum(g.astype(F32), axis=0, keepdims=True)  # [1, K]
+    qs = q.astype(F32) * scale
+    k32 = k.astype(F32)
+
+    # Diagonal blocks: every causal pair (i, j) of a block as one row.
+    qp = gather(query, q) * scale  # [C·s, K]
+    kp = gather(key, k)  # zero rows for the pairs above the diagonal
+    decay = jnp.exp(jnp.minimum(gather(span, g), 0.0))  # exp(b_i - b_j) <= 1
+    score = jnp.sum(qp * kp * decay, axis=1, keepdims=True)  # [C·s, 1]
+    # [C, C], the diagonal blocks; a bfloat16 score is rounded where a @ v would round it
+    a = gather(place, (score * key.astype(F32)).astype(v.dtype))
+
+    # Off-diagonal blocks, factored around each block's reference r = b just before it.
+    q_r = qs * jnp.exp(b - gather(ref, g))  # exp(b_i - r) <= 1
+    rows, col, row = iota((C, C), 0), iota((C, C), 1), iota((C, g.shape[1]), 0)
+    for n in range(1, C // s):
+        r = jnp.sum(jnp.where(row < n * s, g.astype(F32), 0.0), axis=0, keepdims=True)
+        k_r = k32 * jnp.exp(jnp.minimum(r - b, 0.0))  # exp(r - b_j) <= 1 for j < n·s
+        keep = (rows >= n * s) & (rows < (n + 1) * s) & (col < n * s)
+        a = a + jnp.where(keep, dot(q_r, k_r, (1, 1), dtype), 0.0)
+
+    o = dot(qs * jnp.exp(b), st, (1, 1), dtype) + dot(a, v, (1, 0), dtype)
+    return o, advance_state(st, k32, v, b, b_last, dtype)
+
+
+MASK_NAMES = ("query", "key", "span", "place", "cum", "ref")
