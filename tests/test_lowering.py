@@ -71,17 +71,9 @@ def test_project_kernels_lower_to_mosaic_for_every_smoke_case(tmp_path):
         assert {c: v["status"] for c, v in case["chips"].items()} == dict.fromkeys(
             doc["meta"]["chips"], "ok"
         )
-        # The smoke profile's cases fit every chip's default scoped VMEM. The float32
-        # matmul runs float32 x float32 dots at DEFAULT precision, whose cost in Mosaic is
-        # not known (model revision 4): partial, its time withheld, its VMEM still checked.
-        # GLA's float32 dots ask for HIGHEST precision: modelled.
-        f32_matmul = case["kernel"] == "matmul" and case["id"].split("/")[2] == "float32"
-        if f32_matmul:
-            assert case["model"]["status"] == "partial", case["model"]
-            assert "float32 x float32 dot at DEFAULT precision" in case["model"]["reason"]
-            assert all(c["modelled_us"] is None for c in case["model"]["chips"].values())
-        else:
-            assert case["model"]["status"] == "ok", case["model"]
+        # The smoke profile's cases fit every chip's default scoped VMEM, and every one is
+        # timed (float32 dots are priced since model revision 5).
+        assert case["model"]["status"] == "ok", case["model"]
         assert all(chip["fits"] for chip in case["model"]["chips"].values())
 
 

@@ -19,7 +19,7 @@ from tests.test_model import ADHOC, _adhoc
 
 N = 512
 COPY = N * N * 4  # the (N, N) float32 block copied from HBM
-F32 = jnp.float32  # y is bfloat16: a float32 x float32 dot would make the case partial
+F32 = jnp.float32
 
 
 def _kernel(order: str):

@@ -45,29 +45,42 @@ def trace(
     cpu = jax.devices("cpu")[0]
     built: list[tuple[Any, ...]] = []
     timed = case_workload(spec, case, seed=seed)
-
-    def real() -> tuple[Any, ...]:
-        if not built:
-            size = sum(
-                math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(timed.args)
-            )
-            if size > budget:
-                raise ValueError(
-                    f"the model needs the case's real inputs (an index map, grid or trip count "
-                    f"reads them) and they are {size / 2**30:.1f} GiB, past the model's budget "
-                    f"of {budget / 2**30:.1f} GiB"
-                )
-            with jax.default_device(cpu):
-                built.append(as_inputs(spec.make_inputs(case, jax.random.PRNGKey(seed)), spec.name))
-        return built[0]
-
     flat, tree = jax.tree.flatten(timed.args)
     closed = jax.make_jaxpr(lambda *xs: timed.fn(*jax.tree.unflatten(tree, xs)))(*flat)
 
+    def past_budget(size: int, what: str) -> ValueError:
+        return ValueError(
+            f"the model needs {what} (an index map, grid or trip count reads them) and they "
+            f"are {size / 2**30:.1f} GiB, past the model's budget of {budget / 2**30:.1f} GiB"
+        )
+
+    def make(key: Any) -> list[Any]:
+        return jax.tree.leaves(as_inputs(spec.make_inputs(case, key), spec.name))
+
+    def every() -> tuple[Any, ...]:
+        if not built:
+            size = sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in flat)
+            if size > budget:
+                raise past_budget(size, "the case's real inputs")
+            with jax.default_device(cpu):
+                built.append(tuple(make(jax.random.PRNGKey(seed))))
+        return built[0]
+
     def inputs(i: int) -> Any:
+        """Input ``i`` alone where jax can build it so (a group-size table, not the
+        operands beside it: XLA drops the work no output needs), else every input."""
         if case.mode != "forward":
             raise ValueError(f"a scalar-prefetch operand of a {case.mode} call is not modelled")
-        return jax.tree.leaves(real())[i]
+        if built:
+            return built[0][i]
+        size = math.prod(flat[i].shape) * np.dtype(flat[i].dtype).itemsize
+        if size > budget:
+            raise past_budget(size, f"input {i}'s real values")
+        try:
+            with jax.default_device(cpu):
+                return jax.jit(lambda key: make(key)[i])(jax.random.PRNGKey(seed))
+        except Exception:  # make_inputs not traceable (numpy, Python values): build them all
+            return every()[i]
 
     return closed, inputs
 

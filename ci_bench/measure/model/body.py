@@ -29,20 +29,25 @@ from ci_bench.measure.model.gridvalues import (
 )
 from ci_bench.measure.model.stepcost import _VECTOR_FIELDS, StepCost
 
-# bf16 passes of the MXU per dot, by operand dtype and precision. TPUs have no float32 MXU:
-# XLA's TPU convention runs float32 dots as 1 (DEFAULT), 3 (HIGH) or 6 (HIGHEST) bf16
-# passes. In Mosaic a float32 x bfloat16 dot at DEFAULT measures as one pass; a float32 x
-# float32 one at DEFAULT does not (F32_DOT_NOT_MODELLED); HIGH and HIGHEST are unmeasured.
-_F32_PASSES = {"DEFAULT": 1, "HIGH": 3, "HIGHEST": 6}
+# A float32 dot's MXU time in bf16 passes, by operands and precision (model revision 5).
+# TPUs have no float32 MXU; how Mosaic feeds float32 operands to it is libtpu's, so these are
+# measured: a 4096³ dot in 512³ tiles on a TPU v5e, device time against the same dot in
+# bfloat16 (benchmarks/tpu_microbench.py, benchmarks/data/tpu_v5e_microbench_2026-12-06.json):
+# float32 x float32 1.53x at DEFAULT and 4.31x at HIGHEST, float32 x bfloat16 1.22x at
+# DEFAULT. Mosaic refuses HIGH ("Unsupported dot precision"): it keeps XLA's 3 passes.
+_F32_PASSES = {
+    ("float32", "DEFAULT"): 1.53,
+    ("float32", "HIGH"): 3.0,
+    ("float32", "HIGHEST"): 4.31,
+    ("mixed", "DEFAULT"): 1.22,
+    ("mixed", "HIGH"): 3.0,
+    ("mixed", "HIGHEST"): 4.31,
+}
 
 
 MXU_PADDING_NOTE = "dots narrower than the MXU: charged at the array's width (k and n padded to it)"
-# A float32 x float32 dot at DEFAULT precision has no known cost in Mosaic: jax's Pallas TPU
-# docs say only that its operands are rounded to bfloat16, how Mosaic feeds them to the MXU
-# is in libtpu, and the one production kernel measured with one (tokamax's fused-loss
-# backward, 68 points on a TPU 7x) ran 1.39x the one-pass model while its float32 x bfloat16
-# and bfloat16 siblings are within 0.82-1.15 (docs/MODEL.md, "Partial models"). The case is
-# partial: its time is withheld, never shown 28 % low.
+# Up to revision 4 a float32 x float32 dot at DEFAULT precision made its case partial (its
+# cost in Mosaic was unmeasured); reports of that revision still carry this reason.
 F32_DOT_NOT_MODELLED = (
     "a float32 x float32 dot at DEFAULT precision (its cost in Mosaic is not published; a "
     "production kernel with one ran 1.39x the one-pass model on a TPU 7x)"
@@ -99,12 +104,14 @@ def _dot_cost(eqn: Any) -> StepCost:
     if dtypes <= {"int8", "uint8", "int4", "uint4"}:
         cost.int8_flops, cost.int8_flops_wide = float(narrow), float(wide)
     elif "float32" in dtypes:
-        precision = eqn.params.get("precision")
-        passes = _F32_PASSES.get(_precision_name(precision), 1)
+        operands = "float32" if dtypes == {"float32"} else "mixed"
+        precision = _precision_name(eqn.params.get("precision"))
+        passes = _F32_PASSES[operands, precision]
         cost.bf16_flops, cost.bf16_flops_wide = float(narrow * passes), float(wide * passes)
-        cost.notes.append(f"float32 dots run as {passes} bf16 MXU pass(es)")
-        if dtypes == {"float32"} and _is_default(precision):
-            cost.not_modelled.append(F32_DOT_NOT_MODELLED)
+        pair = "float32 x float32" if operands == "float32" else "float32 x bfloat16"
+        cost.notes.append(
+            f"{pair} dots at {precision} cost {passes:g} bf16 MXU passes (measured, v5e)"
+        )
     else:
         cost.bf16_flops, cost.bf16_flops_wide = float(narrow), float(wide)
     if wide > flops:
@@ -120,12 +127,6 @@ def _precision_name(precision: Any) -> str:
     known = [n.replace("PRECISION.", "") for n in names]
     known = [n for n in known if n in order]
     return max(known, key=order.index) if known else "DEFAULT"
-
-
-def _is_default(precision: Any) -> bool:
-    """Whether a dot's precision leaves the pass count to the compiler (None or DEFAULT)."""
-    items = precision if isinstance(precision, tuple) else (precision,)
-    return all(p is None or str(getattr(p, "name", p)).upper() == "DEFAULT" for p in items)
 
 
 def _memory_space(aval: Any) -> str:
@@ -274,9 +275,8 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
 
 
 def _read_whole(cost: StepCost) -> bool:
-    """Whether the walk read every part: its only unknown, if any, is a float32 dot's time,
-    which no simulation of the loops can tell."""
-    return all(n == F32_DOT_NOT_MODELLED for n in cost.not_modelled)
+    """Whether the walk read every part (nothing left unknown)."""
+    return not cost.not_modelled
 
 
 def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
