@@ -9,6 +9,12 @@ about twice the wall time). ``--processes`` runs every ``run_cli`` call as a rea
 
     python benchmarks/suite_timing.py [--workers 2] [--top 15] [--processes] [-- tests/x.py]
     python benchmarks/suite_timing.py --junit report.xml   # only read an earlier report
+    python benchmarks/suite_timing.py --compare before.xml after.xml [--files F ...]
+
+``--compare`` attributes a change in the suite's time between two reports (two commits'
+runs on one machine): the summed time of the tests both ran (what the change costs the
+tests that were there), of the tests only the later one ran, and of those in ``--files``
+(a change's own test files), each also divided by the worker count (its share of the wall).
 
 Figures are printed, never asserted; on a shared machine they are noisy (the load average
 is printed with them).
@@ -55,14 +61,40 @@ def report(junit: Path, top: int) -> None:
         print(f"  {seconds:8.1f}  {path}::{name}")
 
 
+def compare(before: Path, after: Path, files: list[str], workers: int) -> None:
+    """The test time two reports differ by, split by where it went."""
+    old = {(p, n): t for p, n, t in _cases(before)}
+    new = {(p, n): t for p, n, t in _cases(after)}
+    both = old.keys() & new.keys()
+    added = new.keys() - old.keys()
+    own = {k for k in added if k[0] in files}
+    rows = [
+        ("tests in both, before", sum(old[k] for k in both), len(both)),
+        ("tests in both, after", sum(new[k] for k in both), len(both)),
+        ("tests only before", sum(old[k] for k in old.keys() - new.keys()), len(old) - len(both)),
+        ("tests only after", sum(new[k] for k in added), len(added)),
+        ("  of which in --files", sum(new[k] for k in own), len(own)),
+    ]
+    print(f"{'':28} {'test s':>9} {'/ workers':>10} {'tests':>6}")
+    for label, seconds, count in rows:
+        print(f"{label:28} {seconds:9.1f} {seconds / workers:10.1f} {count:6}")
+    grown = rows[1][1] - rows[0][1]
+    print(f"{'growth of tests in both':28} {grown:9.1f} {grown / workers:10.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="2", help="pytest-xdist -n (default 2)")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--processes", action="store_true", help="every run_cli a process")
     parser.add_argument("--junit", type=Path, help="read this report instead of running")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--files", nargs="*", default=[], help="--compare: a change's tests")
     parser.add_argument("pytest_args", nargs="*", help="after --: paths and pytest options")
     args = parser.parse_args()
+    if args.compare is not None:
+        compare(*args.compare, args.files, int(args.workers))
+        return 0
     if args.junit is not None:
         report(args.junit, args.top)
         return 0

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issue 53 on a TPU host: this repository's kernels against XLA, on the chip, through the
+# commands a user runs. Steps (any subset, in order; each under its own time limit):
+#   gla-run   ci-bench run --profile ci --kernel gla       (Pallas against XLA's chunked GLA)
+#   gla-fwd   the same, forward cases only
+#   gla-tune  ci-bench tune --measure over GLA's chunk sizes (two ci cases, both dtypes)
+#   mm-tune   ci-bench tune --measure 4 --write over every forward case of matmul's full
+#             profile: the tuned file, copied to OUT
+#   mm-tune-ci  the same over matmul's ci profile only (its 14 forward cases)
+#   gla-tune-ci ci-bench tune --measure 5 --write over GLA's bfloat16 ci forward cases
+#   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
+#   ci-run    ci-bench run --profile ci (every kernel), to OUT/ci_N.json: N counts the runs
+#   full      ci-bench run --profile full (every kernel): what a release tag promotes
+#   benchmarks/tpu_kernels_check.sh OUT STEP...     # on the TPU host, from the repo's root
+set -uo pipefail
+out=${1:?usage: tpu_kernels_check.sh OUT STEP...}; shift
+mkdir -p "$out"
+log=$out/kernels.txt
+step() {  # limit (s), label, then the command
+  local limit=$1 label=$2; shift 2
+  echo "== $label: $*" | tee -a "$log"
+  local start=$SECONDS
+  timeout "$limit" "$@" >>"$log" 2>&1
+  echo "(exit $?, $((SECONDS - start)) s)" | tee -a "$log"
+}
+for name in "$@"; do
+  case $name in
+  gla-run) step 300 gla-run ci-bench run --profile ci --kernel gla -o "$out/gla_ci.json" ;;
+  gla-fwd)
+    step 200 gla-fwd ci-bench run --profile ci --kernel gla --case 'gla/*/float32' \
+      --case 'gla/*/bfloat16' -o "$out/gla_ci_forward.json" ;;
+  gla-tune)
+    step 300 gla-tune ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
+      --case 'gla/B1-T1024-H4-K64-V64/bfloat16' --case 'gla/B1-T1024-H4-K64-V64/float32' \
+      --case 'gla/B4-T1024-H8-K128-V128/bfloat16' -o "$out/gla_tune.json" ;;
+  mm-tune)  # a batch size at a time, so a time limit keeps the configs already written
+    for batch in 1 4 16; do
+      step 240 "mm-tune-B$batch" ci-bench tune --kernel matmul --profile full --chip v5e \
+        --measure 4 --case "matmul/B$batch-*/bfloat16" --case "matmul/B$batch-*/float32" \
+        --write --force -o "$out/mm_tune_B$batch.json"
+      cp baselines/matmul_v*.tuned.v5e.json "$out/"
+    done ;;
+  mm-tune-ci)
+    step 300 mm-tune-ci ci-bench tune --kernel matmul --profile ci --chip v5e --measure 4 \
+      --case 'matmul/*/bfloat16' --case 'matmul/*/float32' --write --force \
+      -o "$out/mm_tune_ci.json"
+    cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  gla-tune-ci)
+    step 200 gla-tune-ci ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
+      --case 'gla/*/bfloat16' --write --force -o "$out/gla_tune_ci.json"
+    cp baselines/gla_v*.tuned.v5e.json "$out/" ;;
+  ci-run)
+    n=1; while [ -e "$out/ci_$n.json" ]; do n=$((n + 1)); done
+    step 400 "ci-run-$n" ci-bench run --profile ci -o "$out/ci_$n.json" ;;
+  mm-run) step 420 mm-run ci-bench run --profile full --kernel matmul -o "$out/mm_full.json" ;;
+  full) step 560 full ci-bench run --profile full -o "$out/full.json" ;;
+  *) echo "unknown step $name" >&2; exit 2 ;;
+  esac
+done
+tail -c 6000 "$log"
