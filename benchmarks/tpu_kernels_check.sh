@@ -41,12 +41,12 @@ for name in "$@"; do
       cp baselines/matmul_v*.tuned.v5e.json "$out/"
     done ;;
   mm-tune-ci)
-    step 300 mm-tune-ci ci-bench tune --kernel matmul --profile ci --chip v5e --measure 4 \
+    step 200 mm-tune-ci ci-bench tune --kernel matmul --profile ci --chip v5e --measure 4 \
       --case 'matmul/*/bfloat16' --case 'matmul/*/float32' --write --force \
       -o "$out/mm_tune_ci.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
   gla-tune-ci)
-    step 200 gla-tune-ci ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
+    step 130 gla-tune-ci ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
       --case 'gla/*/bfloat16' --write --force -o "$out/gla_tune_ci.json"
     cp baselines/gla_v*.tuned.v5e.json "$out/" ;;
   ci-run)
