@@ -461,3 +461,22 @@ def test_tune_help_names_every_chip_the_model_knows():
     done = run_cli("tune", "--help", cwd=REPO)
     assert done.returncode == 0
     assert ", ".join(CHIP_NAMES) in " ".join(done.stdout.split())
+
+
+def test_measure_times_one_config_per_program(tmp_path):
+    """On a TPU v5e, ``tune --measure 4`` over matmul's 128³ cases timed 33 configs each
+    (every tiling cuts to one 128³ block since matmul 0.2.0's tiles are upper bounds, so
+    all of them tied): the same program timed 33 times. One config per program is timed."""
+    write_project(tmp_path, ["kernels.matmul"])
+    values = ("--values", "block_m=128,256", "--values", "block_k=128,256")
+    done = run_cli(
+        "tune", "--kernel", "matmul", "--shape", "128,128,128", "--chip", "v5e", *values,
+        "--values", "block_n=128,1024", "--measure", "4", "--measure-on-cpu", "--repeats", "2",
+        "--warmup", "0", "--format", "json", "-q", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.OK, done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    reused = [c for c in case["candidates"] if c["same_as"] is not None]
+    assert len(reused) >= 7  # every tiling is the one 128³ program
+    timed = [m for m in case["measured"] if not m["default"]]
+    assert len(timed) == 1

@@ -27,9 +27,11 @@ TIES_MAX = 32  # the most candidates one tie at the cut adds to --measure K
 
 
 def top_indices(tuned: TunedCase, chip: str | None, k: int) -> list[int]:
-    """The model's best ``k`` on ``chip`` (the first chip ranked when None), and every
-    candidate tied with the last of them (sharing its rank, up to ``TIES_MAX`` in all): a
-    cut through a tie would be the enumeration's choice, not the model's."""
+    """The model's best ``k`` programs on ``chip`` (the first chip ranked when None), and
+    every candidate tied with the last of them (sharing its rank, up to ``TIES_MAX`` in
+    all): a cut through a tie would be the enumeration's choice, not the model's. One
+    candidate per program: configs that trace to the same program (``same_as``: a tile
+    larger than its dimension cut to its share) time the same code."""
     chips = [chip] if chip else []
     chips += [c for c in tuned.best if c not in chips]
     for name in chips:
@@ -40,8 +42,15 @@ def top_indices(tuned: TunedCase, chip: str | None, k: int) -> list[int]:
         ]
         if ranked:
             ranked.sort()
-            last = ranked[: max(1, k)][-1][0]
-            tied = [i for r, i in ranked if r <= last]
+            distinct, programs = [], set()
+            for r, i in ranked:
+                program = tuned.candidates[i].same_as
+                program = i if program is None else program
+                if program not in programs:
+                    programs.add(program)
+                    distinct.append((r, i))
+            last = distinct[: max(1, k)][-1][0]
+            tied = [i for r, i in distinct if r <= last]
             return tied[: max(k, TIES_MAX)]
     return []
 
