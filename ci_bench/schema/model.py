@@ -158,7 +158,7 @@ class GpuBound(Model):
 # Mosaic is not known; the one measured ran 1.39x the one-pass model).
 # 5: float32 dots priced from chip microbenchmarks (float32 x float32 1.53 bf16 passes at
 # DEFAULT, 4.31 at HIGHEST; float32 x bfloat16 1.22; TPU v5e), never partial for it; blocks
-# and scratch at exactly the default scoped VMEM limit do not fit (as Mosaic refuses them).
+# and scratch at exactly their VMEM limit do not fit (as Mosaic refuses them).
 MODEL_REVISION = 5
 
 

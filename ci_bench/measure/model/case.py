@@ -72,11 +72,11 @@ def _fit(
         return f"{chip.name}: {why}", None
     if call_smem > chip.smem_capacity_bytes:
         return f"{chip.name}: {call_smem} B of SMEM exceed its {chip.smem_capacity_bytes} B", None
-    # Measured on a TPU v5e (benchmarks/tpu_microbench.py vmem, 108 matmul tilings, model
-    # revision 5): blocks and scratch at exactly the default scoped limit fail to compile
-    # (CompileTimeScopedVmemOom: Mosaic keeps some of it for itself); at exactly a kernel's
-    # own vmem_limit_bytes they compile.
-    if call_vmem < applied or (limit and call_vmem == applied):
+    # Measured on a TPU v5e (benchmarks/tpu_microbench.py vmem, 108 compiles of matmul
+    # tilings, model revision 5): blocks and scratch must stay strictly under the limit,
+    # the default scoped one or a kernel's vmem_limit_bytes (Mosaic keeps some for itself).
+    # 107 of 108 agree; float32 (2048, 512, 2048) at exactly a 64 MiB limit compiled.
+    if call_vmem < applied:
         return None, None
     over = f"{chip.name}: {_mib(call_vmem)} of VMEM blocks and scratch exceed {where}"
     over += f" of {_mib(applied)}"
