@@ -1,15 +1,16 @@
 """Pallas chunked forward pass of gated linear attention (Yang et al., 2023).
 
-Two variants share one per-chunk body (`_chunk`), because TPU and GPU differ in how a state
-survives from one chunk to the next:
+Two variants, because TPU and GPU differ in how a state survives from one chunk to the next:
 
 * ``backend="tpu"`` (Mosaic): grid (B, H, chunks), the chunk axis "arbitrary" (sequential),
-  the float32 state in a VMEM scratch buffer that persists across grid steps.
+  the float32 state in a VMEM scratch buffer that persists across grid steps. Its chunk body
+  is ``forward_tpu.chunk`` (0.4.0): whole-chunk operations, no loop over key columns.
 * ``backend="gpu"`` (Triton): Triton has no scratch that outlives a grid step, so the grid is
   (B, H) and an in-kernel ``fori_loop`` walks the chunks carrying the state as a loop value.
 
-The chunk body uses only row slices of refs, 2-D elementwise ops, row/column reductions and
-2-D matmuls (no value slicing, no cumsum, no 3-D tensors), the common subset of both lowerings.
+The GPU chunk body (`_chunk`) uses only row slices of refs, 2-D elementwise ops, row/column
+reductions and 2-D matmuls (no value slicing, no cumsum, no 3-D tensors), the common subset
+of both lowerings (the TPU variant ran it up to 0.3.0).
 
 Numerical stability (the paper's secondary chunking). With b = cumsum(gk) inside a chunk
 (b is non-increasing since gk <= 0), the gated score is A[i, j] = Σ_k q_ik k_jk exp(b_ik - b_jk).
