@@ -35,6 +35,8 @@ from kernels.gla.common import F32, advance_state, dot, iota
 # Rows per diagonal block: the pairwise work is C·s·K per chunk, the factored one about
 # C²·K/s; 16 is the shared body's (and FLA's) secondary chunk.
 DIAG = 16
+# The 0/1 matrices, in the order ``masks`` makes them and the kernel takes them.
+MASK_NAMES = ("query", "key", "span", "place", "cum", "ref")
 
 
 def masks(C: int, s: int) -> tuple[jax.Array, ...]:
@@ -103,6 +105,3 @@ def chunk(refs: dict, st: jax.Array, *, C: int, s: int, scale: float, dtype) -> 
 
     o = dot(qs * jnp.exp(b), st, (1, 1), dtype) + dot(a, v, (1, 0), dtype)
     return o, advance_state(st, k32, v, b, b_last, dtype)
-
-
-MASK_NAMES = ("query", "key", "span", "place", "cum", "ref")
