@@ -10,6 +10,7 @@ why. A failed lookup never puts GitHub's transport error into the public comment
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,10 @@ def test_a_failed_role_lookup_keeps_githubs_transport_error_out_of_the_comment(w
     assert report_of(run)["acceptance"] is None
     body = world.the_comment()
     keep(world, body)
-    for transport in ("RetryError", "HTTPConnectionPool", "127.0.0.1", "Max retries", "502"):
+    for transport in ("RetryError", "HTTPConnectionPool", "127.0.0.1", "Max retries"):
         assert transport not in body, transport
+    # The status code as a word: a measured time of 0.4502 ms in the table is not it.
+    assert not re.search(r"(?<![\d.])502(?!\d)", body), body
     said = verdict(world)
     assert f"@{ZWJ}{MAINTAINER}'s role could not be read from GitHub" in said
     assert "re-run this workflow once GitHub answers" in said
