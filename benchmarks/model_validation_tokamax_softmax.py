@@ -19,9 +19,8 @@ Nothing is fitted to these points: the model's constants are its own (jax's chip
 the 0.35 µs step cost from jax's matmul guide on v5e, the vector unit's figures in
 ``ci_bench/measure/model/chips.py``). Per family: points, modelled (``status: ok``), median
 modelled/measured, IQR, share within ±25 % and ×2, Spearman. The fused-loss backward's
-float32 x float32 dot makes its points ``partial`` (model revision 4): its row shows none
-modelled, and a ``withheld`` line prints what the one-pass model would have said (the
-measurement the rule rests on). Run:
+float32 x float32 dot made its points ``partial`` at model revision 4; since revision 5 it
+is priced (1.53 bf16 passes, measured on a TPU v5e) and its points are timed. Run:
 ``python benchmarks/model_validation_tokamax_softmax.py`` (``--every N``: every Nth point).
 """
 
@@ -230,15 +229,11 @@ def main() -> None:
     from model_validation_tokamax import _row, floor_line
 
     from ci_bench.measure.model import analyze_case
-    from ci_bench.measure.model.body import F32_DOT_NOT_MODELLED
 
     points = json.loads(DATA.read_text())["points"][:: max(options.every, 1)]
     found: dict[str, list[tuple[float, float]]] = {}
     totals: dict[str, int] = {}
     reasons: dict[str, int] = {}
-    # Partial only for a float32 x float32 dot: the one-pass figure the model withholds,
-    # kept here as the measurement that made the rule (docs/MODEL.md, "Partial models").
-    withheld: dict[str, list[tuple[float, float]]] = {}
     checked: list[tuple[object, str, float]] = []
     for point in points:
         family = FILES[point["file"]]
@@ -246,9 +241,6 @@ def main() -> None:
         build = BUILDERS[family]
         model = analyze_case(adhoc(*build(point)), ADHOC, ["7x"])
         if model.status != "ok":
-            if model.status == "partial" and model.not_modelled == [F32_DOT_NOT_MODELLED]:
-                one_pass = model.chips["7x"].modelled_us / 1e3
-                withheld.setdefault(family, []).append((one_pass, point["median_ms"]))
             why = (model.reason or model.status)[:160]
             reasons[why] = reasons.get(why, 0) + 1
             if options.verbose:
@@ -278,11 +270,6 @@ def main() -> None:
         if family in totals:
             print(_row(family, "7x", found.get(family, []), totals[family]))
     print(floor_line(checked))
-    for family, rows in withheld.items():
-        print(
-            f"withheld (partial: a float32 x float32 dot at DEFAULT precision), what the "
-            f"one-pass model would have shown:\n{_row(family, '7x', rows, totals[family])}"
-        )
     for why, count in sorted(reasons.items(), key=lambda x: -x[1]):
         print(f"not modelled ({count}): {why}")
 

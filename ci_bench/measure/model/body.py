@@ -46,12 +46,6 @@ _F32_PASSES = {
 
 
 MXU_PADDING_NOTE = "dots narrower than the MXU: charged at the array's width (k and n padded to it)"
-# Up to revision 4 a float32 x float32 dot at DEFAULT precision made its case partial (its
-# cost in Mosaic was unmeasured); reports of that revision still carry this reason.
-F32_DOT_NOT_MODELLED = (
-    "a float32 x float32 dot at DEFAULT precision (its cost in Mosaic is not published; a "
-    "production kernel with one ran 1.39x the one-pass model on a TPU 7x)"
-)
 VECTOR_NOTE = "vector work not timed (an operation the vector table does not know): "
 
 
