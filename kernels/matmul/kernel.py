@@ -1,34 +1,27 @@
 """Pallas tiled matmul: ``[M,K]x[K,N]`` and batched ``[B,M,K]x[B,K,N]``, float32 accumulation.
 
-Two lowerings of the same tiling, picked from the backend:
+Two lowerings, picked from the backend:
 
-- ``tpu`` (also used for CPU interpret mode): grid ``(B, M/bm, N/bn, K/bk)``; the K axis is
-  the innermost, sequential ("arbitrary") axis and a float32 VMEM scratch accumulates
+- ``tpu`` (also used for CPU interpret mode): grid ``(B/bb, M/bm, N/bn, K/bk)``; the K axis
+  is the innermost, sequential ("arbitrary") axis and a float32 VMEM scratch accumulates
   across it, as in jax's ``pallas/ops/tpu/matmul.py``. Mosaic pipelines the block DMAs.
-- ``gpu`` (Triton, chosen explicitly by its compiler params: with none, jax 0.10+ lowers a
-  ``pallas_call`` through Mosaic GPU, which copies whole blocks into shared memory): grid
-  programs run in parallel, so no state can cross grid steps; the grid is ``(B, M/bm,
-  N/bn)`` and each program loops over K blocks with ``fori_loop``, which Triton pipelines
-  ``num_stages`` deep. The GPU tiles are their own (``GpuTiles``, per dtype), never the TPU
-  ones: Triton needs power-of-two loads, and the pipeline's buffers, ``num_stages x (bm·bk
-  + bk·bn) x itemsize``, must fit the 227 KB a block may use on H100, H200 and B200
-  (``GpuTiles.smem_bytes``; the CUDA programming guide's per-block opt-in maximum).
+- ``gpu`` (Triton, ``kernels.matmul.gpu``): its own tiles, per dtype; chosen explicitly by
+  its compiler params (with none, jax 0.10+ lowers a ``pallas_call`` through Mosaic GPU).
 
-Tiles are upper bounds: each dimension is cut into as many blocks as the tile makes, each
-its even share rounded up to 128 (``BlockSizes.within``), so 513 runs as one 640 block or
-two of 384, never padded to 1024. float32 operands make one bfloat16 MXU pass on a TPU
-(XLA's DEFAULT precision there; interpreted on a CPU they stay float32, as XLA's are), and
-a float32 output accumulates in its own VMEM block (no scratch).
-
-Unaligned shapes (127, 513, anything not a multiple of a block) are zero-padded up to the
-blocks and the result is sliced back: zeros add nothing to a dot product, so every element
-is exact. The padding costs one copy of each operand, only for unaligned shapes.
+TPU tiles are upper bounds: each dimension is cut into as many blocks as the tile makes,
+each its even share rounded up to 128 (``BlockSizes.within``), so 513 runs as two blocks of
+384, never 1024. Nothing is padded or copied (0.3.0): an edge block past M or N is partial
+(Pallas drops its writes), and the last block past K is zeroed in the kernel on that step
+alone. Small problems fold batch entries into one step (``batch_block``): a grid step costs
+about as much as a 128³ dot on a TPU v5e. float32 operands make one bfloat16 MXU pass on a
+TPU (XLA's DEFAULT precision there; interpreted on a CPU they stay float32, as XLA's are),
+and a float32 output accumulates in its own VMEM block (no scratch).
 
 ``transpose_a`` / ``transpose_b`` multiply by a stored operand's transpose. The TPU tiling
 reads the transposed blocks straight from the stored array (a ``[bk, bm]`` block of ``a``
-transposed in VMEM, or a dot contracting ``b``'s last axis), so no transposed copy is made;
-the Triton tiling transposes in XLA first. ``matmul`` is the differentiable op: a
-``custom_vjp`` whose backward is two of these matmuls, ``dA = g·Bᵀ`` and ``dB = Aᵀ·g``.
+transposed in VMEM, or a dot contracting ``b``'s last axis), so no transposed copy is made.
+``matmul`` is the differentiable op: a ``custom_vjp`` whose backward is two of these
+matmuls, ``dA = g·Bᵀ`` and ``dB = Aᵀ·g``.
 """
 
 from __future__ import annotations
@@ -41,11 +34,9 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from kernels.matmul.gpu import GpuTiles, gpu_matmul, gpu_tiles_of
+
 Backend = Literal["tpu", "gpu"]
-
-
-def _is_power_of_two(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +63,8 @@ class BlockSizes:
         """The tiles this problem runs with: as many blocks per dimension as these tiles
         make, each the dimension's even share rounded up to 128 (16 for a block_m that is
         not a multiple of 128). A tile is an upper bound, so one default serves 127³ and
-        4096³ alike: never more blocks, and 513 is padded to 640 (one 640 tile) or 768 (two
-        of 384), not to 1024."""
+        4096³ alike: never more blocks, and 513 runs as one 640 block or two of 384 (the
+        edge block partial), not as 1024."""
 
         def share(tile: int, dim: int) -> int:
             align = 128 if tile % 128 == 0 else 16
@@ -82,114 +73,104 @@ class BlockSizes:
         return BlockSizes(share(self.block_m, M), share(self.block_k, K), share(self.block_n, N))
 
 
-# Shared memory one thread block may use on the GPUs ci-bench targets (compute capability
-# 9.0 and 10.0: CUDA C++ Programming Guide, "Technical Specifications per Compute Capability").
-GPU_SMEM_PER_BLOCK = 227 * 1024
-
-
-@dataclasses.dataclass(frozen=True)
-class GpuTiles:
-    """Triton tiles and launch parameters. Defaults: Triton's matmul tutorial's shape
-    (128x128 output tiles, 4 warps), with bk halved for 4-byte operands so the pipeline's
-    buffers stay at 96 KB in both dtypes."""
-
-    block_m: int = 128
-    block_n: int = 128
-    block_k: int = 64
-    num_warps: int = 4
-    num_stages: int = 3
-
-    def __post_init__(self) -> None:
-        for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        for name in ("block_m", "block_n", "block_k", "num_warps"):
-            if not _is_power_of_two(getattr(self, name)):
-                raise ValueError(f"{name}={getattr(self, name)} must be a power of two on GPU")
-
-    def smem_bytes(self, itemsize: int) -> int:
-        """Shared memory of Triton's software pipeline: ``num_stages`` copies of one K
-        step's a and b tiles (the operands a dot reads from shared memory)."""
-        return self.num_stages * (self.block_m + self.block_n) * self.block_k * itemsize
-
-    def check_fits(self, itemsize: int) -> None:
-        need = self.smem_bytes(itemsize)
-        if need > GPU_SMEM_PER_BLOCK:
-            raise ValueError(
-                f"GPU tiles need {need:,} B of shared memory per block (num_stages x "
-                f"(bm + bn) x bk x itemsize), past the {GPU_SMEM_PER_BLOCK:,} B a block may use"
-            )
-
-
-def gpu_tiles_of(dtype: jnp.dtype) -> GpuTiles:
-    """The default GPU tiles of ``dtype``: bk 64 for 2-byte operands, 32 for 4-byte."""
-    return GpuTiles(block_k=64 if jnp.dtype(dtype).itemsize <= 2 else 32)
-
-
 def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-# refs: a [bm, bk] ([bk, bm] transposed), b [bk, bn] ([bn, bk] transposed), o [bm, bn],
-# and a float32 accumulator [bm, bn] unless o is float32 itself (then o accumulates).
+# refs: a [bb, bm, bk] ([bb, bk, bm] transposed), b [bb, bk, bn] ([bb, bn, bk] transposed),
+# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] unless o is float32 itself.
 def _tpu_kernel(
-    a_ref, b_ref, o_ref, *scratch, transpose_a: bool, transpose_b: bool, one_pass: bool
+    a_ref,
+    b_ref,
+    o_ref,
+    *scratch,
+    transpose_a: bool,
+    transpose_b: bool,
+    one_pass: bool,
+    k_tail: int,
 ):
     acc_ref = scratch[0] if scratch else o_ref
-    k = pl.program_id(3)
+    k, last = pl.program_id(3), pl.num_programs(3) - 1
 
     @pl.when(k == 0)
     def _init():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    a, b = a_ref[...], b_ref[...]
-    if one_pass:  # float32 as XLA multiplies it on a TPU at DEFAULT: one bfloat16 pass
-        a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
-    a = a.T if transpose_a else a
-    contract_b = 1 if transpose_b else 0  # [bn, bk]: contract the last axis (an NT matmul)
-    acc_ref[...] += jax.lax.dot_general(
-        a, b, (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
-    )
+    def accumulate(valid_k: int | None) -> None:
+        for i in range(a_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
+            a, b = a_ref[i], b_ref[i]
+            if valid_k is not None:  # the last K block reads past K: zero both operands there
+                a = _keep_leading(a, 0 if transpose_a else 1, valid_k)
+                b = _keep_leading(b, 1 if transpose_b else 0, valid_k)
+            if one_pass:  # float32 as XLA multiplies it on a TPU at DEFAULT: one bf16 pass
+                a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
+            a = a.T if transpose_a else a
+            contract_b = 1 if transpose_b else 0  # [bn, bk]: contract the last axis (NT)
+            acc_ref[i] += jax.lax.dot_general(
+                a, b, (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
+            )
+
+    if k_tail:  # K is not a multiple of bk: only the last step pays for the mask
+        pl.when(k < last)(lambda: accumulate(None))
+        pl.when(k == last)(lambda: accumulate(k_tail))
+    else:
+        accumulate(None)
 
     if scratch:
 
-        @pl.when(k == pl.num_programs(3) - 1)
+        @pl.when(k == last)
         def _store():
             o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
-def _gpu_kernel(a_ref, b_ref, o_ref, *, block_k: int):  # refs: [bm, Kp], [Kp, bn], [bm, bn]
-    num_k = a_ref.shape[1] // block_k
+def _keep_leading(x: jax.Array, axis: int, n: int) -> jax.Array:
+    """``x`` with every index >= ``n`` along ``axis`` zeroed (out-of-bounds block reads are
+    unspecified on a TPU, NaN possibly: a select, not a multiply)."""
+    index = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)
+    return jnp.where(index < n, x, jnp.zeros_like(x))
 
-    def body(k, acc):
-        start = pl.multiple_of(k * block_k, block_k)
-        a = a_ref[:, pl.ds(start, block_k)]
-        b = b_ref[pl.ds(start, block_k), :]
-        return acc + jnp.dot(a, b, preferred_element_type=jnp.float32)
 
-    acc = jax.lax.fori_loop(0, num_k, body, jnp.zeros(o_ref.shape, jnp.float32))
-    o_ref[...] = acc.astype(o_ref.dtype)
+def batch_block(B: int, tile: BlockSizes, blocks: BlockSizes) -> int:
+    """How many batch entries one grid step multiplies: the largest divisor of B whose
+    blocks together hold no more elements than one tile of ``tile`` (a, b and the output).
+    Small problems (B16 of 128³) then take a few steps, not one per entry: on a TPU v5e a
+    grid step costs about 0.2 µs, as much as a 128³ dot."""
+
+    def elements(t: BlockSizes) -> int:
+        m, k, n = t.block_m, t.block_k, t.block_n
+        return m * k + k * n + m * n
+
+    fits = max(1, elements(tile) // elements(blocks))
+    return max(d for d in range(1, min(B, fits) + 1) if B % d == 0)
 
 
 def _tpu_call(
-    a, b, blocks: BlockSizes, interpret: bool, transpose_a: bool = False, transpose_b: bool = False
+    a,
+    b,
+    blocks: BlockSizes,
+    bb: int,
+    K: int,
+    interpret: bool,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
 ) -> jax.Array:
+    """Edge blocks past M or N are partial (Pallas drops their writes); past K they are
+    zeroed in the kernel (``k_tail``): no operand is padded or copied."""
     from jax.experimental.pallas import tpu as pltpu
 
     B = a.shape[0]
-    M, K = (a.shape[2], a.shape[1]) if transpose_a else (a.shape[1], a.shape[2])
+    M = a.shape[2] if transpose_a else a.shape[1]
     N = b.shape[1] if transpose_b else b.shape[2]
     bm, bk, bn = blocks.block_m, blocks.block_k, blocks.block_n
     a_spec = (
-        pl.BlockSpec((pl.squeezed, bk, bm), lambda g, i, j, k: (g, k, i))
+        pl.BlockSpec((bb, bk, bm), lambda g, i, j, k: (g, k, i))
         if transpose_a
-        else pl.BlockSpec((pl.squeezed, bm, bk), lambda g, i, j, k: (g, i, k))
+        else pl.BlockSpec((bb, bm, bk), lambda g, i, j, k: (g, i, k))
     )
     b_spec = (
-        pl.BlockSpec((pl.squeezed, bn, bk), lambda g, i, j, k: (g, j, k))
+        pl.BlockSpec((bb, bn, bk), lambda g, i, j, k: (g, j, k))
         if transpose_b
-        else pl.BlockSpec((pl.squeezed, bk, bn), lambda g, i, j, k: (g, k, j))
+        else pl.BlockSpec((bb, bk, bn), lambda g, i, j, k: (g, k, j))
     )
     return pl.pallas_call(
         functools.partial(
@@ -197,36 +178,15 @@ def _tpu_call(
             transpose_a=transpose_a,
             transpose_b=transpose_b,
             one_pass=a.dtype == jnp.float32 and not interpret,
+            k_tail=K % bk,
         ),
         out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
-        grid=(B, M // bm, N // bn, K // bk),
+        grid=(B // bb, pl.cdiv(M, bm), pl.cdiv(N, bn), pl.cdiv(K, bk)),
         in_specs=[a_spec, b_spec],
-        out_specs=pl.BlockSpec((pl.squeezed, bm, bn), lambda g, i, j, k: (g, i, j)),
-        scratch_shapes=[] if a.dtype == jnp.float32 else [pltpu.VMEM((bm, bn), jnp.float32)],
+        out_specs=pl.BlockSpec((bb, bm, bn), lambda g, i, j, k: (g, i, j)),
+        scratch_shapes=[] if a.dtype == jnp.float32 else [pltpu.VMEM((bb, bm, bn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "parallel", "parallel", "arbitrary")
-        ),
-        interpret=interpret,
-    )(a, b)
-
-
-def _gpu_call(a, b, tiles: GpuTiles, interpret: bool) -> jax.Array:
-    from jax.experimental.pallas import triton as pltriton
-
-    B, M, K = a.shape
-    N = b.shape[2]
-    bm, bn = tiles.block_m, tiles.block_n
-    return pl.pallas_call(
-        functools.partial(_gpu_kernel, block_k=tiles.block_k),
-        out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
-        grid=(B, M // bm, N // bn),
-        in_specs=[
-            pl.BlockSpec((pl.squeezed, bm, K), lambda g, i, j: (g, i, 0)),
-            pl.BlockSpec((pl.squeezed, K, bn), lambda g, i, j: (g, 0, j)),
-        ],
-        out_specs=pl.BlockSpec((pl.squeezed, bm, bn), lambda g, i, j: (g, i, j)),
-        compiler_params=pltriton.CompilerParams(
-            num_warps=tiles.num_warps, num_stages=tiles.num_stages
         ),
         interpret=interpret,
     )(a, b)
@@ -244,13 +204,6 @@ def _logical_shapes(
     a_shape = (*a.shape[:-2], a.shape[-1], a.shape[-2]) if transpose_a else a.shape
     b_shape = (*b.shape[:-2], b.shape[-1], b.shape[-2]) if transpose_b else b.shape
     return a_shape, b_shape
-
-
-def _pad_to(x: jax.Array, rows: int, cols: int) -> jax.Array:
-    """Zero-pad the last two axes of a 3-D array up to ``rows`` x ``cols``."""
-    if x.shape[1:] == (rows, cols):
-        return x
-    return jnp.pad(x, ((0, 0), (0, rows - x.shape[1]), (0, cols - x.shape[2])))
 
 
 @functools.partial(
@@ -288,7 +241,7 @@ def matmul_tiled(
         raise ValueError(f"incompatible shapes {a_shape} x {b_shape}")
     if a.dtype != b.dtype:
         raise ValueError(f"operand dtypes differ: {a.dtype} vs {b.dtype}")
-    blocks = block_sizes or BlockSizes()
+    tile = block_sizes or BlockSizes()
     if backend is None and interpret is None:
         # Chosen where jax lowers, not where it traces: interpreted on CPU, Mosaic for TPU,
         # Triton for GPU (with its own tiles), so `jax.export(..., platforms=["tpu"])` on a
@@ -296,7 +249,7 @@ def matmul_tiled(
         def variant(backend: Backend, interpret: bool):
             return functools.partial(
                 matmul_tiled,
-                block_sizes=blocks if backend == "tpu" else None,
+                block_sizes=tile if backend == "tpu" else None,
                 gpu_tiles=gpu_tiles if backend == "gpu" else None,
                 backend=backend,
                 interpret=interpret,
@@ -308,44 +261,32 @@ def matmul_tiled(
         branches["default"] = variant("gpu", False)
         return jax.lax.platform_dependent(a, b, **branches)
     backend = backend or default_backend()
-    tiles = None
-    if backend == "gpu":
-        if gpu_tiles is None and block_sizes is not None:
-            gpu_tiles = GpuTiles(blocks.block_m, blocks.block_n, blocks.block_k)
-        tiles = gpu_tiles or gpu_tiles_of(a.dtype)
-        tiles.check_fits(jnp.dtype(a.dtype).itemsize)
-    if tiles is None:
-        blocks = blocks.within(a_shape[-2], a_shape[-1], b_shape[-1])
-    bm, bk, bn = (
-        (tiles.block_m, tiles.block_k, tiles.block_n)
-        if tiles
-        else (blocks.block_m, blocks.block_k, blocks.block_n)
-    )
     if interpret is None:
         interpret = jax.default_backend() == "cpu"
-
     batched = a.ndim == 3
     a3, b3 = (a, b) if batched else (a[None], b[None])
-    # A transposed block of a is [bk, bm]: its lane dimension bm must be a multiple of 128
-    # on TPU. Triton, and smaller bm, multiply an XLA transpose instead.
-    if transpose_a and (backend == "gpu" or bm % 128):
-        a3, transpose_a = jnp.swapaxes(a3, 1, 2), False
-    if transpose_b and backend == "gpu":
-        b3, transpose_b = jnp.swapaxes(b3, 1, 2), False
     M, K = a_shape[-2:]
     N = b_shape[-1]
-    # K is padded to whole blocks only: Triton's power-of-2 rule is on what a kernel loads
-    # (one [bm, bk] / [bk, bn] step), not on the block a program is given.
-    Mp, Np, Kp = _round_up(M, bm), _round_up(N, bn), _round_up(K, bk)
-    a3 = _pad_to(a3, Kp, Mp) if transpose_a else _pad_to(a3, Mp, Kp)
-    b3 = _pad_to(b3, Np, Kp) if transpose_b else _pad_to(b3, Kp, Np)
-
-    if tiles is not None:
-        out = _gpu_call(a3, b3, tiles, interpret)
-    else:
-        out = _tpu_call(a3, b3, blocks, interpret, transpose_a, transpose_b)
-    if (Mp, Np) != (M, N):
-        out = out[:, :M, :N]
+    if backend == "gpu":
+        if gpu_tiles is None and block_sizes is not None:
+            gpu_tiles = GpuTiles(tile.block_m, tile.block_n, tile.block_k)
+        out = gpu_matmul(
+            a3,
+            b3,
+            gpu_tiles or gpu_tiles_of(a.dtype),
+            (M, K, N),
+            interpret,
+            transpose_a,
+            transpose_b,
+        )
+        return out if batched else out[0]
+    blocks = tile.within(M, K, N)
+    # A transposed block of a is [bk, bm]: its lane dimension bm must be a multiple of 128
+    # on TPU; a smaller bm multiplies an XLA transpose instead.
+    if transpose_a and blocks.block_m % 128:
+        a3, transpose_a = jnp.swapaxes(a3, 1, 2), False
+    bb = batch_block(a3.shape[0], tile, blocks)
+    out = _tpu_call(a3, b3, blocks, bb, K, interpret, transpose_a, transpose_b)
     return out if batched else out[0]
 
 
