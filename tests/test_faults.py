@@ -23,6 +23,7 @@ from ci_bench.report.escape import md_inline
 from ci_bench.schema import FailPolicy, Thresholds
 from ci_bench.store.baselines import Lookup
 from ci_bench.store.files import dump_model
+from kernels.matmul import VERSION as MATMUL_VERSION
 from tests.conftest import FIXTURES, REPO, write_project
 from tests.harness.factories import case, results
 from tests.harness.inproc import call
@@ -170,6 +171,28 @@ def test_sigterm_is_handled_like_sigint(tmp_path):
     saved = json.loads(out.read_text())
     assert len(saved["cases"]) == 1
     assert saved["meta"]["complete"] is False
+
+
+def test_a_tune_stopped_part_way_keeps_the_configs_it_already_measured(tmp_path):
+    """A chip job's time limit stopped `tune --measure --write` after 10 of 14 cases and
+    nothing was written: --write now keeps each case as it is done."""
+    write_project(tmp_path, ["crashing_matmul"])
+    tuned = tmp_path / "baselines" / f"crashing_matmul_v{MATMUL_VERSION}.tuned.v5e.json"
+    proc = cli_process(
+        "tune", "--chip", "v5e", "--measure", "1", "--measure-on-cpu", "--repeats", "2",
+        "--warmup", "0", "--write", "-q", cwd=tmp_path, extra_env={"CRASH_MODE": "sleep"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not tuned.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert tuned.exists(), "the first case's tuned config was never written"
+    proc.send_signal(signal.SIGTERM)  # the second case sleeps
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.TERMINATED, err
+    assert "Traceback" not in err
+    cases = json.loads(tuned.read_text())["cases"]
+    assert list(cases) == [FIRST]
+    assert cases[FIRST]["measured"]["median_ms"] > 0  # timed, not only modelled
 
 
 def test_an_interrupted_run_without_a_file_does_not_say_its_results_were_saved(tmp_path):

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ci_bench.commands.common_args import (
     add_chip,
@@ -28,6 +28,9 @@ from ci_bench.commands.common_args import (
 from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import int_range
 from ci_bench.errors import ExitCode, InputError
+
+if TYPE_CHECKING:
+    from ci_bench.schema.tune import TunedCase
 
 NAME = "tune"
 MEASURE_MAX = 32
@@ -108,21 +111,29 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         if not args.quiet:
             sys.stderr.write(line + "\n")
 
-    report = tune_cases(request, specs, chips, overrides, progress, measure=args.measure or 0)
+    written: set[Path] = set()
+
+    def keep(case: TunedCase) -> None:  # --write: each case as it is done, never at the end
+        from ci_bench.pipeline.tuned import winner, write_tuned_cases
+
+        folder = request.baselines.folder
+        for path in write_tuned_cases([case], chips, folder, replace=args.force, specs=specs):
+            if path not in written:
+                progress(f"tuned configs written to {path}")
+            written.add(path)
+        for chip in case.tied:
+            if winner(case, chip) is None:
+                progress(
+                    f"{case.id}: not written for {chip}: {len(case.tied[chip])} configs "
+                    "tie by the model; --measure K on that chip breaks the tie"
+                )
+
+    report = tune_cases(
+        request, specs, chips, overrides, progress, measure=args.measure or 0,
+        on_case=keep if args.write else None,
+    )  # fmt: skip
     if args.output is not None:
         write_text(args.output, dump_model(report), what="tune results", replace=args.force)
-    if args.write:
-        from ci_bench.pipeline.tuned import winner, write_tuned
-
-        for path in write_tuned(report, request.baselines.folder, replace=args.force, specs=specs):
-            progress(f"tuned configs written to {path}")
-        for case in report.cases:
-            for chip in case.tied:
-                if winner(case, chip) is None:
-                    progress(
-                        f"{case.id}: not written for {chip}: {len(case.tied[chip])} configs "
-                        "tie by the model; --measure K on that chip breaks the tie"
-                    )
     out.write(dump_model(report) if args.format == "json" else tune_table(report, args.top))
     ranked = any(case.best for case in report.cases)
     if args.measure:  # exit 0 when any candidate was timed, whatever did not compile

@@ -82,9 +82,21 @@ def write_tuned(
     the same case is replaced only when ``replace`` (else a one-line InputError). With
     ``specs``, a file that already holds what check-spec refuses is never rewritten: the
     entries kept would carry its problems on, under a fresh date."""
+    return write_tuned_cases(report.cases, report.meta.chips, folder, replace=replace, specs=specs)
+
+
+def write_tuned_cases(
+    cases: Sequence[TunedCase],
+    chips: Sequence[str],
+    folder: Path,
+    *,
+    replace: bool = False,
+    specs: Mapping[str, KernelSpec] | None = None,
+) -> list[Path]:
+    """``write_tuned`` for some cases: ``tune --write`` writes each case as it is done."""
     groups: dict[tuple[str, str, str], dict[str, TunedEntry]] = {}
-    for case in report.cases:
-        for chip in report.meta.chips:
+    for case in cases:
+        for chip in chips:
             entry = _entry(case, chip)
             if entry is not None:
                 groups.setdefault((case.kernel, case.version, chip), {})[case.id] = entry

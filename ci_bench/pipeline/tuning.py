@@ -299,9 +299,11 @@ def tune_cases(
     progress: Progress,
     *,
     measure: int = 0,
+    on_case: Callable[[TunedCase], None] | None = None,
 ) -> TuneReport:
     """Every selected case of a kernel with tunables, searched (and ``measure`` > 0: its
-    top K and default timed on this machine's accelerator)."""
+    top K and default timed on this machine's accelerator). ``on_case`` gets each case as
+    it is done, so a run stopped part-way (a job's time limit) keeps what it measured."""
     import jax
 
     start = time.perf_counter()
@@ -334,6 +336,8 @@ def tune_cases(
         if measure:
             tuned = measure_top(request, spec, tunables, case, tuned, measure, progress)
         out.append(tuned)
+        if on_case is not None:
+            on_case(tuned)
         traced, reused = traced + memo.traced, reused + memo.reused
     meta = TuneMeta(
         tool_version=__version__,
