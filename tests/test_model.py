@@ -125,11 +125,12 @@ def _gla(chunk: int) -> KernelSpec:
     ("chunk", "steps", "vmem"),
     [
         # grid (B, H, T/C) = (1, 2, 4); five (64, 64) bf16 blocks padded to (64, 128) lanes
-        # (16 KiB), the TPU body's 0/1 matrices (three [1024, 64] padded to 128 lanes, one
-        # [64, 1024], two [64, 64]), 2 buffers of each, + the f32 (V, K) state: 32 KiB.
-        (64, 8, 2 * (5 * 16 + 3 * 256 + 128 + 2 * 16) * KIB + 32 * KIB),
+        # (16 KiB), the TPU body's 0/1 matrices (8-row diagonal blocks: three [512, 64]
+        # padded to 128 lanes, one [64, 512], two [64, 64]), 2 buffers of each, + the f32
+        # (V, K) state: 32 KiB.
+        (64, 8, 2 * (5 * 16 + 3 * 128 + 64 + 2 * 16) * KIB + 32 * KIB),
         # (1, 2, 8); (32, 64) blocks padded to (32, 128): 8 KiB each.
-        (32, 16, 2 * (5 * 8 + 3 * 128 + 32 + 2 * 8) * KIB + 32 * KIB),
+        (32, 16, 2 * (5 * 8 + 3 * 64 + 16 + 2 * 8) * KIB + 32 * KIB),
     ],
 )
 def test_gla_tpu_variant_reads_each_tensor_once_at_several_chunk_sizes(chunk, steps, vmem):

@@ -12,12 +12,18 @@ arithmetic is laid out as a few large operations the MXU and the vector unit tak
   gathered by 0/1 matmuls, which are exact. Their product summed over K is the block's
   score; one more 0/1 matmul puts the C·s scores in their places of the C x C score matrix.
 * **Off-diagonal blocks** factor around each sub-chunk's reference r (b just before it) as
-  the shared body does, exp(b_i - r) <= 1 and exp(r - b_j) <= 1: one C x C matmul per
-  sub-chunk, its rows kept by a mask.
+  the shared body does, exp(b_i - r) <= 1 and exp(r - b_j) <= 1: one [s, C] matmul per
+  sub-chunk (its own rows of q only), the rows concatenated.
 * The 0/1 matrices are inputs with a constant block index (copied to VMEM once per core).
   A product with one is exact: one MXU pass for bfloat16 operands, three bfloat16 pieces
   for float32 ones (``gather``); the products of real operands are the shared body's
   (bfloat16 on the MXU, float32 at HIGHEST precision).
+
+Rows per diagonal block (``DIAG``) are 8 since 0.5.0: the 0/1 gathers, most of the MXU's
+work, halve, and the off-diagonal products, one per sub-chunk, stay small. On a TPU v5e
+this and the [s, C] off-diagonal products took B1-T1024-H4-K64 from 219 to 146 µs in
+float32 and 71 to 52 µs in bfloat16 (benchmarks/tpu_gla_variants.py,
+benchmarks/data/tpu_v5e_gla_variants_2026-12-06.json).
 
 Numerically it is the shared body's algorithm (float32 accumulation, the input dtype on the
 MXU); only bfloat16 rounding of the diagonal scores moves, which the score matrix gets
@@ -32,9 +38,9 @@ import numpy as np
 
 from kernels.gla.common import F32, advance_state, dot, iota
 
-# Rows per diagonal block: the pairwise work is C·s·K per chunk, the factored one about
-# C²·K/s; 16 is the shared body's (and FLA's) secondary chunk.
-DIAG = 16
+# Rows per diagonal block: the pairwise work is C·s·K per chunk (three gathers of it in
+# float32), the factored one C·s·K per sub-chunk, C/s of them: 8 measured fastest on v5e.
+DIAG = 8
 # The 0/1 matrices, in the order ``masks`` makes them and the kernel takes them.
 MASK_NAMES = ("query", "key", "span", "place", "cum", "ref")
 
@@ -94,14 +100,17 @@ def chunk(refs: dict, st: jax.Array, *, C: int, s: int, scale: float, dtype) -> 
     # [C, C], the diagonal blocks; a bfloat16 score is rounded where a @ v would round it
     a = gather(place, (score * key.astype(F32)).astype(v.dtype))
 
-    # Off-diagonal blocks, factored around each block's reference r = b just before it.
+    # Off-diagonal blocks, factored around each block's reference r = b just before it:
+    # sub-chunk n's own rows of q against the keys before it, one [s, C] product each.
     q_r = qs * jnp.exp(b - gather(ref, g))  # exp(b_i - r) <= 1
-    rows, col, row = iota((C, C), 0), iota((C, C), 1), iota((C, g.shape[1]), 0)
+    row, col = iota((C, g.shape[1]), 0), iota((s, C), 1)
+    parts = [jnp.zeros((s, C), F32)]
     for n in range(1, C // s):
         r = jnp.sum(jnp.where(row < n * s, g.astype(F32), 0.0), axis=0, keepdims=True)
         k_r = k32 * jnp.exp(jnp.minimum(r - b, 0.0))  # exp(r - b_j) <= 1 for j < n·s
-        keep = (rows >= n * s) & (rows < (n + 1) * s) & (col < n * s)
-        a = a + jnp.where(keep, dot(q_r, k_r, (1, 1), dtype), 0.0)
+        part = dot(q_r[n * s : (n + 1) * s], k_r, (1, 1), dtype)
+        parts.append(jnp.where(col < n * s, part, 0.0))
+    a = a + jnp.concatenate(parts, axis=0)
 
     o = dot(qs * jnp.exp(b), st, (1, 1), dtype) + dot(a, v, (1, 0), dtype)
     return o, advance_state(st, k32, v, b, b_last, dtype)

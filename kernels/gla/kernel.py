@@ -4,7 +4,8 @@ Two variants, because TPU and GPU differ in how a state survives from one chunk 
 
 * ``backend="tpu"`` (Mosaic): grid (B, H, chunks), the chunk axis "arbitrary" (sequential),
   the float32 state in a VMEM scratch buffer that persists across grid steps. Its chunk body
-  is ``forward_tpu.chunk`` (0.4.0): whole-chunk operations, no loop over key columns.
+  is ``forward_tpu.chunk`` (0.4.0; 8-row diagonal blocks since 0.5.0): whole-chunk
+  operations, no loop over key columns.
 * ``backend="gpu"`` (Triton): Triton has no scratch that outlives a grid step, so the grid is
   (B, H) and an in-kernel ``fori_loop`` walks the chunks carrying the state as a loop value.
 
