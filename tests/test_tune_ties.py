@@ -7,8 +7,9 @@ import json
 
 from ci_bench.errors import ExitCode
 from ci_bench.pipeline.tune_hint import hints_of
+from ci_bench.pipeline.tuned import winner
 from ci_bench.report.tune import faster_sentence, speedup_line
-from ci_bench.schema.tune import Candidate, CandidateChip, TunedCase
+from ci_bench.schema.tune import Candidate, CandidateChip, Measured, TunedCase
 from tests.conftest import run_cli, write_project
 
 ARGS = ("tune", "--chip", "v5e", "--values", "sub_rows=8,16,64")
@@ -122,3 +123,21 @@ def test_a_default_without_a_ratio_says_why_on_the_line_that_reports_it():
     assert speedup_line(_case(ranked), "v5e") == (
         "best (128, 256): 0.8 µs vs the default (512, 512)'s 1.6 µs (2.0x by the model)"
     )
+
+
+def test_write_keeps_what_the_chip_measured_fastest_even_against_the_models_unique_best():
+    """On a TPU v5e the model's unique best for B16 128³ float32 measured 3 % slower than
+    the default, and --write kept it: the chip's measurement decides once there is one."""
+    chip = CandidateChip(fits=True, modelled_us=1.2, bound="memory", bytes=1, rank=2)
+    case = _case(chip)
+    assert winner(case, "v5e") == 0  # nothing measured: the model's best
+    timed = {"samples": 20, "device_kind": "TPU v5 lite"}
+    measured = [
+        Measured(config={"b": 128, "c": 256}, median_ms=0.00545, ratio=1.03, **timed),
+        Measured(config={"b": 512, "c": 512}, default=True, median_ms=0.00530, **timed),
+    ]
+    case = case.model_copy(update={"measured": measured})
+    assert winner(case, "v5e") == 1  # the default, measured fastest
+    assert winner(case, "v6e") is None  # not ranked for a chip it was not searched for
+    faster = [m.model_copy(update={"median_ms": 0.005}) if not m.default else m for m in measured]
+    assert winner(case.model_copy(update={"measured": faster}), "v5e") == 0
