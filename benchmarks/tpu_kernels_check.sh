@@ -9,6 +9,9 @@
 #   mm-tune-ci  the same over matmul's ci profile only (its 14 forward cases)
 #   gla-tune-ci ci-bench tune --measure 5 --write over GLA's bfloat16 ci forward cases
 #   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
+#   mm-ci     ci-bench run --profile ci --kernel matmul    (reads the tuned file if written)
+#   gla-variants  benchmarks/tpu_gla_variants.py: the forward body's variants, timed and checked
+#   model-validation  benchmarks/tpu_model_validation.py: the cost model against the chip
 #   ci-run    ci-bench run --profile ci (every kernel), to OUT/ci_N.json: N counts the runs
 #   full      ci-bench run --profile full (every kernel): what a release tag promotes
 #   benchmarks/tpu_kernels_check.sh OUT STEP...     # on the TPU host, from the repo's root
@@ -41,8 +44,12 @@ for name in "$@"; do
       cp baselines/matmul_v*.tuned.v5e.json "$out/"
     done ;;
   mm-tune-ci)
-    step 200 mm-tune-ci ci-bench tune --kernel matmul --profile ci --chip v5e --measure 4 \
+    # Tiles to 1024: the ci profile's largest dimension is 1024, and a larger tile is the
+    # same program (tiles are upper bounds). --write keeps each case as it is done.
+    sizes=128,256,512,1024
+    step 300 mm-tune-ci ci-bench tune --kernel matmul --profile ci --chip v5e --measure 4 \
       --case 'matmul/*/bfloat16' --case 'matmul/*/float32' --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/mm_tune_ci.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
   gla-tune-ci)
@@ -52,6 +59,11 @@ for name in "$@"; do
   ci-run)
     n=1; while [ -e "$out/ci_$n.json" ]; do n=$((n + 1)); done
     step 400 "ci-run-$n" ci-bench run --profile ci -o "$out/ci_$n.json" ;;
+  mm-ci) step 150 mm-ci ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json" ;;
+  gla-variants) step 200 gla-variants python benchmarks/tpu_gla_variants.py --out "$out" ;;
+  model-validation)
+    step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \
+      --deadline 170 ;;
   mm-run) step 420 mm-run ci-bench run --profile full --kernel matmul -o "$out/mm_full.json" ;;
   full) step 560 full ci-bench run --profile full -o "$out/full.json" ;;
   *) echo "unknown step $name" >&2; exit 2 ;;
