@@ -12,6 +12,7 @@ import json
 
 from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
+from kernels.matmul import VERSION
 from tests.conftest import run_cli, write_project
 from tests.harness import cli_ci
 from tests.harness.cli_ci import FAST_API, SMALL, comments, commit_all, open_pull
@@ -33,7 +34,7 @@ def test_dispatch_runs_only_the_chosen_kernels_and_profile(server, workspace):
     assert done.returncode == 0, done.stderr
     res = json.loads((workspace / "ci-bench-out" / "results.json").read_text())
     assert res["meta"]["profile"] == "smoke"
-    assert res["meta"]["kernels"] == {"matmul": "0.2.0"}
+    assert res["meta"]["kernels"] == {"matmul": VERSION}
     assert res["meta"]["settings"]["repeats"] == 2
     assert {c["kernel"] for c in res["cases"]} == {"matmul"}
     assert not [r for r in server.requests if r.method != "GET"]

@@ -9,8 +9,10 @@ This file: a tag push promotes baselines (kernel and library tags).
 from __future__ import annotations
 
 import json
+import re
 
 from ci_bench.errors import ExitCode
+from kernels.matmul import VERSION
 from tests.conftest import run_cli
 from tests.harness import cli_ci
 from tests.harness.cli_ci import RELEASE, REPO, gh
@@ -21,14 +23,14 @@ server, workspace = cli_ci.server, cli_ci.workspace
 
 
 def test_a_tag_promotes_once_and_a_rerun_changes_nothing(server, workspace):
-    env = tag_env(server, workspace, "matmul-v0.2.0")
+    env = tag_env(server, workspace, f"matmul-v{VERSION}")
     first = run_cli("ci", *RELEASE, cwd=workspace, env=env)
     assert first.returncode == 0, first.stderr
     files = server.files(REPO)
-    doc = json.loads(files["baselines/matmul_v0.2.0.json"])
-    assert doc["entries"][0]["provenance"]["tag"] == "matmul-v0.2.0"
+    doc = json.loads(files[f"baselines/matmul_v{VERSION}.json"])
+    assert doc["entries"][0]["provenance"]["tag"] == f"matmul-v{VERSION}"
     assert len(server.commits) == 1
-    assert "matmul-v0.2.0" in server.commits[0].message
+    assert f"matmul-v{VERSION}" in server.commits[0].message
     assert "cpu:cpu:" in server.commits[0].message
     again = run_cli("ci", *RELEASE, cwd=workspace, env=env)
     assert again.returncode == 0, again.stderr
@@ -38,7 +40,7 @@ def test_a_tag_promotes_once_and_a_rerun_changes_nothing(server, workspace):
 
 
 def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):
-    other = results([case("matmul/B1-M128-K128-N128/float32", version="0.2.0")])
+    other = results([case("matmul/B1-M128-K128-N128/float32", version=VERSION)])
     other = other.model_copy(
         update={
             "meta": other.meta.model_copy(
@@ -54,13 +56,13 @@ def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):
     from ci_bench.store.baselines import BaselineFile, entry_from_results
 
     entry = entry_from_results(other, "matmul", other.meta.started_at, "v0.0.9")
-    remote = render_baseline(BaselineFile(kernel="matmul", version="0.2.0", entries=[entry]))
+    remote = render_baseline(BaselineFile(kernel="matmul", version=VERSION, entries=[entry]))
     repo = gh(server).get_repo(REPO)
-    repo.create_file("baselines/matmul_v0.2.0.json", "v6e numbers", remote, branch="main")
-    server.fail_next("PUT", r"/contents/baselines/matmul_v0\.2\.0\.json$", 409)
+    repo.create_file(f"baselines/matmul_v{VERSION}.json", "v6e numbers", remote, branch="main")
+    server.fail_next("PUT", rf"/contents/baselines/matmul_v{re.escape(VERSION)}\.json$", 409)
     done = run_cli("ci", *RELEASE, cwd=workspace, env=tag_env(server, workspace, "v0.1.0"))
     assert done.returncode == 0, done.stderr
-    doc = json.loads(server.files(REPO)["baselines/matmul_v0.2.0.json"])
+    doc = json.loads(server.files(REPO)[f"baselines/matmul_v{VERSION}.json"])
     kinds = [e["device"]["device_kind"] for e in doc["entries"]]
     assert kinds == ["TPU v6 lite", "cpu"]
 
@@ -70,8 +72,8 @@ def test_promotion_through_a_pull_request(server, workspace):
     done = run_cli("ci", *RELEASE, "--promote-via", "pull-request", cwd=workspace, env=env)
     assert done.returncode == 0, done.stderr
     assert "pull request:" in done.stdout
-    assert "baselines/matmul_v0.2.0.json" in server.files(REPO, "ci-bench/baselines-v0.1.0")
-    assert "baselines/matmul_v0.2.0.json" not in server.files(REPO)
+    assert f"baselines/matmul_v{VERSION}.json" in server.files(REPO, "ci-bench/baselines-v0.1.0")
+    assert f"baselines/matmul_v{VERSION}.json" not in server.files(REPO)
     again = run_cli("ci", *RELEASE, "--promote-via", "pull-request", cwd=workspace, env=env)
     assert again.returncode == 0, again.stderr
     pulls = [r for r in server.requests if r.method == "POST" and r.path.endswith("/pulls")]
@@ -81,7 +83,7 @@ def test_promotion_through_a_pull_request(server, workspace):
 def test_a_kernel_tag_must_match_the_kernel_version(server, workspace):
     done = run_cli("ci", *RELEASE, cwd=workspace, env=tag_env(server, workspace, "matmul-v9.9.9"))
     assert done.returncode == ExitCode.USAGE
-    assert "declares version 0.2.0, not 9.9.9" in done.stderr
+    assert f"declares version {VERSION}, not 9.9.9" in done.stderr
     assert server.commits == []
 
 
@@ -91,6 +93,6 @@ def test_a_library_tag_keeps_numbers_of_kernel_versions_it_did_not_bump(server, 
     files = server.files(REPO)
     second = run_cli("ci", *RELEASE, cwd=workspace, env=tag_env(server, workspace, "v0.2.0"))
     assert second.returncode == 0, second.stderr
-    assert "unchanged: baselines/matmul_v0.2.0.json" in second.stdout
+    assert f"unchanged: baselines/matmul_v{VERSION}.json" in second.stdout
     assert len(server.commits) == 1
     assert server.files(REPO) == files

@@ -8,6 +8,7 @@ import pytest
 
 from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
+from kernels.matmul import VERSION
 from tests.conftest import run_cli
 from tests.harness.factories import V5E, case, results
 
@@ -67,7 +68,7 @@ def test_promote_twice_refuses_and_leaves_the_file_byte_identical(tmp_path, proj
         ).returncode
         == 0
     )
-    path = folder / "matmul_v0.2.0.json"
+    path = folder / f"matmul_v{VERSION}.json"
     before = path.read_bytes()
     again = run_cli("promote", str(real_results), "--baselines-dir", str(folder), cwd=project)
     assert again.returncode == ExitCode.USAGE

@@ -11,6 +11,7 @@ import pytest
 from ci_bench.errors import ExitCode
 from ci_bench.store.files import dump_model
 from ci_bench.store.history import append_local, device_file, parse_jsonl
+from kernels.matmul import VERSION
 from tests.conftest import run_cli, write_project
 from tests.harness.factories import CPU, case, results
 from tests.harness.github_server import FakeGitHub
@@ -181,7 +182,7 @@ def test_tuned_configs_beside_the_baselines_are_not_read_as_baselines(tmp_path):
     assert promoted.returncode == ExitCode.OK, promoted.stderr
     _tuned(tmp_path, {"block_m": 128, "block_k": 128, "block_n": 128})
     names = sorted(p.name for p in (tmp_path / "baselines").iterdir())
-    assert names == ["matmul_v0.1.0.json", "matmul_v0.2.0.tuned.v5e.json"]
+    assert names == ["matmul_v0.1.0.json", f"matmul_v{VERSION}.tuned.v5e.json"]
 
     shown = run_cli("history", cwd=tmp_path)
     assert shown.returncode == ExitCode.OK, shown.stderr

@@ -9,6 +9,7 @@ import pytest
 from ci_bench.errors import ExitCode
 from ci_bench.schema import RESULTS_READABLE, Results
 from ci_bench.store.files import read_model
+from kernels.matmul import VERSION
 from tests.conftest import run_cli, write_project
 
 
@@ -26,7 +27,7 @@ def test_smoke_profile_runs_validates_and_marks_unaligned_and_batched_correct(tm
     assert results.meta.complete
     assert results.meta.profile == "smoke"
     assert results.meta.settings.interpret
-    assert results.meta.kernels == {"matmul": "0.2.0"}
+    assert results.meta.kernels == {"matmul": VERSION}
     cases = {c.id: c for c in results.cases}
     assert "matmul/B1-M127-K513-N255/float32" in cases
     assert any(c.params["B"] > 1 for c in results.cases)
@@ -153,7 +154,7 @@ def test_list_prints_kernels_and_case_ids(project):
     every = run_cli("list", "--profile", "ci", cwd=project).stdout.splitlines()
     ids = [line for line in every if not line.startswith("#")]
     assert len(ids) > 4
-    assert every[0].startswith("# matmul v0.2.0")
+    assert every[0].startswith(f"# matmul v{VERSION}")
 
 
 def test_schema_command_prints_the_json_schema(project):

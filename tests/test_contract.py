@@ -13,7 +13,7 @@ from ci_bench.contract.check import spec_problems
 from ci_bench.contract.matrix import expand, profile_notes
 from ci_bench.contract.spec import MatrixProfile, SpecError, Tolerance, as_inputs
 from ci_bench.errors import ExitCode
-from kernels.matmul import SPEC
+from kernels.matmul import SPEC, VERSION
 from tests.conftest import FIXTURES, run_cli, write_project
 
 SMOKE_ONLY = dataclasses.replace(SPEC, matrix={"smoke": SPEC.matrix["smoke"]})
@@ -75,7 +75,7 @@ def test_check_spec_cli_accepts_a_file_path_and_reports_in_one_line_each(tmp_pat
         "check-spec", "kernels.matmul", str(FIXTURES / "lane_block.py"), rmsnorm, cwd=tmp_path
     )
     assert ok.returncode == 0, ok.stderr
-    assert "kernel matmul v0.2.0 ok" in ok.stdout
+    assert f"kernel matmul v{VERSION} ok" in ok.stdout
     assert "kernel lane_block v0.1.0 ok" in ok.stdout
     assert "kernel rmsnorm v0.1.0 ok (smoke, ci; 10 cases; compute unit vector)" in ok.stdout
     done = run_cli("check-spec", "bad_kernel.py", cwd=tmp_path)

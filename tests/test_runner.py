@@ -12,7 +12,7 @@ from ci_bench.measure.roofline import peak_lookup
 from ci_bench.measure.runner import run_all
 from ci_bench.measure.settings import HarnessSettings
 from ci_bench.schema import DeviceFingerprint, RunMeta, RunSettings
-from kernels.matmul import SPEC
+from kernels.matmul import SPEC, VERSION
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -25,7 +25,7 @@ def meta() -> RunMeta:
         profile="smoke",
         device=fingerprint(),
         settings=RunSettings(warmup=0, repeats=1, seed=0, interpret=True),
-        kernels={"matmul": "0.2.0"},
+        kernels={"matmul": VERSION},
     )
 
 

@@ -18,6 +18,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels.matmul import VERSION as MATMUL_VERSION  # tiny_matmul is the project's matmul
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 EVENTS = FIXTURES / "events"
@@ -25,7 +27,7 @@ EVENTS = FIXTURES / "events"
 # Where each seed lives in the project folder (its kind names the mutations that apply).
 SEED_FILES = {
     "results": "results.json",
-    "baseline": "baselines/matmul_v0.2.0.json",
+    "baseline": f"baselines/matmul_v{MATMUL_VERSION}.json",
     "report": "report.json",
     "markdown": "report.md",
     "history": "history/*.jsonl",  # the device's file, named by its identity
@@ -35,7 +37,7 @@ SEED_FILES = {
     "event": "events/pull_request.json",
     "config": "pyproject.toml",
 }
-TUNED = "baselines/matmul_v0.2.0.tuned.v5e.json"  # not a kind: read, never mutated
+TUNED = f"baselines/matmul_v{MATMUL_VERSION}.tuned.v5e.json"  # not a kind: read, never mutated
 CONFIG = """\
 [tool.ci-bench]
 kernels = ["tiny_matmul"]
