@@ -9,7 +9,7 @@ import json
 
 from ci_bench.contract.spec import Case
 from ci_bench.measure.model import analyze_case
-from ci_bench.measure.model.gpu import launch_order, occupancy
+from ci_bench.measure.model.gpuwaves import launch_order, occupancy
 from ci_bench.schema.gpus import GPUS
 from kernels.matmul import SPEC as MATMUL
 from tests.conftest import run_cli, write_project

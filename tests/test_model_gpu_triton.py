@@ -123,7 +123,7 @@ def test_gla_gpu_branch_is_triton_within_each_gpus_shared_memory():
 def test_the_busiest_sm_is_a_lower_bound_on_any_schedule():
     """133 equal programs on 132 SMs: one SM runs two. Unequal ones: no SM can finish
     before the largest program, nor before its share of the total."""
-    from ci_bench.measure.model.gpu import busiest_sm
+    from ci_bench.measure.model.gpuwaves import busiest_sm
 
     assert busiest_sm(np.full(133, 5.0), 132) == 10.0
     assert busiest_sm(np.array([10.0, 1.0, 1.0]), 2) == 10.0

@@ -13,11 +13,12 @@ operations (vector.py).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ci_bench.measure.model.dma import EDGE_NOTE, copy_shape
+from ci_bench.measure.model.dma import dma_cost, memory_space, outer_semaphore, semaphore
 from ci_bench.measure.model.gridvalues import (
     TAKEN,
     Env,
@@ -123,60 +124,6 @@ def _precision_name(precision: Any) -> str:
     return max(known, key=order.index) if known else "DEFAULT"
 
 
-def _memory_space(aval: Any) -> str:
-    space = getattr(aval, "memory_space", None)
-    if space is None and hasattr(aval, "ref"):
-        space = getattr(aval.ref, "memory_space", None)
-    return str(space).lower() if space is not None else "default"
-
-
-def _dma_cost(eqn: Any) -> StepCost:
-    from jax._src.pallas.mosaic.primitives import _dma_unflatten
-
-    src, dst, *_ = _dma_unflatten(eqn.params["tree"], [v.aval for v in eqn.invars])
-    cost = StepCost()
-    dtype = getattr(dst, "dtype", None)
-    shape, bounded = copy_shape(src, dst)
-    if bounded:
-        cost.notes.append(EDGE_NOTE)
-    if dtype is None or shape is None or not all(isinstance(d, int) for d in shape):
-        cost.not_modelled.append("a manual DMA of dynamic size")
-        return cost
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-    src_hbm = any(s in _memory_space(src) for s in ("any", "hbm"))
-    dst_hbm = any(s in _memory_space(dst) for s in ("any", "hbm"))
-    if src_hbm and not dst_hbm:
-        cost.dma_read_bytes = nbytes
-    elif dst_hbm and not src_hbm:
-        cost.dma_write_bytes = nbytes
-    elif src_hbm and dst_hbm:
-        cost.dma_read_bytes = cost.dma_write_bytes = nbytes
-    cost.notes.append("manual DMAs counted at their static sizes")
-    return cost
-
-
-def _semaphore(eqn: Any) -> tuple | None:
-    """The semaphore a ``dma_start`` signals or a ``dma_wait`` waits on, as its atoms (the
-    ref and its indices: a start and its wait share them); None when unreadable."""
-    try:
-        from jax._src.pallas.mosaic.primitives import _dma_tree_leaves, _dma_unflatten
-
-        avals = [v.aval for v in eqn.invars]
-        src, dst, sem, *_ = _dma_unflatten(eqn.params["tree"], avals)
-        start = len(_dma_tree_leaves(src)) + len(_dma_tree_leaves(dst))
-        count = len(_dma_tree_leaves(sem))
-    except Exception:  # jax internals moved: no copy is taken as exposed
-        return None
-    atoms = eqn.invars[start : start + count]
-    return tuple(("literal", a.val) if hasattr(a, "val") else a for a in atoms) or None
-
-
-def _outer(key: tuple, inner: Any, operands: Any) -> tuple:
-    """A branch's semaphore atoms as the body around it names them."""
-    names = dict(zip(inner.invars, operands, strict=False))
-    return tuple(names.get(a, a) if not isinstance(a, tuple) else a for a in key)
-
-
 def fori_trip_count(eqn: Any) -> int | None:
     """A ``while`` from ``fori_loop(lo, hi, ...)`` with literal bounds: hi - lo; else None."""
     from jax.extend import core as jcore
@@ -277,105 +224,169 @@ def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
     """``step_cost``, one equation at a time. A copy waited on with no work issued since it
     started is exposed (``StepCost.exposed_dma_bytes``); one started in a conditional after
     the branch's work is followed into the body around it."""
-    total = StepCost()
-    started: dict[tuple, tuple[float, float]] = {}  # semaphore -> (bytes, work at start)
+    walk = _Walk(jaxpr, grid, env)
     for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name == "dot_general":
-            total.add(_dot_cost(eqn))
-        elif name == "dma_start":
-            copy = _dma_cost(eqn)
-            total.add(copy)
-            if (key := _semaphore(eqn)) is not None:
-                started[key] = (copy.dma_read_bytes + copy.dma_write_bytes, total.work())
-        elif name == "dma_wait":
-            key = _semaphore(eqn)
-            copy = started.pop(key, None) if key is not None else None
-            if copy is not None and total.work() == copy[1]:
-                total.exposed_dma_bytes += copy[0]
-        elif name == "cond" and (masks := branch_masks(jaxpr, eqn, grid, env)) is not None:
-            reach = max(int(sum(m.sum() for m in masks)), 1)
-            tails: dict[tuple, float] = {}
-            for mask, branch in zip(masks, eqn.params["branches"], strict=True):
-                if not mask.any():
-                    continue
-                known = _carried(jaxpr, eqn, branch.jaxpr, grid, env, mask)
-                cost = step_cost(branch.jaxpr, grid, known)
-                share = float(mask.sum()) / reach
-                total.add_share(cost, share)
-                for key, nbytes in cost.tail_copies.items():
-                    outer = _outer(key, branch.jaxpr, eqn.invars[1:])
-                    tails[outer] = tails.get(outer, 0.0) + nbytes * share
-            started.update({key: (nbytes, total.work()) for key, nbytes in tails.items()})
-            note = "pl.when on program ids: each branch counted at the steps it runs"
-            if note not in total.notes:
-                total.notes.append(note)
-        elif name == "cond":
-            costs = [step_cost(b.jaxpr) for b in eqn.params["branches"]]
-            at = max(range(len(costs)), key=lambda i: costs[i].weight())
-            worst = costs[at]
-            if any(b.weight() != worst.weight() for b in costs):
-                worst.notes.append("a conditional in the body: its costliest branch counted")
-            total.add(worst)
-            inner = eqn.params["branches"][at].jaxpr
-            for key, nbytes in worst.tail_copies.items():
-                started[_outer(key, inner, eqn.invars[1:])] = (nbytes, total.work())
-        elif name == "scan":
-            from ci_bench.measure.model.loops import simulate_scan
-
-            simulated = simulate_scan(eqn, step_cost) or _scan_over_grid(jaxpr, eqn, grid, env)
-            if simulated is not None:
-                total.add(simulated)
-            else:
-                total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
-        elif (
-            name == "while"
-            and fori_trip_count(eqn) is None
-            and (simulated := _simulated_while(jaxpr, eqn, grid, env)) is not None
-        ):
-            total.add(simulated)
-        elif (
-            name == "while"
-            and fori_trip_count(eqn) is None
-            and (mean := _mean_trips(jaxpr, eqn, grid, env)) is not None
-        ):
-            body = step_cost(eqn.params["body_jaxpr"].jaxpr)
-            total.add_share(body, mean)
-            note = "a while loop's trip count read from the case's inputs at every grid step"
-            if note not in total.notes:
-                total.notes.append(note)
-        elif name == "while":
-            trips = fori_trip_count(eqn)
-            body = step_cost(eqn.params["body_jaxpr"].jaxpr)
-            if trips is None:
-                if body.weight():
-                    body.not_modelled.append("a while loop with a dynamic trip count in the body")
-                trips = 1
-            total.add(body, trips)
-        elif name == "run_scoped":
-            inner = eqn.params["jaxpr"]
-            scoped = sum(
-                padded_bytes(tuple(v.aval.shape), np.dtype(v.aval.dtype).itemsize)
-                for v in inner.invars
-                if "vmem" in _memory_space(v.aval) and hasattr(v.aval, "dtype")
-            )
-            # run_scoped binds its operands to the inner jaxpr's constvars: their values
-            # at every grid step carry in (a program id an emit_pipeline's index map reads).
-            known = {
-                inside: found
-                for inside, outside in zip(inner.constvars, eqn.invars, strict=False)
-                if (found := grid_values(jaxpr, eqn, outside, grid, env)) is not None
-            }
-            if env and TAKEN in env:
-                known[TAKEN] = env[TAKEN]
-            cost = step_cost(inner, grid, known)
-            cost.scoped_vmem_bytes += scoped
-            total.add(cost)
-        else:
-            subs = _sub_jaxprs(eqn)
-            for sub in subs:
-                total.add(step_cost(sub))
-            if not subs:
-                total.add(_vector_cost(eqn))
-    total.tail_copies = {k: b for k, (b, at) in started.items() if total.work() == at}
+        _HANDLERS.get(eqn.primitive.name, _other)(walk, eqn)
+    total = walk.total
+    total.tail_copies = {k: b for k, (b, at) in walk.started.items() if total.work() == at}
     return total
+
+
+@dataclass
+class _Walk:
+    """A body walk in progress: the grid and known values its equations are read against,
+    what they cost so far, and the copies started and not yet waited on (their semaphore ->
+    bytes, and the work issued when they started: a wait with none since is exposed)."""
+
+    jaxpr: Any
+    grid: tuple[int, ...]
+    env: Env | None
+    total: StepCost = field(default_factory=StepCost)
+    started: dict[tuple, tuple[float, float]] = field(default_factory=dict)
+
+    def note(self, note: str) -> None:
+        """A note on the whole body, said once."""
+        if note not in self.total.notes:
+            self.total.notes.append(note)
+
+
+def _dot(walk: _Walk, eqn: Any) -> None:
+    walk.total.add(_dot_cost(eqn))
+
+
+def _dma_start(walk: _Walk, eqn: Any) -> None:
+    """A copy's bytes, and when it started (a wait with no work since then is exposed)."""
+    copy = dma_cost(eqn)
+    walk.total.add(copy)
+    if (key := semaphore(eqn)) is not None:
+        walk.started[key] = (copy.dma_read_bytes + copy.dma_write_bytes, walk.total.work())
+
+
+def _dma_wait(walk: _Walk, eqn: Any) -> None:
+    """A wait for a copy no work was issued behind: its bytes are exposed."""
+    key = semaphore(eqn)
+    copy = walk.started.pop(key, None) if key is not None else None
+    if copy is not None and walk.total.work() == copy[1]:
+        walk.total.exposed_dma_bytes += copy[0]
+
+
+def _cond(walk: _Walk, eqn: Any) -> None:
+    """A conditional: on program ids, each branch at the steps it runs; else the costliest."""
+    masks = branch_masks(walk.jaxpr, eqn, walk.grid, walk.env)
+    if masks is not None:
+        _cond_on_grid(walk, eqn, masks)
+    else:
+        _cond_costliest(walk, eqn)
+
+
+def _cond_on_grid(walk: _Walk, eqn: Any, masks: list[np.ndarray]) -> None:
+    """Each branch's mean cost over the steps that reach it; the copies a branch leaves in
+    flight are followed in the body around it, weighted alike."""
+    total, grid = walk.total, walk.grid
+    reach = max(int(sum(m.sum() for m in masks)), 1)
+    tails: dict[tuple, float] = {}
+    for mask, branch in zip(masks, eqn.params["branches"], strict=True):
+        if not mask.any():
+            continue
+        known = _carried(walk.jaxpr, eqn, branch.jaxpr, grid, walk.env, mask)
+        cost = step_cost(branch.jaxpr, grid, known)
+        share = float(mask.sum()) / reach
+        total.add_share(cost, share)
+        for key, nbytes in cost.tail_copies.items():
+            outer = outer_semaphore(key, branch.jaxpr, eqn.invars[1:])
+            tails[outer] = tails.get(outer, 0.0) + nbytes * share
+    walk.started.update({key: (nbytes, total.work()) for key, nbytes in tails.items()})
+    walk.note("pl.when on program ids: each branch counted at the steps it runs")
+
+
+def _cond_costliest(walk: _Walk, eqn: Any) -> None:
+    """A conditional the grid does not decide: its costliest branch, and the copies that
+    branch leaves in flight."""
+    costs = [step_cost(b.jaxpr) for b in eqn.params["branches"]]
+    at = max(range(len(costs)), key=lambda i: costs[i].weight())
+    worst = costs[at]
+    if any(b.weight() != worst.weight() for b in costs):
+        worst.notes.append("a conditional in the body: its costliest branch counted")
+    walk.total.add(worst)
+    inner = eqn.params["branches"][at].jaxpr
+    for key, nbytes in worst.tail_copies.items():
+        walk.started[outer_semaphore(key, inner, eqn.invars[1:])] = (nbytes, walk.total.work())
+
+
+def _scan(walk: _Walk, eqn: Any) -> None:
+    """A scan run iteration by iteration where it can be, else its body times its length."""
+    from ci_bench.measure.model.loops import simulate_scan
+
+    simulated = simulate_scan(eqn, step_cost) or _scan_over_grid(
+        walk.jaxpr, eqn, walk.grid, walk.env
+    )
+    if simulated is not None:
+        walk.total.add(simulated)
+    else:
+        walk.total.add(step_cost(eqn.params["jaxpr"].jaxpr), eqn.params["length"])
+
+
+def _while(walk: _Walk, eqn: Any) -> None:
+    """A ``fori_loop`` with literal bounds: its body times its trips. Any other while: run
+    iteration by iteration where the known values allow it, else its mean trip count read
+    at every grid step, else its body once (and said so)."""
+    if fori_trip_count(eqn) is None:
+        simulated = _simulated_while(walk.jaxpr, eqn, walk.grid, walk.env)
+        if simulated is not None:
+            walk.total.add(simulated)
+            return
+        mean = _mean_trips(walk.jaxpr, eqn, walk.grid, walk.env)
+        if mean is not None:
+            walk.total.add_share(step_cost(eqn.params["body_jaxpr"].jaxpr), mean)
+            walk.note("a while loop's trip count read from the case's inputs at every grid step")
+            return
+    trips = fori_trip_count(eqn)
+    body = step_cost(eqn.params["body_jaxpr"].jaxpr)
+    if trips is None:
+        if body.weight():
+            body.not_modelled.append("a while loop with a dynamic trip count in the body")
+        trips = 1
+    walk.total.add(body, trips)
+
+
+def _run_scoped(walk: _Walk, eqn: Any) -> None:
+    """The scoped body, its VMEM allocations added to the step's."""
+    inner = eqn.params["jaxpr"]
+    scoped = sum(
+        padded_bytes(tuple(v.aval.shape), np.dtype(v.aval.dtype).itemsize)
+        for v in inner.invars
+        if "vmem" in memory_space(v.aval) and hasattr(v.aval, "dtype")
+    )
+    # run_scoped binds its operands to the inner jaxpr's constvars: their values at every
+    # grid step carry in (a program id an emit_pipeline's index map reads).
+    known = {
+        inside: found
+        for inside, outside in zip(inner.constvars, eqn.invars, strict=False)
+        if (found := grid_values(walk.jaxpr, eqn, outside, walk.grid, walk.env)) is not None
+    }
+    if walk.env and TAKEN in walk.env:
+        known[TAKEN] = walk.env[TAKEN]
+    cost = step_cost(inner, walk.grid, known)
+    cost.scoped_vmem_bytes += scoped
+    walk.total.add(cost)
+
+
+def _other(walk: _Walk, eqn: Any) -> None:
+    """Any other equation: the jaxprs inside it, or its own vector work."""
+    subs = _sub_jaxprs(eqn)
+    for sub in subs:
+        walk.total.add(step_cost(sub))
+    if not subs:
+        walk.total.add(_vector_cost(eqn))
+
+
+# The equations a body walk reads by their primitive's name (``_other`` reads the rest).
+_HANDLERS = {
+    "dot_general": _dot,
+    "dma_start": _dma_start,
+    "dma_wait": _dma_wait,
+    "cond": _cond,
+    "scan": _scan,
+    "while": _while,
+    "run_scoped": _run_scoped,
+}

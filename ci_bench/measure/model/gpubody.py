@@ -121,7 +121,9 @@ def _dot(eqn: Any, loaded: set[Any], in_loop: bool) -> GpuWork:
     return work
 
 
-# What a loaded operand may pass through on its way to a dot and stay a staged load.
+# A ref's loads, and what a loaded operand may pass through on its way to a dot and stay a
+# staged load.
+_LOADS = ("get", "load", "masked_load")
 _PASS_THROUGH = ("convert_element_type", "transpose", "reshape", "broadcast_in_dim")
 
 
@@ -138,50 +140,75 @@ def _is_one(atom: Any) -> bool:
 def gpu_work(jaxpr: Any, in_loop: bool = False) -> GpuWork:
     """The work of one execution of ``jaxpr`` (a kernel body, or part of one)."""
     total = GpuWork()
-    dots: set[Any] = set()
-    loaded: set[Any] = set()
+    dots: set[Any] = set()  # a dot's result, or a value the MMA makes of it for free
+    loaded: set[Any] = set()  # loaded from a ref, or passed through on its way to a dot
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        passes = name in _PASS_THROUGH and any(
-            not hasattr(v, "val") and v in loaded for v in eqn.invars
-        )
-        if name in ("get", "load", "masked_load") or passes:
+        if name in _LOADS or (name in _PASS_THROUGH and _reads(eqn, loaded)):
             loaded |= set(eqn.outvars)
         if name == "dot_general":
             total.add(_dot(eqn, loaded, in_loop))
             dots |= set(eqn.outvars)
-        elif name == "mul" and any(_is_one(v) for v in eqn.invars):
-            # x * 1 is folded by the compiler (exact in IEEE arithmetic): no instruction.
-            if any(not hasattr(v, "val") and v in dots for v in eqn.invars):
+        elif _folded(eqn, dots):
+            if _reads(eqn, dots):
                 dots |= set(eqn.outvars)
-        elif name in ("add", "sub") and any(
-            not hasattr(v, "val") and v in dots for v in eqn.invars
-        ):
-            dots |= set(eqn.outvars)  # the accumulator: folded into the MMA
-        elif name == "while":
-            trips = fori_trip_count(eqn)
-            body = gpu_work(eqn.params["body_jaxpr"].jaxpr, in_loop=True)
-            if trips is None:
-                if body.flops or body.element_ops:
-                    body.not_modelled.append("a while loop with a dynamic trip count in the body")
-                trips = 1
-            total.add(body, trips)
-        elif name == "scan":
-            total.add(gpu_work(eqn.params["jaxpr"].jaxpr, in_loop=True), eqn.params["length"])
-        elif name == "cond":
-            branches = [gpu_work(b.jaxpr, in_loop) for b in eqn.params["branches"]]
-            total.add(max(branches, key=lambda w: (w.flops, w.element_ops)))
-        elif (subs := _subs(eqn)) and name not in _FREE:
-            for sub in subs:
-                total.add(gpu_work(sub, in_loop))
-        elif name in _FREE or not eqn.outvars:
-            continue
         else:
-            size = float(sum(math.prod(getattr(v.aval, "shape", ())) for v in eqn.outvars))
-            if name.startswith("reduce_") or name.startswith("cum") or name == "argmax":
-                size = float(sum(math.prod(getattr(v.aval, "shape", ())) for v in eqn.invars))
-            if name in _TRANSCENDENTAL:
-                total.transcendental_ops += size
-            else:
-                total.element_ops += size
+            _add_work(total, eqn, in_loop)
     return total
+
+
+def _reads(eqn: Any, values: set[Any]) -> bool:
+    """Whether the equation takes one of ``values`` (a variable, not a literal)."""
+    return any(not hasattr(v, "val") and v in values for v in eqn.invars)
+
+
+def _folded(eqn: Any, dots: set[Any]) -> bool:
+    """No instruction of its own: ``x * 1`` (the compiler folds it, exact in IEEE
+    arithmetic), or an add to a dot's result (the accumulator, folded into the MMA)."""
+    name = eqn.primitive.name
+    if name == "mul":
+        return any(_is_one(v) for v in eqn.invars)
+    return name in ("add", "sub") and _reads(eqn, dots)
+
+
+def _add_work(total: GpuWork, eqn: Any, in_loop: bool) -> None:
+    """An equation's work other than a dot's, added to ``total``: a loop's body times its
+    trips, a cond's costliest branch, the jaxprs inside it, or its elementwise results."""
+    name = eqn.primitive.name
+    if name == "while":
+        total.add(*_while_work(eqn))
+    elif name == "scan":
+        total.add(gpu_work(eqn.params["jaxpr"].jaxpr, in_loop=True), eqn.params["length"])
+    elif name == "cond":
+        branches = [gpu_work(b.jaxpr, in_loop) for b in eqn.params["branches"]]
+        total.add(max(branches, key=lambda w: (w.flops, w.element_ops)))
+    elif (subs := _subs(eqn)) and name not in _FREE:
+        for sub in subs:
+            total.add(gpu_work(sub, in_loop))
+    elif name not in _FREE and eqn.outvars:
+        _add_elementwise(total, eqn)
+
+
+def _while_work(eqn: Any) -> tuple[GpuWork, int]:
+    """A while's body and its static trip count; a dynamic one counts the body once, and
+    says so when the body does work."""
+    trips = fori_trip_count(eqn)
+    body = gpu_work(eqn.params["body_jaxpr"].jaxpr, in_loop=True)
+    if trips is None:
+        if body.flops or body.element_ops:
+            body.not_modelled.append("a while loop with a dynamic trip count in the body")
+        trips = 1
+    return body, trips
+
+
+def _add_elementwise(total: GpuWork, eqn: Any) -> None:
+    """One result per element: of the output, or of the input for a reduction or scan;
+    transcendental ones (the SFUs') apart."""
+    name = eqn.primitive.name
+    reduces = name.startswith(("reduce_", "cum")) or name == "argmax"
+    counted = eqn.invars if reduces else eqn.outvars
+    size = float(sum(math.prod(getattr(v.aval, "shape", ())) for v in counted))
+    if name in _TRANSCENDENTAL:
+        total.transcendental_ops += size
+    else:
+        total.element_ops += size
