@@ -312,6 +312,76 @@ def test_analyze_base_judges_a_tiling_change_against_the_base_ref_exactly(tmp_pa
     assert len(worktrees.strip().splitlines()) == 1
 
 
+PW = """
+import dataclasses, functools
+from sub_block_kernel import SPEC as SUB_BLOCK, double
+SPEC = dataclasses.replace(
+    SUB_BLOCK, name="pw", tunables=None,
+    pallas=functools.partial(double, block_rows={rows}, dynamic=True),
+)
+"""
+
+
+def test_analyze_base_compares_a_partial_case_by_its_structure_alone(tmp_path):
+    """A partial model has no time, but its grid steps, HBM bytes and VMEM are known (lower
+    bounds): against the base they are compared and said to be structural only, never
+    judged (``pass``, exit code untouched); unchanged, it says so; a whole case beside it
+    is judged by its time as before."""
+    write_project(tmp_path, ["pw", "mm"])
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "config", "user.email", "t@example.com")
+    git(tmp_path, "config", "user.name", "t")
+    (tmp_path / "pw.py").write_text(PW.format(rows=128))
+    (tmp_path / "mm.py").write_text(MM.format(blocks="128, 128, 128"))
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "128-row blocks")
+    (tmp_path / "pw.py").write_text(PW.format(rows=256))  # half the steps, twice the VMEM
+    git(tmp_path, "commit", "-q", "-am", "256-row blocks")
+    args = ("analyze", "--chip", "v5e", "-q")
+    done = run_cli(*args, "--base", "HEAD~1", "--format", "json", cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["verdict"] == "partial"
+    by_kernel = {c["kernel"]: c for c in doc["cases"]}
+    pw = by_kernel["pw"]
+    assert pw["status"] == "partial"
+    against = pw["against"]
+    assert against["verdict"] == "pass"  # never judged
+    assert (against["time_change"], against["chip"], against["chips"]) == (None, None, {})
+    # R = 1024 float32 rows of 128: 8 steps of 128 rows against 4 of 256; each block 64 KiB
+    # at 128 rows, two buffers of the input and of the output; every byte read once.
+    assert (against["grid_steps"], against["steps_ratio"]) == (-4, 0.5)
+    assert (against["vmem_bytes"], against["hbm_bytes"], against["hbm_ratio"]) == (
+        256 * KIB,
+        0,
+        1.0,
+    )
+    assert against["reason"] == (
+        "structural only (partial model on both sides: a while loop with a dynamic trip "
+        "count in the body; no time judged, its figures are lower bounds): steps x0.50, "
+        "VMEM +256 KiB"
+    )
+    whole = by_kernel["mm"]["against"]  # a whole model: judged by its time, as before
+    assert whole["verdict"] == "pass"
+    assert whole["chips"]["v5e"]["change"] == 0.0
+    assert whole["reason"] == "modelled +0.0% on v5e, within ±5%"
+    table = run_cli(*args, "--base", "HEAD~1", cwd=tmp_path)
+    assert table.returncode == ExitCode.OK, table.stderr
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("pw/")]
+    assert "partial model, no modelled time" in row
+    assert row.rstrip().endswith("structural only: steps x0.50, VMEM +256 KiB")
+    assert "µs" not in row
+    assert "%" not in row  # no time change
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("mm/")]
+    assert row.rstrip().endswith("pass: modelled +0.0% on v5e, within ±5%")
+    same = run_cli(*args, "--base", "HEAD", "--format", "json", cwd=tmp_path)
+    assert same.returncode == ExitCode.OK, same.stderr
+    pw = {c["kernel"]: c for c in json.loads(same.stdout)["cases"]}["pw"]
+    assert pw["against"]["verdict"] == "pass"
+    assert pw["against"]["reason"].endswith("lower bounds): no structural change")
+    assert (pw["against"]["grid_steps"], pw["against"]["vmem_bytes"]) == (0, 0)
+
+
 def test_a_huge_shape_is_refused_in_one_line_never_allocated(tmp_path):
     # 262144³: 128 GiB per operand and 67 million grid steps in matmul's default tiles. The
     # trace is abstract; the per-step index maps are refused past the model's budget

@@ -290,30 +290,142 @@ def test_the_pr_comment_shows_model_improvements_partial_models_and_host_errors(
     assert "❌" not in text  # a host failure is never a red mark
 
 
-def test_a_partial_model_shows_no_time_and_no_verdict_only_its_reason():
-    from ci_bench.report.comment import markdown_report
-
-    whole = model_of(128)
-    partial = whole.model_copy(
+def _partial(model):
+    return model.model_copy(
         update={
             "status": "partial",
             "reason": "partial model, no modelled time: a while loop with a dynamic trip count",
             "not_modelled": ["a while loop with a dynamic trip count"],
         }
     )
-    # Against a whole base model 2x slower, the partial head would look "improved": it is
-    # never judged, and structural can neither pass nor fail on it.
-    assert judge_model(partial, model_of(64), CHIPS, Thresholds()) is None
-    assert judge_model(model_of(64), partial, CHIPS, Thresholds()) is None
+
+
+def test_a_partial_model_is_compared_by_its_structure_alone_never_by_time():
+    """Against a whole base model 2x slower, the partial head would look "improved": its
+    time is never judged, and structural can neither pass nor fail on it; its grid steps,
+    HBM bytes and VMEM are known (lower bounds) and compared, said to be structural only."""
+    partial = _partial(model_of(128))
+    change = judge_model(partial, model_of(64), CHIPS, Thresholds())
+    assert change is not None
+    assert change.verdict == "pass"
+    assert (change.time_change, change.chip, change.chips) == (None, None, {})
+    assert (change.grid_steps, change.steps_ratio) == (-64, 0.5)
+    assert change.hbm_bytes == -2 * 1024 * 1024
+    assert change.vmem_bytes == 96 * 1024
+    assert change.reason == (
+        "structural only (partial model in this run: a while loop with a dynamic trip count; "
+        "no time judged, its figures are lower bounds): HBM x0.69, steps x0.50, VMEM +96 KiB"
+    )
+    back = judge_model(model_of(64), partial, CHIPS, Thresholds())
+    assert back is not None
+    assert back.verdict == "pass"
+    assert back.time_change is None
+    assert back.reason.startswith("structural only (partial model in the reference: a while")
+    assert back.reason.endswith("): HBM x1.44, steps x2.00, VMEM -96 KiB")
+    same = judge_model(partial, partial, CHIPS, Thresholds())
+    assert same is not None
+    assert same.reason == (
+        "structural only (partial model on both sides: a while loop with a dynamic trip "
+        "count; no time judged, its figures are lower bounds): no structural change"
+    )
+    assert (same.hbm_bytes, same.grid_steps, same.vmem_bytes) == (0, 0, 0)
+    # A side not modelled at all, or no chip in common: nothing to compare.
+    from ci_bench.schema.model import not_modelled
+
+    assert judge_model(partial, not_modelled("x"), CHIPS, Thresholds()) is None
+    assert judge_model(partial, model_of(64), ["v4"], Thresholds()) is None
+
+
+def test_the_pr_comment_shows_a_partial_cases_structure_and_never_a_time():
+    """compare (and so the PR comment): a partial head against a whole baseline model, or
+    against a partial one, is shown by its structure alone, under the partial heading."""
+    from ci_bench.report.comment import markdown_report
+
+    partial = _partial(model_of(128))
     base = with_model(case(CID, 1.0), model_of(64))
     run = results([with_model(case(CID, 1.0), partial)], profile="ci")
     report = compare(run, {"matmul": baseline_of([base])}, Thresholds(), FailPolicy())
     (row,) = report.cases
-    assert row.model is None
+    assert row.model is not None
+    assert (row.model.verdict, row.model.time_change) == ("pass", None)
+    assert row.model.reason.startswith("structural only (partial model in this run")
+    assert report.exit_code == 0
+    assert report.counts.get("model-structural", 0) == 0
     text = markdown_report(report)
     assert "#### Partial cost model (no modelled time, not judged)" in text
-    assert "a while loop with a dynamic trip count" in text
+    assert (
+        f"- `{CID}`: partial model, no modelled time: a while loop with a dynamic trip count; "
+        "structural only: HBM x0.69, steps x0.50, VMEM +96 KiB against the reference"
+    ) in text
+    assert "| partial  |" in text  # the model column: no time
     assert "Structural" not in text
+    assert "improved" not in text
+    # A partial baseline model (the A/B's base side is one too) is the reference when no
+    # whole one is: compared by structure.
+    base = with_model(case(CID, 1.0), _partial(model_of(64)))
+    report = compare(run, {"matmul": baseline_of([base])}, Thresholds(), FailPolicy())
+    (row,) = report.cases
+    assert row.model is not None
+    assert row.model.time_change is None
+    assert row.model.reason.startswith("structural only (partial model on both sides: a while")
+    assert "structural only: HBM x0.69, steps x0.50" in markdown_report(report)
+
+
+def test_the_lowering_section_shows_analyze_bases_structural_only_comparisons():
+    """The pull request's lowering section (``analyze --base``'s markdown): a partial case
+    says why and its structure against the base, a whole case against a partial base model
+    what that comparison says; neither shows a time nor counts as a change."""
+    from ci_bench.report.sticky import lowering_section
+    from ci_bench.schema.analysis import Analysis, AnalysisMeta, AnalyzedCase
+    from ci_bench.schema.lowering import LoweringMeta, LoweringResults
+
+    partial = _partial(model_of(128))
+    head = AnalyzedCase(
+        **partial.model_dump(),
+        id=CID,
+        kernel="matmul",
+        version="0.1.0",
+        against=judge_model(partial, model_of(64), CHIPS, Thresholds()),
+    )
+    whole = AnalyzedCase(
+        **model_of(64).model_dump(),
+        id=CID + "/backward",
+        kernel="matmul",
+        version="0.1.0",
+        against=judge_model(model_of(64), partial, CHIPS, Thresholds()),
+    )
+    meta = AnalysisMeta(
+        tool_version="0", jax="0", profile="ci", chips=CHIPS, seed=42, base_ref="main"
+    )
+    analysis = Analysis(verdict="partial", exit_code=0, meta=meta, cases=[head, whole])
+    lowering = LoweringResults(
+        meta=LoweringMeta(
+            tool_version="0",
+            started_at=datetime(2026, 10, 1, tzinfo=UTC),
+            platform="tpu",
+            profile="ci",
+            jax="0",
+            jaxlib="0",
+            kernels={"matmul": "0.1.0"},
+        ),
+        cases=[],
+    )
+    text = lowering_section(lowering, None, "abc", "https://x", analysis=analysis)
+    assert "⚠️ 2 cases with a partial model (no modelled time, not judged):" in text
+    assert (
+        f"- `{CID}`: partial model, no modelled time: a while loop with a dynamic trip count; "
+        "structural only: HBM x0.69, steps x0.50, VMEM +96 KiB against main"
+    ) in text
+    assert (
+        f"- `{CID}/backward`: structural only (partial model in the reference: a while loop "
+        "with a dynamic trip count; no time judged, its figures are lower bounds): HBM x1.44, "
+        "steps x2.00, VMEM -96 KiB"
+    ) in text
+    # Their structure moved: never "no structural change" for every case.
+    assert "✅ no structural change by the cost model against main in the wholly modelled" in text
+    assert "modelled" not in text.replace("no modelled time", "").replace("wholly modelled", "")
+    assert "📐" not in text
+    assert "🚀" not in text
 
 
 def test_a_modelled_change_past_the_largest_float_is_stored_finite():

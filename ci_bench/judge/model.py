@@ -109,10 +109,11 @@ def judge_model(
     t: Thresholds,
 ) -> ModelChange | None:
     """Current against reference on the target chips; None when either is not modelled or
-    they share no chip."""
+    they share no chip. A partial model on either side is compared by its structure alone
+    (``_structural_only``): never judged, ``pass``."""
     head, base = modelled(current), modelled(reference)
     if head is None or base is None:
-        return None
+        return _structural_only(current, reference, chips)
     common = [c for c in chips if c in head.chips and c in base.chips]
     if not common:
         return None
@@ -127,18 +128,7 @@ def judge_model(
         )
     worst = max(common, key=lambda c: changes[c].change)
     best = min(common, key=lambda c: changes[c].change)
-    hbm_ratio = _finite(head.hbm_bytes, base.hbm_bytes) if base.hbm_bytes else None
-    steps_ratio = _finite(head.grid_steps, base.grid_steps) if base.grid_steps else None
-    dv = (head.vmem_bytes or 0) - (base.vmem_bytes or 0)
-    detail = ", ".join(
-        part
-        for part in (
-            f"HBM x{hbm_ratio:.2f}" if hbm_ratio is not None and hbm_ratio != 1 else "",
-            f"steps x{steps_ratio:.2f}" if steps_ratio is not None and steps_ratio != 1 else "",
-            f"VMEM {_size(dv)}" if dv else "",
-        )
-        if part
-    )
+    figures, detail = _structure(head, base)
     detail = f" ({detail})" if detail else ""
     if changes[worst].change > t.model_slowdown:
         chosen, verdict = worst, "structural"
@@ -155,13 +145,100 @@ def judge_model(
         reason=reason,
         chip=chosen,
         time_change=changes[chosen].change,
-        hbm_bytes=(head.hbm_bytes or 0) - (base.hbm_bytes or 0),
-        grid_steps=(head.grid_steps or 0) - (base.grid_steps or 0),
-        vmem_bytes=dv,
-        hbm_ratio=hbm_ratio,
-        steps_ratio=steps_ratio,
         chips=changes,
+        **figures,
     )
+
+
+def _structure(head: CaseModel, base: CaseModel) -> tuple[dict, str]:
+    """What the grid moved, head against base: ``ModelChange``'s byte, step and VMEM fields,
+    and the same said briefly (``structure_detail``)."""
+    hbm_ratio = _finite(head.hbm_bytes, base.hbm_bytes) if base.hbm_bytes else None
+    steps_ratio = _finite(head.grid_steps, base.grid_steps) if base.grid_steps else None
+    dv = (head.vmem_bytes or 0) - (base.vmem_bytes or 0)
+    figures = {
+        "hbm_bytes": (head.hbm_bytes or 0) - (base.hbm_bytes or 0),
+        "grid_steps": (head.grid_steps or 0) - (base.grid_steps or 0),
+        "vmem_bytes": dv,
+        "hbm_ratio": hbm_ratio,
+        "steps_ratio": steps_ratio,
+    }
+    return figures, structure_detail(hbm_ratio, steps_ratio, dv)
+
+
+def structure_detail(hbm_ratio: float | None, steps_ratio: float | None, vmem_bytes: int) -> str:
+    """A model change's structure said briefly: ``HBM x1.44, steps x2.00, VMEM -96 KiB``, the
+    figures that moved (empty: none did)."""
+    return ", ".join(
+        part
+        for part in (
+            f"HBM x{hbm_ratio:.2f}" if hbm_ratio is not None and hbm_ratio != 1 else "",
+            f"steps x{steps_ratio:.2f}" if steps_ratio is not None and steps_ratio != 1 else "",
+            f"VMEM {_size(vmem_bytes)}" if vmem_bytes else "",
+        )
+        if part
+    )
+
+
+STRUCTURAL_ONLY = "structural only"
+
+
+def _structural_only(
+    current: CaseModel | None, reference: CaseModel | None, chips: Sequence[str]
+) -> ModelChange | None:
+    """A partial model (parts of unknown cost: no modelled time) against the other side,
+    modelled or partial too: the grid steps, HBM bytes and VMEM compared (lower bounds on a
+    partial side), no time. Never judged (``pass``, as ``_other_revision``), the partial
+    side and what its model left out said first. None when a side is not modelled or they
+    share no chip."""
+    if current is None or reference is None:
+        return None
+    if {current.status, reference.status} - {"ok", "partial"}:
+        return None
+    if not any(c in current.chips and c in reference.chips for c in chips):
+        return None
+    head, base = _left_out(current), _left_out(reference)
+    if head and base and head == base:
+        where = f"on both sides: {head}"
+    elif head and base:
+        where = f"on both sides, this run: {head}, the reference: {base}"
+    else:
+        where = f"in this run: {head}" if head else f"in the reference: {base}"
+    figures, detail = _structure(current, reference)
+    reason = (
+        f"{STRUCTURAL_ONLY} (partial model {where}; no time judged, its figures are lower "
+        f"bounds): {detail or 'no structural change'}"
+    )
+    if current.revision != reference.revision:
+        was = reference.revision if reference.revision is not None else "unrecorded"
+        now = current.revision if current.revision is not None else "unrecorded"
+        reason += f"; the reference was modelled by cost model revision {was}, this run by {now}"
+    return ModelChange(verdict="pass", reason=reason, **figures)
+
+
+def _left_out(model: CaseModel) -> str | None:
+    """What a partial model left out, briefly (its first part, and how many more); None for
+    a whole model."""
+    if model.status != "partial":
+        return None
+    parts = model.not_modelled or [model.reason or "parts not modelled"]
+    more = f" and {len(parts) - 1} more" if len(parts) > 1 else ""
+    return f"{parts[0]}{more}"
+
+
+def structural_only(change: ModelChange | None) -> bool:
+    """Whether ``change`` compares structure alone (a partial model on a side): no time."""
+    return (
+        change is not None
+        and change.time_change is None
+        and change.reason.startswith(STRUCTURAL_ONLY)
+    )
+
+
+def structural_text(change: ModelChange) -> str:
+    """A structural-only change's figures (``structure_detail``), or that none moved."""
+    detail = structure_detail(change.hbm_ratio, change.steps_ratio, change.vmem_bytes)
+    return f"{STRUCTURAL_ONLY}: {detail or 'no structural change'}"
 
 
 def _other_revision(head: CaseModel, base: CaseModel, common: Sequence[str]) -> ModelChange:
@@ -261,12 +338,15 @@ def with_model(
 
 def model_references(cases: Iterable[tuple[str, CaseModel | None]]) -> Mapping[str, CaseModel]:
     """Case id -> the first modelled reference among ``cases`` (any device: the model is
-    the same on every machine)."""
+    the same on every machine), else the first partial one (compared by structure alone)."""
     found: dict[str, CaseModel] = {}
+    partial: dict[str, CaseModel] = {}
     for case_id, model in cases:
         if case_id not in found and modelled(model) is not None:
             found[case_id] = model  # type: ignore[assignment]
-    return found
+        elif model is not None and model.status == "partial":
+            partial.setdefault(case_id, model)
+    return {**partial, **found}
 
 
 def structural_count(verdicts: Iterable[CaseVerdict]) -> int:
@@ -282,7 +362,8 @@ def judge_models(
 ) -> list[CaseVerdict]:
     """Each verdict with the cost model's beside it (current against ``references``, or the
     verdict's own baseline), on the target chips: ``chips`` (config ``target-chips``), else
-    the runner's TPU, else every chip modelled."""
+    the runner's TPU, else every chip modelled. A partial baseline model is the reference
+    only where no whole one is: compared by its structure alone."""
     available = [
         name
         for v in verdicts
@@ -298,5 +379,7 @@ def judge_models(
             continue
         own = v.baseline.model if v.baseline is not None else None
         reference = own if own is not None and own.status == "ok" else references.get(v.id)
+        if reference is None and own is not None and own.status == "partial":
+            reference = own  # compared by its structure alone (``_structural_only``)
         out.append(with_model(v, reference, targets, thresholds, runner))
     return out

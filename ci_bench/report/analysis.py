@@ -5,13 +5,23 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from ci_bench.judge.model import structural_only, structural_text
 from ci_bench.schema.analysis import Analysis
+from ci_bench.schema.report import ModelChange
 
 MIB = 1024 * 1024
 
 
 def _mib(n: int | None) -> str:
     return "–" if n is None else f"{n / MIB:.2f}"
+
+
+def _against(change: ModelChange | None) -> str:
+    """The ``vs base`` cell: the verdict and why; a structural-only comparison (a partial
+    base model) is no verdict, only what it says."""
+    if change is None:
+        return "new"
+    return change.reason if structural_only(change) else f"{change.verdict}: {change.reason}"
 
 
 def analysis_table(analysis: Analysis) -> str:
@@ -27,7 +37,11 @@ def analysis_table(analysis: Analysis) -> str:
             rows.append([case.id, f"not modelled: {case.reason}"[:80]])
             continue
         if case.status == "partial":  # lower bounds only: no modelled time is shown
-            rows.append([case.id, f"{case.reason}"[:80]])
+            row = [case.id, f"{case.reason}"[:80]]
+            if analysis.meta.base_ref:  # its structure against the base's, never a time
+                blank = len(headers) - len(row) - 1
+                row += [""] * blank + [structural_text(case.against) if case.against else "new"]
+            rows.append(row)
             continue
         reread = next((c.reread_operand for c in case.calls if c.reread_operand), None)
         row = [
@@ -43,7 +57,7 @@ def analysis_table(analysis: Analysis) -> str:
             cell = "–" if found is None else f"{found.modelled_us:,.1f}"
             row.append(cell if found is None or found.fits else f"{cell} ✗ VMEM")
         if analysis.meta.base_ref:
-            row.append(f"{case.against.verdict}: {case.against.reason}" if case.against else "new")
+            row.append(_against(case.against))
         rows.append(row)
     lines = [tabulate(rows, headers=headers, disable_numparse=True)]
     wrong = [c for c in analysis.cases if c.flops_check == "mismatch"]

@@ -15,6 +15,7 @@ from statistics import median
 
 from ci_bench import docs_url
 from ci_bench.judge.ladder import past_threshold
+from ci_bench.judge.model import structural_only, structural_text
 from ci_bench.report.chart import bar_legend
 from ci_bench.report.comment_tables import (
     ab_text,
@@ -240,6 +241,17 @@ def _information(report: Report) -> list[str]:
     return ["", f"<details><summary>{summary}</summary>", "", *items, "", "</details>"]
 
 
+def _partial_text(v: CaseVerdict) -> str:
+    """Why a case's model is partial and its structure alone against the reference (never
+    a time); a whole case against a partial reference model: what that comparison says."""
+    mine = v.current.model if v.current else None
+    if mine is None or mine.status != "partial":
+        return v.model.reason if v.model else ""
+    if v.model is None or not structural_only(v.model):
+        return mine.reason or ""
+    return f"{mine.reason}; {structural_text(v.model)} against the reference"
+
+
 def markdown_report(
     report: Report,
     *,
@@ -288,14 +300,13 @@ def markdown_report(
     partial = [
         v
         for v in ordered(report.cases)
-        if v.current and v.current.model and v.current.model.status == "partial"
+        if (v.current and v.current.model and v.current.model.status == "partial")
+        or structural_only(v.model)
     ]
     if partial:  # issue 29: a partial model shows no modelled time, only why
         parts += ["", "#### Partial cost model (no modelled time, not judged)", ""]
         parts += [
-            f"- {case_cell(v)}: {md_inline(v.current.model.reason or '')}"
-            for v in partial[: max_rows or None]
-            if v.current and v.current.model
+            f"- {case_cell(v)}: {md_inline(_partial_text(v))}" for v in partial[: max_rows or None]
         ]
     drift = ordered([v for v in report.cases if STATE[v.verdict].listed == "drift"])
     if drift:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from ci_bench.judge.model import structural_only
 from ci_bench.report.chart import delta_bar
 from ci_bench.report.escape import md_id, md_inline
 from ci_bench.report.render import (
@@ -52,8 +53,11 @@ def with_bar(change: float | None, text: str, unit: float) -> str:
 
 def model_cell(v: CaseVerdict) -> str:
     """The cost model's change on the chip that moved most, compactly: ``–`` without a
-    model, ``+1.2%`` within the threshold, ``📐 +97% TPU v5e`` structural."""
+    model, ``+1.2%`` within the threshold, ``📐 +97% TPU v5e`` structural, ``partial``
+    where a side's model is partial (its structure compared alone, no time)."""
     m = v.model
+    if structural_only(m):
+        return "partial"
     if m is None or m.time_change is None:
         return "–"
     change = f"{m.time_change:+.0%}" if abs(m.time_change) >= 0.1 else f"{m.time_change:+.1%}"
@@ -220,7 +224,8 @@ _OTHER_NOTES = (
 _MODEL_NOTE = (
     "⁵ model: the modelled TPU time read from the Pallas grid (HBM bytes, grid steps, VMEM; "
     "exact, the same on every machine) against the same reference, on the target chip "
-    "that moved most; 📐 past the threshold."
+    "that moved most; 📐 past the threshold; partial: a side's model is partial, its "
+    "structure compared alone, no time."
 )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ci_bench.judge.model import structural_only, structural_text
 from ci_bench.report.escape import md_id, md_inline
 from ci_bench.schema import Results
 from ci_bench.schema.analysis import Analysis, AnalyzedCase
@@ -155,6 +156,17 @@ def _lowering_lines(lowering: LoweringResults, max_rows: int | None, where: str)
     return lines
 
 
+def _partial_text(case: AnalyzedCase, base: str) -> str:
+    """Why a case's model is partial and, against the base, its structure alone; a whole
+    case against a partial base model: what that comparison says."""
+    change = case.against
+    if case.status != "partial":
+        return change.reason if change else ""
+    if change is None or not structural_only(change):
+        return case.reason or ""
+    return f"{case.reason}; {structural_text(change)} against {base}"
+
+
 def _model_lines(analysis: Analysis, max_rows: int | None, where: str) -> list[str]:
     base = md_inline(analysis.meta.base_ref or "")
 
@@ -163,7 +175,9 @@ def _model_lines(analysis: Analysis, max_rows: int | None, where: str) -> list[s
 
     faster = [c for c in analysis.cases if against(c, "improved")]
     slower = [c for c in analysis.cases if against(c, "structural")]
-    partial = [c for c in analysis.cases if c.status == "partial"]
+    # Partial on either side: compared by structure alone, never a time (a partial base
+    # model's case is listed by what the comparison says).
+    partial = [c for c in analysis.cases if c.status == "partial" or structural_only(c.against)]
     lines = []
     if slower:
         lines.append(
@@ -184,7 +198,10 @@ def _model_lines(analysis: Analysis, max_rows: int | None, where: str) -> list[s
         lines.append(
             f"⚠️ {case_count(len(partial))} with a partial model (no modelled time, not judged):"
         )
-        rows = [f"- {md_id(c.id)}: {md_inline(c.reason or '')}" for c in partial]
+        rows = [
+            f"- {md_id(c.id)}: {md_inline(_partial_text(c, analysis.meta.base_ref or ''))}"
+            for c in partial
+        ]
         lines += _capped(rows, max_rows, where)
     # Both sides traced a kernel from one file (issue 37): nothing was compared, so never
     # "no structural change".
@@ -199,7 +216,13 @@ def _model_lines(analysis: Analysis, max_rows: int | None, where: str) -> list[s
         for why in dict.fromkeys(failed.values())
     ]
     if not faster and not slower and not same and not failed:
-        lines.append(f"✅ no structural change by the cost model against {base}")
+        # A partial case's structure that moved is a change, though never judged.
+        moved = any(
+            c.against and (c.against.hbm_bytes or c.against.grid_steps or c.against.vmem_bytes)
+            for c in partial
+        )
+        whole = " in the wholly modelled cases" if moved else ""
+        lines.append(f"✅ no structural change by the cost model against {base}{whole}")
     return lines
 
 
