@@ -423,7 +423,7 @@ def test_the_xla_operations_around_a_kernel_are_in_its_modelled_time(tmp_path):
     array = 1024 * 128 * 4  # the smoke case: R = 1024 rows of 128 float32
     assert (around["outside_bytes"], alone["outside_bytes"]) == (4 * array, 0)
     assert around["hbm_bytes"] == alone["hbm_bytes"]  # the kernels' own traffic
-    outside_us = 4 * array / chip("v5e").hbm_bytes_per_s * 1e6
+    outside_us = 4 * array / chip("v5e").model_hbm_bytes_per_s * 1e6
     v5e, bare = around["chips"]["v5e"], alone["chips"]["v5e"]
     assert v5e["outside_us"] == pytest.approx(outside_us)
     assert v5e["modelled_us"] == pytest.approx(bare["modelled_us"] + outside_us)

@@ -374,10 +374,10 @@ def test_the_modelled_time_is_the_step_sum_of_compute_plus_overhead_or_dma():
     block = 128 * 128 * 2
     compute = 2 * 128**3 / v5e.bf16_flops_per_s
     busy = compute + v5e.step_overhead_us * 1e-6
-    in_flight = 3 * block / v5e.hbm_bytes_per_s  # next a and b, plus one written output
+    in_flight = 3 * block / v5e.model_hbm_bytes_per_s  # next a and b, plus one written output
     assert busy > in_flight  # 128-blocks on v5e: the step overhead dominates
     # 64 steps of (compute + overhead); the first fetch (a, b) and the last write-back.
-    expected = 64 * busy + 2 * block / v5e.hbm_bytes_per_s + block / v5e.hbm_bytes_per_s
+    expected = 64 * busy + 2 * block / v5e.model_hbm_bytes_per_s + block / v5e.model_hbm_bytes_per_s
     assert model.chips["v5e"].modelled_us == pytest.approx(expected * 1e6)
     assert model.chips["v5e"].bound == "overhead"
     assert model.chips["v5e"].overhead_us == pytest.approx(64 * 0.35)

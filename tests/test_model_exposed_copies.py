@@ -75,6 +75,6 @@ def _modelled_us(order: str) -> float:
 
 @pytest.mark.parametrize("order", ["sync", "after the dot, in a branch"])
 def test_a_copy_waited_with_no_work_since_its_start_adds_its_bytes(order):
-    copy_us = COPY / chip("v5e").hbm_bytes_per_s * 1e6
+    copy_us = COPY / chip("v5e").model_hbm_bytes_per_s * 1e6
     hidden = _modelled_us("overlapped")
     assert _modelled_us(order) == pytest.approx(hidden + copy_us, rel=1e-6)

@@ -183,10 +183,11 @@ def test_results_without_models_get_no_model_verdict():
 
 
 def test_a_time_measured_below_the_models_physical_floor_is_an_error_never_a_speedup():
-    # 512³ bf16 at 128³ blocks: 4.5 MiB of HBM traffic, 820 GB/s on a v5e: a floor of ~5.8 µs.
+    # 512³ bf16 at 128³ blocks: 4.5 MiB of HBM traffic at the 656.6 GB/s a streaming copy
+    # measured on a v5e (revision 6): a floor of ~7.2 µs.
     model = model_of(128)
     floor_us = max(model.chips["v5e"].compute_us, model.chips["v5e"].memory_us)
-    assert 5 < floor_us < 7
+    assert 6 < floor_us < 8
     too_fast = with_model(case(CID, floor_us / 1000 / 10), model)  # a tenth of the floor
     report = compare(
         results([too_fast], device=V5E, profile="ci"),

@@ -71,7 +71,7 @@ def test_the_outside_time_is_in_the_case_and_not_in_its_kernels():
     modelled time and said apart (``outside_us``); the call's own figures are unchanged."""
     alone, around = _model(_double), _model(lambda x: _double(x.T))
     v5e = chip("v5e")
-    expected_us = 2 * F32 / v5e.hbm_bytes_per_s * 1e6
+    expected_us = 2 * F32 / v5e.model_hbm_bytes_per_s * 1e6
     assert around.outside_bytes == 2 * F32
     assert alone.outside_bytes == 0
     assert around.chips["v5e"].outside_us == pytest.approx(expected_us)

@@ -189,7 +189,7 @@ def _sum_chips(
     out = {}
     for chip in chips:
         per = [c.chips[chip.name] for c in calls]
-        outside_us = outside / chip.hbm_bytes_per_s * 1e6
+        outside_us = outside / chip.model_hbm_bytes_per_s * 1e6
         seconds = (sum(p.modelled_us for p in per) + outside_us) / 1e6
         kernels_memory_us = sum(p.memory_us for p in per)
         terms = {

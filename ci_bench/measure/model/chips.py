@@ -54,6 +54,13 @@ What jax's table lacks is kept here, with sources:
   keeps its datasheet peak: no device-timed dense matmul was found for it (jax's matmul
   guide's XLA matmul on v5e, 181.8 TFLOP/s = 92.3 % at 8192^3, includes Python dispatch in
   its timing and is a lower bound, consistent with the peak; not applied).
+- the HBM bandwidth a streaming kernel *achieves* (``Chip.model_hbm_bytes_per_s``), where
+  a chip measurement gives it, used for the model's HBM time (the roofline's HBM % keeps
+  jax's figure): v5e 656.6 GB/s, 80 % of jax's 820, a Pallas copy of 1 GiB through VMEM
+  on a TPU v5e (``benchmarks/tpu_microbench.py hbm``, read + write, device time;
+  benchmarks/data/tpu_v5e_microbench_2026-12-06.json). Model revision 6; checked, not
+  fitted, against 54 points of seven kernel families measured on the same chip
+  (``benchmarks/model_calibration_v5e.py``: the typical error 23 % -> 17 %).
 """
 
 from __future__ import annotations
@@ -80,6 +87,8 @@ CLOCK_FROM_MXU = ("v4i", "v4", "v5e", "v5p")
 ESTIMATED_CLOCK_HZ = 1.75e9  # v5p's published clock, assumed for v6e and later: no source
 # A dense bf16 matmul's measured FLOP/s per device, where published (the docstring's source).
 MXU_ACHIEVED_FLOPS_PER_S = {"7x": 956.3824592e12}
+# A streaming copy's measured HBM bytes/s per device (the docstring's source).
+HBM_ACHIEVED_BYTES_PER_S = {"v5e": 656.5889000622809e9}
 BF16_VPU_GENERATION = 6  # Mosaic keeps bf16 elementwise ops in bf16 from this generation
 # Chips whose default rests on libtpu's own error message (past it: an error, not a warning).
 SOLID_SCOPED_VMEM = ("v5e", "v6e")
@@ -107,11 +116,17 @@ class Chip:
     bf16_vpu: bool = False  # 16-bit elementwise work packed (16, 128) per vreg
     mxu_fraction: float = 1.0  # the measured share of the MXU peak a dense matmul reaches
     mxu_column_size: int = 128  # the systolic array's width (jax's table): dots pad to it
+    hbm_fraction: float = 1.0  # the measured share of jax's HBM bandwidth a stream reaches
 
     @property
     def mxu_flops_per_s(self) -> float:
         """bf16 MXU FLOP/s the model charges: the peak times the measured fraction."""
         return self.bf16_flops_per_s * self.mxu_fraction
+
+    @property
+    def model_hbm_bytes_per_s(self) -> float:
+        """HBM bytes/s the model charges: jax's figure times the measured fraction."""
+        return self.hbm_bytes_per_s * self.hbm_fraction
 
     @property
     def mxu_int8_ops_per_s(self) -> float:
@@ -153,6 +168,7 @@ def chip(name: str) -> Chip:
     per_cycle = info.num_mxus * info.mxu_column_size**2 * 2
     clock = info.bf16_ops_per_second / per_cycle if name in CLOCK_FROM_MXU else None
     achieved = MXU_ACHIEVED_FLOPS_PER_S.get(name)
+    bw = float(info.mem_bw_bytes_per_second)
     return Chip(
         name=name,
         tensor_cores=cores,
@@ -160,7 +176,7 @@ def chip(name: str) -> Chip:
         smem_capacity_bytes=int(info.smem_capacity_bytes),
         scoped_vmem_bytes=DEFAULT_SCOPED_VMEM[name],
         scoped_vmem_solid=name in SOLID_SCOPED_VMEM,
-        hbm_bytes_per_s=float(info.mem_bw_bytes_per_second),
+        hbm_bytes_per_s=bw,
         bf16_flops_per_s=float(info.bf16_ops_per_second),
         int8_ops_per_s=float(info.int8_ops_per_second),
         clock_hz=float(clock or ESTIMATED_CLOCK_HZ),
@@ -168,6 +184,7 @@ def chip(name: str) -> Chip:
         bf16_vpu=info.generation >= BF16_VPU_GENERATION,
         mxu_fraction=achieved / info.bf16_ops_per_second if achieved else 1.0,
         mxu_column_size=int(info.mxu_column_size),
+        hbm_fraction=HBM_ACHIEVED_BYTES_PER_S.get(name, bw) / bw,
     )
 
 

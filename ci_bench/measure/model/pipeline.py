@@ -125,7 +125,7 @@ def _sequence_time(
     call: Call, order: np.ndarray, chip: Chip, fetches: list[Traffic], ops: list[Operand]
 ) -> tuple[float, float, float, float, float, float, int]:
     n = len(order)
-    bw = chip.hbm_bytes_per_s
+    bw = chip.model_hbm_bytes_per_s
     step = call.step
     wide = chip.mxu_column_size >= 256
     compute = (step.bf16_flops_wide if wide else step.bf16_flops) / chip.mxu_flops_per_s
