@@ -236,6 +236,24 @@ def test_write_force_never_carries_on_a_file_check_spec_refuses(tmp_path):
     assert path.read_bytes() == before  # untouched
 
 
+def test_write_refuses_a_file_it_may_not_replace_before_measuring_anything(tmp_path):
+    """--write writes each case as it is done: a refusal found at the first write would
+    stop the run with that case's measurement saved nowhere. It is refused up front."""
+    write_project(tmp_path, ["constrained_matmul"])  # the 0.1.0 tunables
+    args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)
+    assert run_cli(*args, "--write", "-q", cwd=tmp_path).returncode == ExitCode.OK
+    out = tmp_path / "tune.json"
+    again = run_cli(
+        *args, "--write", "--measure", "1", "--measure-on-cpu", "--repeats", "2",
+        "--warmup", "0", "-o", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == ExitCode.USAGE
+    assert "pass --force" in again.stderr
+    assert "candidates" not in again.stderr  # nothing was searched
+    assert "timing" not in again.stderr  # nor timed
+    assert not out.exists()
+
+
 def test_write_keeps_the_winner_check_spec_validates_it_and_a_kernel_reads_it(tmp_path):
     write_project(tmp_path, ["constrained_matmul"])  # the 0.1.0 tunables
     args = ("tune", "--kernel", "matmul", "--shape", "512,512,512", "--chip", "v5e", *SMALL)

@@ -128,6 +128,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
                     "tie by the model; --measure K on that chip breaks the tie"
                 )
 
+    if args.write:  # refused before anything is measured, not after the first case
+        from ci_bench.pipeline.session import cases_for
+        from ci_bench.pipeline.tuned import check_writable
+
+        selected = [c for c in cases_for(request.selection, specs) if specs[c.kernel].tunables]
+        check_writable(
+            selected, chips, request.baselines.folder, specs, replace=args.force
+        )  # fmt: skip
     report = tune_cases(
         request, specs, chips, overrides, progress, measure=args.measure or 0,
         on_case=keep if args.write else None,

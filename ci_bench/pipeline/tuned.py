@@ -103,23 +103,7 @@ def write_tuned_cases(
     written = []
     for (kernel, version, chip), entries in groups.items():
         path = tuned_path(folder, kernel, version, chip)
-        kept: dict[str, TunedEntry] = {}
-        if path.exists():
-            spec = (specs or {}).get(kernel)
-            problems = file_problems(spec, path) if spec is not None else []
-            if problems:
-                more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-                raise InputError(
-                    f"{path} holds what check-spec refuses, not rewritten: {problems[0]}{more} "
-                    "(fix or remove the file, then write again)"
-                )
-            kept = dict(read_tuned(path).cases)
-            clash = sorted(set(kept) & set(entries))
-            if clash and not replace:
-                raise InputError(
-                    f"{path} already holds {len(clash)} of these cases ({clash[0]}, ...): "
-                    "pass --force to replace their entries"
-                )
+        kept = _kept(path, set(entries), (specs or {}).get(kernel), replace)
         tuned = TunedFile(
             kernel=kernel,
             version=version,
@@ -133,6 +117,48 @@ def write_tuned_cases(
         atomic_write_text(path, dump_model(tuned), what="tuned configs")
         written.append(path)
     return written
+
+
+def _kept(path: Path, ids: set[str], spec: KernelSpec | None, replace: bool) -> dict:
+    """The entries of ``path`` a write keeps beside ``ids``; a one-line InputError when the
+    file holds what check-spec refuses, or any of ``ids`` without ``replace``."""
+    if not path.exists():
+        return {}
+    problems = file_problems(spec, path) if spec is not None else []
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(
+            f"{path} holds what check-spec refuses, not rewritten: {problems[0]}{more} "
+            "(fix or remove the file, then write again)"
+        )
+    kept = dict(read_tuned(path).cases)
+    clash = sorted(set(kept) & ids)
+    if clash and not replace:
+        raise InputError(
+            f"{path} already holds {len(clash)} of these cases ({clash[0]}, ...): "
+            "pass --force to replace their entries"
+        )
+    return kept
+
+
+def check_writable(
+    cases: Sequence[Case],
+    chips: Sequence[str],
+    folder: Path,
+    specs: Mapping[str, KernelSpec],
+    *,
+    replace: bool = False,
+) -> None:
+    """What ``write_tuned_cases`` would refuse for ``cases``, refused before anything is
+    measured: ``tune --write`` writes case by case, and a refusal after the first would
+    stop the run with that case's measurement unsaved."""
+    for chip in chips:
+        groups: dict[tuple[str, str], set[str]] = {}
+        for case in cases:
+            version = specs[case.kernel].version
+            groups.setdefault((case.kernel, version), set()).add(case.id)
+        for (kernel, version), ids in groups.items():
+            _kept(tuned_path(folder, kernel, version, chip), ids, specs.get(kernel), replace)
 
 
 def tuned_files(folder: Path, kernel: str, version: str) -> Iterator[Path]:
