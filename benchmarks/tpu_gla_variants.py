@@ -4,10 +4,11 @@ off-diagonal layout the chip runs fastest, each checked against the float32 recu
     python benchmarks/tpu_gla_variants.py --out "$OUT"          # on a TPU host, repo root
     python benchmarks/tpu_gla_variants.py --out /tmp/x --quick  # the plumbing, on a CPU
 
-The variants are the shipped body (``kernels.gla.forward_tpu.chunk``) at DIAG = 16 and 8,
-and each with its off-diagonal blocks computed for their own rows only (``sliced``: one
-[s, C] product per sub-chunk, the rows concatenated) instead of a C x C product whose rows
-a mask keeps. Every variant runs through the public ``chunk_gla`` with the module's body
+The variants are the shipped body (``kernels.gla.forward_tpu.chunk``: its off-diagonal
+blocks one [s, C] product per sub-chunk, "sliced") at DIAG = 16 and 8. Its run of
+2026-12-06 also timed 0.4.0's body, a masked C x C product per sub-chunk ("shipped" in
+benchmarks/data/tpu_v5e_gla_variants_2026-12-06.json), which GLA 0.5.0 replaced. Every
+variant runs through the public ``chunk_gla`` with the module's body
 swapped in (jax's caches cleared between variants). Device time per call (the profiler,
 ``tpu_microbench.device_us``), XLA's chunked formula beside it; each variant's largest
 error against the float32 recurrence and whether it is within the SPEC's tolerance.
@@ -31,39 +32,10 @@ from tpu_microbench import device_us, provenance  # noqa: E402
 
 from ci_bench.contract.spec import Case  # noqa: E402
 from kernels.gla import SPEC, chunk_gla, forward_tpu  # noqa: E402
-from kernels.gla.common import F32, dot, iota  # noqa: E402
+from kernels.gla.common import F32  # noqa: E402
 
 SHIPPED = forward_tpu.chunk
 SHAPES = ((1, 1024, 4, 64, 64), (2, 512, 4, 128, 128), (4, 1024, 8, 128, 128))
-
-
-def sliced_chunk(refs: dict, st: jax.Array, *, C: int, s: int, scale: float, dtype) -> tuple:
-    """The shipped body with its off-diagonal blocks as [s, C] products, one per sub-chunk."""
-    q, k, v, g = (refs[n][...] for n in "qkvg")
-    query, key, span, place, cum, ref = (refs[n][...] for n in forward_tpu.MASK_NAMES)
-    gather = forward_tpu.gather
-    b = gather(cum, g)
-    b_last = jnp.sum(g.astype(F32), axis=0, keepdims=True)
-    qs = q.astype(F32) * scale
-    k32 = k.astype(F32)
-    qp = gather(query, q) * scale
-    kp = gather(key, k)
-    decay = jnp.exp(jnp.minimum(gather(span, g), 0.0))
-    score = jnp.sum(qp * kp * decay, axis=1, keepdims=True)
-    a = gather(place, (score * key.astype(F32)).astype(v.dtype))
-    q_r = qs * jnp.exp(b - gather(ref, g))
-    row, col = iota((C, g.shape[1]), 0), iota((s, C), 1)
-    parts = [jnp.zeros((s, C), F32)]
-    for n in range(1, C // s):
-        r = jnp.sum(jnp.where(row < n * s, g.astype(F32), 0.0), axis=0, keepdims=True)
-        k_r = k32 * jnp.exp(jnp.minimum(r - b, 0.0))
-        part = dot(q_r[n * s : (n + 1) * s], k_r, (1, 1), dtype)
-        parts.append(jnp.where(col < n * s, part, 0.0))
-    a = a + jnp.concatenate(parts, axis=0)
-    o = dot(qs * jnp.exp(b), st, (1, 1), dtype) + dot(a, v, (1, 0), dtype)
-    from kernels.gla.common import advance_state
-
-    return o, advance_state(st, k32, v, b, b_last, dtype)
 
 
 def _use(diag: int, body: Any) -> None:
@@ -82,12 +54,7 @@ def measure(shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...], repeats
     rows = [{"case": case.id, "variant": "xla", "chunk": 64}]
     rows[0]["us"] = device_us(SPEC.native, args, repeats)
     for chunk in chunks:
-        for name, diag, body in (
-            ("shipped s16", 16, SHIPPED),
-            ("shipped s8", 8, SHIPPED),
-            ("sliced s16", 16, sliced_chunk),
-            ("sliced s8", 8, sliced_chunk),
-        ):
+        for name, diag, body in (("sliced s16", 16, SHIPPED), ("sliced s8", 8, SHIPPED)):
             row: dict[str, Any] = {"case": case.id, "variant": name, "chunk": chunk}
             _use(diag, body)
             fn = lambda *a, c=chunk: chunk_gla(*a, chunk_size=c)  # noqa: E731

@@ -152,11 +152,10 @@ def check_writable(
     """What ``write_tuned_cases`` would refuse for ``cases``, refused before anything is
     measured: ``tune --write`` writes case by case, and a refusal after the first would
     stop the run with that case's measurement unsaved."""
+    groups: dict[tuple[str, str], set[str]] = {}
+    for case in cases:
+        groups.setdefault((case.kernel, specs[case.kernel].version), set()).add(case.id)
     for chip in chips:
-        groups: dict[tuple[str, str], set[str]] = {}
-        for case in cases:
-            version = specs[case.kernel].version
-            groups.setdefault((case.kernel, version), set()).add(case.id)
         for (kernel, version), ids in groups.items():
             _kept(tuned_path(folder, kernel, version, chip), ids, specs.get(kernel), replace)
 
