@@ -136,7 +136,8 @@ def test_the_threshold_is_configurable_and_unchanged_kernels_pass():
 def test_a_case_that_does_not_fit_a_target_chips_vmem_is_an_error_naming_chip_bytes_limit():
     hog = BlockSizes(block_m=1024, block_k=2048, block_n=1024)
     spec = dataclasses.replace(MATMUL, pallas=functools.partial(matmul_tiled, block_sizes=hog))
-    big = Case("matmul", {"B": 1, "M": 1024, "K": 2048, "N": 1024}, "bfloat16")
+    # A 2 x 2 x 2 grid: every block moves, two buffers each (a fixed block would take one).
+    big = Case("matmul", {"B": 1, "M": 2048, "K": 4096, "N": 2048}, "bfloat16")
     model = analyze_case(spec, big, ["v5e", "v6e"])
     cid = big.id
     run = results([with_model(case(cid, 1.0), model)], profile="ci")

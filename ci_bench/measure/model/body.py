@@ -229,6 +229,9 @@ def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
         _HANDLERS.get(eqn.primitive.name, _other)(walk, eqn)
     total = walk.total
     total.tail_copies = {k: b for k, (b, at) in walk.started.items() if total.work() == at}
+    total.wait_rounds += walk.waited
+    if total.inner_steps:  # a pipeline's (emit_pipeline) waits: charged as its steps are
+        total.dma_waits = total.wait_rounds = 0.0
     return total
 
 
@@ -243,6 +246,7 @@ class _Walk:
     env: Env | None
     total: StepCost = field(default_factory=StepCost)
     started: dict[tuple, tuple[float, float]] = field(default_factory=dict)
+    waited: bool = False  # a copy was waited on here (not in a nested walk): one round
 
     def note(self, note: str) -> None:
         """A note on the whole body, said once."""
@@ -263,7 +267,10 @@ def _dma_start(walk: _Walk, eqn: Any) -> None:
 
 
 def _dma_wait(walk: _Walk, eqn: Any) -> None:
-    """A wait for a copy no work was issued behind: its bytes are exposed."""
+    """A wait: one more for the scalar core; for a copy no work was issued behind, its
+    bytes are exposed."""
+    walk.total.dma_waits += 1
+    walk.waited = True
     key = semaphore(eqn)
     copy = walk.started.pop(key, None) if key is not None else None
     if copy is not None and walk.total.work() == copy[1]:

@@ -15,6 +15,7 @@ from ci_bench.measure.model.pipeline import (
     time_on,
     traffic,
     vmem_block_bytes,
+    vmem_buffers,
     vmem_bytes,
 )
 from ci_bench.schema.model import (
@@ -53,7 +54,7 @@ def _operands(call: Call) -> list[OperandModel]:
                 hbm_bytes=moved.bytes * call.count,
                 ideal_bytes=op.nbytes * call.count,
                 reread=reread,
-                vmem_bytes=op.buffers * vmem_block_bytes(op) if op.indices is not None else 0,
+                vmem_bytes=vmem_buffers(op) * vmem_block_bytes(op) if op.indices is not None else 0,
                 aliased_to=op.aliased_to,
             )
         )

@@ -61,6 +61,15 @@ What jax's table lacks is kept here, with sources:
   benchmarks/data/tpu_v5e_microbench_2026-12-06.json). Model revision 6; checked, not
   fitted, against 54 points of seven kernel families measured on the same chip
   (``benchmarks/model_calibration_v5e.py``: the typical error 23 % -> 17 %).
+- what a manual copy costs beyond its bytes (model revision 7), measured on a TPU v5e
+  (``benchmarks/tpu_microbench_dma.py``; benchmarks/data/tpu_v5e_microbench_dma_2026-12-06.json):
+  a loop whose iterations each wait on p copies of 8 KiB started one iteration ahead runs
+  0.178 µs an iteration at p = 1 and 9.4 ns more per copy (least squares over p = 1-32):
+  ``DMA_WAIT_US`` per copy waited (the scalar core's issue and wait, in the step's serial
+  time) and ``DMA_ROUND_TRIP_US`` per iteration that waits, the copy's round trip, which
+  hides behind the iteration's work (the same loop with 256 dependent multiply-adds after
+  its wait runs 0.693 µs an iteration against 0.687 without the copy). Assumed for every
+  chip: no other chip was measured.
 """
 
 from __future__ import annotations
@@ -89,6 +98,10 @@ ESTIMATED_CLOCK_HZ = 1.75e9  # v5p's published clock, assumed for v6e and later:
 MXU_ACHIEVED_FLOPS_PER_S = {"7x": 956.3824592e12}
 # A streaming copy's measured HBM bytes/s per device (the docstring's source).
 HBM_ACHIEVED_BYTES_PER_S = {"v5e": 656.5889000622809e9}
+# A manual copy's costs beyond its bytes (the docstring's source): per copy waited, and the
+# round trip an iteration that waits on copies takes at least.
+DMA_WAIT_US = 0.0094
+DMA_ROUND_TRIP_US = 0.1615
 BF16_VPU_GENERATION = 6  # Mosaic keeps bf16 elementwise ops in bf16 from this generation
 # Chips whose default rests on libtpu's own error message (past it: an error, not a warning).
 SOLID_SCOPED_VMEM = ("v5e", "v6e")
@@ -117,6 +130,8 @@ class Chip:
     mxu_fraction: float = 1.0  # the measured share of the MXU peak a dense matmul reaches
     mxu_column_size: int = 128  # the systolic array's width (jax's table): dots pad to it
     hbm_fraction: float = 1.0  # the measured share of jax's HBM bandwidth a stream reaches
+    dma_wait_us: float = DMA_WAIT_US  # the scalar core's cost of one copy waited on
+    dma_round_trip_us: float = DMA_ROUND_TRIP_US  # a waiting iteration's floor, hidden by work
 
     @property
     def mxu_flops_per_s(self) -> float:

@@ -24,6 +24,10 @@ class StepCost:
     # ``sync_copy``; a write started after the step's last dot and waited at its end): the
     # step waits for them, nothing hides them (body.py).
     exposed_dma_bytes: float = 0.0
+    # Copies the body waits on, and the walks (a body, a loop's iteration) that wait on any:
+    # each wait costs the scalar core, each round a copy's round trip (pipeline.py).
+    dma_waits: float = 0.0
+    wait_rounds: float = 0.0
     scoped_vmem_bytes: int = 0  # run_scoped allocations
     inner_steps: int = 0  # steps of pipelines inside the body (emit_pipeline), each charged
     # Vector work in vreg operations (vector.py): VALU ops and EUP pushes, with 16-bit types
@@ -51,6 +55,8 @@ class StepCost:
         self.dma_read_bytes += other.dma_read_bytes * times
         self.dma_write_bytes += other.dma_write_bytes * times
         self.exposed_dma_bytes += other.exposed_dma_bytes * times
+        self.dma_waits += other.dma_waits * times
+        self.wait_rounds += other.wait_rounds * times
         self.inner_steps += other.inner_steps * times
         for name in _VECTOR_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name) * times)
@@ -68,6 +74,8 @@ class StepCost:
         self.dma_read_bytes += round(other.dma_read_bytes * share)
         self.dma_write_bytes += round(other.dma_write_bytes * share)
         self.exposed_dma_bytes += other.exposed_dma_bytes * share
+        self.dma_waits += other.dma_waits * share
+        self.wait_rounds += other.wait_rounds * share
         self.inner_steps += round(other.inner_steps * share)
         for name in _VECTOR_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name) * share)
