@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -82,3 +84,71 @@ def test_cost_model_follows_the_specification():
     case = Case("matmul", {"B": 4, "M": 1024, "K": 512, "N": 256}, "bfloat16")
     assert SPEC.flops(case) == 2 * 4 * 1024 * 512 * 256
     assert SPEC.bytes_accessed(case) == 4 * (1024 * 512 + 512 * 256 + 1024 * 256) * 2
+
+
+def test_backward_tiles_are_per_problem_dimension_and_keep_the_forward_block_shapes():
+    from kernels.matmul.kernel import backward_tiles
+
+    tiles = BlockSizes(block_m=1024, block_k=128, block_n=512)
+    da, db = backward_tiles(tiles)
+    # dA = g·Bᵀ is [M,N]x[N,K]: M by block_m, N (contracted) by block_n, K by block_k.
+    assert da == BlockSizes(block_m=1024, block_k=512, block_n=128)
+    # dB = Aᵀ·g is [K,M]x[M,N]: K by block_k, M (contracted) by block_m, N by block_n.
+    assert db == BlockSizes(block_m=128, block_k=1024, block_n=512)
+    forward = {(1024, 128), (128, 512), (1024, 512)}  # a, b and the output's blocks
+    for t in (da, db):
+        blocks = {(t.block_m, t.block_k), (t.block_k, t.block_n), (t.block_m, t.block_n)}
+        assert {tuple(sorted(b)) for b in blocks} == {tuple(sorted(b)) for b in forward}
+
+
+def test_gradients_with_their_own_backward_tiles_are_exact_on_unaligned_shapes():
+    from kernels.matmul import matmul
+
+    key_a, key_b, key_g = jax.random.split(jax.random.PRNGKey(3), 3)
+    a = jax.random.normal(key_a, (2, 200, 300), jnp.float32)
+    b = jax.random.normal(key_b, (2, 300, 130), jnp.float32)
+    g = jax.random.normal(key_g, (2, 200, 130), jnp.float32)
+    forward, backward = BlockSizes(128, 128, 128), BlockSizes(256, 128, 256)
+    _, pull = jax.vjp(lambda x, y: matmul(x, y, forward, backward), a, b)
+    da, db = pull(g)
+    exact = jax.lax.Precision.HIGHEST
+    np.testing.assert_allclose(
+        da, jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=exact), 1e-4, 1e-4
+    )
+    np.testing.assert_allclose(
+        db, jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=exact), 1e-4, 1e-4
+    )
+
+
+def test_the_subject_reads_the_backward_entry_of_the_tuned_file_else_the_forward_one(
+    tmp_path, monkeypatch
+):
+    import shutil
+
+    import ci_bench.measure.chip
+    import kernels.matmul as package
+    from kernels.matmul import VERSION
+
+    name = f"matmul_v{VERSION}.tuned.v5e.json"
+    shutil.copy(package.BASELINES / name, tmp_path / name)
+    monkeypatch.setattr(package, "BASELINES", tmp_path)
+    monkeypatch.setattr(ci_bench.measure.chip, "this_chip", lambda: "v5e")
+    seen: list[tuple[BlockSizes, BlockSizes]] = []
+    monkeypatch.setattr(package, "matmul", lambda a, b, fwd, bwd: seen.append((fwd, bwd)))
+    entries = json.loads((tmp_path / name).read_text())["cases"]
+
+    def config(case_id: str) -> BlockSizes:
+        return BlockSizes(**entries[case_id]["config"])
+
+    square = jnp.zeros((1024, 1024), jnp.bfloat16)
+    package.pallas(square, square)
+    case = "matmul/B1-M1024-K1024-N1024/bfloat16"
+    assert seen[-1] == (config(case), config(case + "/backward"))
+    assert seen[-1][0] != seen[-1][1]  # the chip chose different tiles for each
+    # A case whose backward the file does not hold: the backward takes the forward's tiles.
+    missing = "matmul/B16-M128-K128-N128/float32"
+    assert missing in entries
+    assert missing + "/backward" not in entries
+    small = jnp.zeros((16, 128, 128), jnp.float32)
+    package.pallas(small, small)
+    assert seen[-1] == (config(missing), config(missing))

@@ -122,12 +122,15 @@ def _with_the_rest(
 
 
 def _copies(eqn: Any) -> bool:
-    """Whether a conditional (or a loop of them) starts a DMA (a pipeline's guarded copy)."""
+    """Whether a conditional (or a loop of them) waits on a DMA: a pipeline's guarded copy
+    (emit_pipeline waits only where a block changed). A loop that starts its prefetch in a
+    conditional and waits unconditionally (jax's paged attention) is not one: its copies'
+    waits and round trips are charged (model revision 7)."""
     if eqn.primitive.name == "while":
         inner = eqn.params["body_jaxpr"].jaxpr.eqns
         return any(_copies(e) for e in inner if e.primitive.name in ("cond", "while"))
     return any(
-        e.primitive.name == "dma_start" or (e.primitive.name == "cond" and _copies(e))
+        e.primitive.name == "dma_wait" or (e.primitive.name == "cond" and _copies(e))
         for branch in eqn.params["branches"]
         for e in branch.jaxpr.eqns
     )
