@@ -37,29 +37,9 @@ def model_candidates(size: int, dtype: str) -> list[dict[str, Any]]:
     return case["candidates"]
 
 
-def _ranks(xs: list[float]) -> list[float]:
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    ranks = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def spearman(xs: list[float], ys: list[float]) -> float:
-    rx, ry = _ranks(xs), _ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return num / den if den else 0.0
-
-
 def compare(sweep: dict[str, Any]) -> dict[str, Any]:
+    from tpu_model_validation import spearman
+
     from kernels.matmul import BlockSizes
 
     size, dtype = sweep["size"], sweep["dtype"]
@@ -128,7 +108,7 @@ def render(paths: list[Path]) -> int:
             f"{r['xla_us']:.1f}",
             f"{r['model_pick_vs_best']:.3f}",
             f"{r['measure_pick_vs_best']:.3f}",
-            f"{r['spearman']:.2f}",
+            f"{r['spearman']:.2f}" if r["spearman"] is not None else "–",
             f"{r['median_ratio']:.3f}",
             f"{r['within_25']}/{r['ranked_and_timed']}",
         ]

@@ -8,70 +8,27 @@ takes an iteration that waits to last at least a round trip unless its work hide
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
+import sys
+
 import pytest
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 
 from ci_bench.measure.model import analyze_case
 from ci_bench.measure.model.chips import DMA_ROUND_TRIP_US, DMA_WAIT_US, STEP_OVERHEAD_US
+from tests.conftest import REPO
 from tests.test_model import ADHOC, _adhoc
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from tpu_microbench_dma import loop_call  # the microbenchmark's own kernel
 
 ITERATIONS = 8
 ROWS = 16  # an (16, 128) float32 chunk: 8 KiB, the microbenchmark's size
 
 
-def _loop(copies: int, work: int):
-    """ITERATIONS iterations, each starting the next one's ``copies`` chunks and waiting
-    on its own, then ``work`` dependent multiply-adds on an (8, 128) tile."""
-
-    def body(src_hbm, o_ref, buf, sems):
-        def copy(it, slot, c):
-            return pltpu.make_async_copy(
-                src_hbm.at[it * copies + c], buf.at[slot, c], sems.at[slot, c]
-            )
-
-        for c in range(copies):
-            copy(0, 0, c).start()
-
-        def step(it, acc):
-            slot = it % 2
-
-            @pl.when(it + 1 < ITERATIONS)
-            def _():
-                for c in range(copies):
-                    copy(it + 1, 1 - slot, c).start()
-
-            for c in range(copies):
-                copy(it, slot, c).wait()
-            acc = acc + buf[slot, 0, :8, :]
-            for _ in range(work):
-                acc = acc * 1.0001 + 0.5
-            return acc
-
-        o_ref[...] = jax.lax.fori_loop(0, ITERATIONS, step, jnp.zeros((8, 128), jnp.float32))
-
-    def fn(src):
-        return pl.pallas_call(
-            body,
-            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-            out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
-            out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
-            scratch_shapes=[
-                pltpu.VMEM((2, copies, ROWS, 128), jnp.float32),
-                pltpu.SemaphoreType.DMA((2, copies)),
-            ],
-        )(src)
-
-    return fn
-
-
 def _model(copies: int, work: int):
-    def make(case, key):
-        return (jnp.ones((ITERATIONS * copies, ROWS, 128), jnp.float32),)
-
-    model = analyze_case(_adhoc(_loop(copies, work), make), ADHOC, ["v5e"])
+    """The benchmark's loop: ITERATIONS iterations, each starting the next one's ``copies``
+    chunks in a ``pl.when`` and waiting on its own, then ``work`` dependent multiply-adds."""
+    call, args = loop_call(ITERATIONS, copies, ROWS, work)
+    model = analyze_case(_adhoc(lambda *a: call(*a), lambda case, key: args), ADHOC, ["v5e"])
     assert model.status == "ok", model.reason
     return model
 
