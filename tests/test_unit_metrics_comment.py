@@ -101,7 +101,9 @@ def test_an_ab_on_a_cpu_with_unit_metrics_says_they_need_a_tpu(tmp_path):
     git("commit", "-q", "-am", "head")
     out = tmp_path / "report.json"
     case = "toy/B1-M128-K128-N128/float32"
-    argv = ["ab", "--base", "HEAD~1", "--case", case, "--repeats", "20", "--warmup", "1"]
+    # 40 rounds: with 20, a loaded 2-core machine's stalls flipped enough rounds that the
+    # signed-rank test missed an 8x slowdown (ratio 1.99 [1.33, 2.20], p = 0.1).
+    argv = ["ab", "--base", "HEAD~1", "--case", case, "--repeats", "40", "--warmup", "1"]
     done = run_cli(*argv, "-o", str(out), cwd=tmp_path)
     report = json.loads(out.read_text())
     (verdict,) = report["cases"]
