@@ -52,7 +52,9 @@ class OperandModel(Model):
         None, description="the block (squeezed dims as 1); null when not pipelined (ANY)"
     )
     memory_space: MemorySpace
-    buffers: int = Field(ge=0, description="pipeline buffers (2 unless pipeline_mode says)")
+    buffers: int = Field(
+        ge=0, description="pipeline buffers (2 unless pipeline_mode says; 1 for a fixed block)"
+    )
     copies: int = Field(ge=0, description="HBM<->VMEM block copies over the whole grid")
     hbm_bytes: int = Field(ge=0, description="bytes those copies move")
     ideal_bytes: int = Field(ge=0, description="the array's own bytes: each element once")

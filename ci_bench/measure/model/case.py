@@ -49,7 +49,7 @@ def _operands(call: Call) -> list[OperandModel]:
                 dtype=op.dtype,
                 block_shape=list(op.block) if op.block is not None else None,
                 memory_space=op.memory_space,  # type: ignore[arg-type]
-                buffers=op.buffers,
+                buffers=vmem_buffers(op),  # one for a block the same at every step
                 copies=moved.copies * call.count,
                 hbm_bytes=moved.bytes * call.count,
                 ideal_bytes=op.nbytes * call.count,
