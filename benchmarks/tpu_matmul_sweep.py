@@ -88,13 +88,13 @@ def distinct_tilings(size: int) -> dict[tuple[int, int, int], list[tuple[int, in
     return programs
 
 
-def compile_all(product: str, size: int, dtype: str, workers: int) -> list[dict[str, Any]]:
+def compile_all(
+    x: Any, y: Any, flags: dict[str, bool], size: int, workers: int
+) -> list[dict[str, Any]]:
     import jax
 
     from kernels.matmul import BlockSizes
     from kernels.matmul.kernel import matmul_tiled
-
-    x, y, flags = operands(product, size, dtype)
 
     def build(program: tuple[int, int, int]) -> dict[str, Any]:
         blocks = BlockSizes(*program)
@@ -118,15 +118,12 @@ def compile_all(product: str, size: int, dtype: str, workers: int) -> list[dict[
     return rows
 
 
-def time_all(
-    rows: list[dict[str, Any]], product: str, size: int, dtype: str, repeats: int
-) -> float:
+def time_all(rows: list[dict[str, Any]], product: str, x: Any, y: Any, repeats: int) -> float:
     """Each compiled program's median device µs into its row; XLA's median µs returned."""
     import jax
 
     from ci_bench.measure.timers import assign, executions_in
 
-    x, y, _ = operands(product, size, dtype)
     fns = [r["compiled"] for r in rows if r["compiles"]] + [jax.jit(xla(product))]
     for fn in fns:  # warm up outside the trace
         jax.block_until_ready(fn(x, y))
@@ -166,9 +163,10 @@ def sweep(opts: argparse.Namespace) -> int:
             print(f"{label}: skipped (deadline)", flush=True)
             continue
         began = time.monotonic()
-        rows = compile_all(product, size, dtype, opts.workers)
+        x, y, flags = operands(product, size, dtype)
+        rows = compile_all(x, y, flags, size, opts.workers)
         compiled = time.monotonic() - began
-        xla_us = time_all(rows, product, size, dtype, opts.repeats)
+        xla_us = time_all(rows, product, x, y, opts.repeats)
         for row in rows:
             row.pop("compiled", None)
         entry = {"product": product, "size": size, "dtype": dtype, "xla_us": xla_us}

@@ -211,7 +211,9 @@ def step_cost(jaxpr: Any, grid: tuple[int, ...] = (), env: Env | None = None) ->
 
         whole = simulate_block(jaxpr, step_cost, env)
         if whole is not None and _read_whole(whole):
-            return whole
+            total = whole
+    if total.inner_steps:  # a pipeline's (emit_pipeline) waits: charged as its steps are
+        total.dma_waits = total.wait_rounds = 0.0
     return total
 
 
@@ -230,8 +232,6 @@ def _step_cost(jaxpr: Any, grid: tuple[int, ...], env: Env | None) -> StepCost:
     total = walk.total
     total.tail_copies = {k: b for k, (b, at) in walk.started.items() if total.work() == at}
     total.wait_rounds += walk.waited
-    if total.inner_steps:  # a pipeline's (emit_pipeline) waits: charged as its steps are
-        total.dma_waits = total.wait_rounds = 0.0
     return total
 
 

@@ -113,9 +113,8 @@ def _with_the_rest(
     counted = {e.primitive.name for e in conds}  # the conds, and whiles simulated with them
     rest = cost(SimpleNamespace(eqns=[e for e in body.eqns if e.primitive.name not in counted]))
     total.add(rest, iterations)
-    if any(_copies(c) for c in conds):  # charged as grid steps, their copies' waits within
+    if any(_copies(c) for c in conds):  # charged as grid steps (body.step_cost: their waits)
         total.inner_steps += iterations
-        total.dma_waits = total.wait_rounds = 0.0
     if note not in total.notes:
         total.notes.append(note)
     return total

@@ -348,9 +348,7 @@ def simulate_block(
     total = _counted(listed, hits, cost)
     rest = [e for e in jaxpr.eqns if e.primitive.name not in ("cond", "while")]
     total.add(cost(SimpleNamespace(eqns=rest)))
-    if piped := sum(int(hits[row, 0]) for row, e in loops if _waits(e)):
-        total.inner_steps += piped  # charged as grid steps, their copies' waits within
-        total.dma_waits = total.wait_rounds = 0.0
+    total.inner_steps += sum(int(hits[row, 0]) for row, e in loops if _waits(e))
     total.notes.append(BLOCK_NOTE)
     return total
 
