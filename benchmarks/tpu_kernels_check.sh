@@ -7,8 +7,14 @@
 #   mm-tune   ci-bench tune --measure 4 --write over every forward case of matmul's full
 #             profile: the tuned file, copied to OUT
 #   mm-tune-ci  the same over matmul's ci profile only (its 14 forward cases)
+#   mm-tune-big the same over the full profile's forward cases from 1024³ up that the ci
+#             profile lacks (B4, B16 of 1024³; 4096³), tiles 256-2048
 #   gla-tune-ci ci-bench tune --measure 5 --write over GLA's bfloat16 ci forward cases
+#   mm-tune-bwd ci-bench tune --measure 4 --write over the ci profile's backward cases (tiles
+#             per problem dimension, 128-1024)
 #   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
+#   mm-big    the same, its cases from 1024³ up only (issue 53's bar), to OUT/mm_big_N.json
+#   vmem-probe  benchmarks/tpu_vmem_probe.py: the VMEM Mosaic needs per matmul tiling
 #   mm-ci     ci-bench run --profile ci --kernel matmul    (reads the tuned file if written)
 #   gla-variants  benchmarks/tpu_gla_variants.py: the forward body's variants, timed and checked
 #   model-validation  benchmarks/tpu_model_validation.py: the cost model against the chip
@@ -52,6 +58,27 @@ for name in "$@"; do
       --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/mm_tune_ci.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-tune-big)
+    sizes=256,512,1024,2048
+    step 280 mm-tune-big ci-bench tune --kernel matmul --profile full --chip v5e --measure 4 \
+      --case 'matmul/B*-M4096-K4096-N4096/*[0-9]' \
+      --case 'matmul/B4-M1024-K1024-N1024/*[0-9]' --case 'matmul/B16-M1024-K1024-N1024/*[0-9]' \
+      --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
+      -o "$out/mm_tune_big.json"
+    cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-tune-bwd)
+    step 280 mm-tune-bwd ci-bench tune --kernel matmul --profile ci --chip v5e --measure 4 \
+      --case 'matmul/*/backward' --write --force --values block_m=512,1024 \
+      --values block_k=128,256,512 --values block_n=512,1024 -o "$out/mm_tune_bwd.json"
+    cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-big)
+    n=1; while [ -e "$out/mm_big_$n.json" ]; do n=$((n + 1)); done
+    step 420 "mm-big-$n" ci-bench run --profile full --kernel matmul --case 'matmul/*-M1024-*' \
+      --case 'matmul/*-M1024-*/*' --case 'matmul/*-M4096-*' --case 'matmul/*-M4096-*/*' \
+      -o "$out/mm_big_$n.json" ;;
+  vmem-probe)
+    step 160 vmem-probe python benchmarks/tpu_vmem_probe.py --out "$out" --deadline 140 ;;
   gla-tune-ci)
     step 130 gla-tune-ci ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
       --case 'gla/*/bfloat16' --write --force -o "$out/gla_tune_ci.json"

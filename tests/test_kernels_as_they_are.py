@@ -200,7 +200,7 @@ def test_the_kernel_mode_undoes_an_earlier_tpu_mode_in_the_same_process():
     assert apply_interpret_mode("kernel") == "kernel"
     assert setting.value is None
     a = jax.ShapeDtypeStruct((128, 128), jnp.float32)
-    from kernels.matmul.kernel import matmul
+    from kernels.matmul.backward import matmul
 
     text = jax.export.export(jax.jit(matmul), platforms=["tpu"])(a, a).mlir_module()
     assert "tpu_custom_call" in text

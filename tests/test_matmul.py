@@ -87,7 +87,7 @@ def test_cost_model_follows_the_specification():
 
 
 def test_backward_tiles_are_per_problem_dimension_and_keep_the_forward_block_shapes():
-    from kernels.matmul.kernel import backward_tiles
+    from kernels.matmul.backward import backward_tiles
 
     tiles = BlockSizes(block_m=1024, block_k=128, block_n=512)
     da, db = backward_tiles(tiles)

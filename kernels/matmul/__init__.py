@@ -39,11 +39,12 @@ from ci_bench.spec import (
     points,
     tuned_config,
 )
-from kernels.matmul.kernel import BlockSizes, matmul, matmul_tiled
+from kernels.matmul.backward import matmul
+from kernels.matmul.kernel import BlockSizes, matmul_tiled
 
 __all__ = ["SPEC", "TUNABLES", "BlockSizes", "matmul", "matmul_tiled", "tiled"]
 
-VERSION = "0.4.0"
+VERSION = "0.5.0"
 # Where `ci-bench tune --write` keeps the tuned configs (this repository's baselines).
 BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 DEFAULT_BLOCKS = dataclasses.asdict(BlockSizes())

@@ -20,8 +20,8 @@ float32, as XLA's are), and a float32 output accumulates in its own VMEM block (
 ``transpose_a`` / ``transpose_b`` multiply by a stored operand's transpose. The TPU tiling
 reads the transposed blocks straight from the stored array (a ``[bk, bm]`` block of ``a``
 transposed in VMEM, or a dot contracting ``b``'s last axis), so no transposed copy is made.
-``matmul`` is the differentiable op: a ``custom_vjp`` whose backward is two of these
-matmuls, ``dA = g·Bᵀ`` and ``dB = Aᵀ·g``.
+The differentiable op, ``matmul``, is in ``kernels.matmul.backward``: its backward is one
+fused call on a TPU where the tiles divide the problem, else two of these matmuls.
 """
 
 from __future__ import annotations
@@ -288,43 +288,3 @@ def matmul_tiled(
     bb = batch_block(a3.shape[0], tile, blocks)
     out = _tpu_call(a3, b3, blocks, bb, K, interpret, transpose_a, transpose_b)
     return out if batched else out[0]
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
-def matmul(
-    a: jax.Array,  # [M, K] or [B, M, K]
-    b: jax.Array,  # [K, N] or [B, K, N]
-    block_sizes: BlockSizes | None = None,
-    backward_sizes: BlockSizes | None = None,
-) -> jax.Array:  # [M, N] or [B, M, N]
-    """``matmul_tiled`` with a Pallas backward: ``jax.grad`` / ``jax.vjp`` run two tiled
-    matmuls, ``dA = g·Bᵀ`` and ``dB = Aᵀ·g``, read from the stored operands, tiled by
-    ``backward_sizes`` (else ``block_sizes``) per problem dimension (``backward_tiles``)."""
-    return matmul_tiled(a, b, block_sizes=block_sizes)
-
-
-def backward_tiles(tiles: BlockSizes) -> tuple[BlockSizes, BlockSizes]:
-    """The two backward products' tiles from tiles per problem dimension (block_m for M,
-    block_k for K, block_n for N): ``dA = g·Bᵀ`` is [M,N]x[N,K], ``dB = Aᵀ·g`` [K,M]x[M,N].
-    Each block then has the shape of one of the forward's (g's [M,N] block is the output's),
-    so a tiling that fits VMEM forward fits backward. On a TPU v5e the best tiles of both
-    products at 1024³ bfloat16 are the same per dimension (M 1024, K 128, N 1024:
-    benchmarks/tpu_matmul_sweep.py), not the forward's best (K 1024, N 128)."""
-    m, k, n = tiles.block_m, tiles.block_k, tiles.block_n
-    return BlockSizes(m, n, k), BlockSizes(k, _round_up(m, 128), n)
-
-
-def _matmul_fwd(a, b, block_sizes, backward_sizes):
-    return matmul_tiled(a, b, block_sizes=block_sizes), (a, b)
-
-
-def _matmul_bwd(block_sizes, backward_sizes, residuals, g):  # g: [.., M, N], the cotangent
-    a, b = residuals
-    g = g.astype(a.dtype)
-    tiles_da, tiles_db = backward_tiles(backward_sizes or block_sizes or BlockSizes())
-    da = matmul_tiled(g, b, block_sizes=tiles_da, transpose_b=True)  # [M,N]x[N,K]
-    db = matmul_tiled(a, g, block_sizes=tiles_db, transpose_a=True)  # [K,M]x[M,N]
-    return da, db
-
-
-matmul.defvjp(_matmul_fwd, _matmul_bwd)

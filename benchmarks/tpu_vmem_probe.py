@@ -1,0 +1,175 @@
+"""How much VMEM Mosaic needs for a tiling of the project's matmul: the chip's own answer.
+
+Issue 51 asks the model's VMEM fit to agree with the compiler on every tiling. The sweep
+(``tpu_matmul_sweep.py``) says only fits or not at the default 16 MiB scoped limit; this
+script reads, per tiling, the scoped VMEM Mosaic allocates (a refusal names the allocation
+that passed ``vmem_limit_bytes``; the limit is raised to each figure named until it
+compiles, and one step below the last is checked to refuse), so the model's count can be
+set against the compiler's need.
+
+On a TPU host, from the repository's root (output ``OUT/vmem_probe.json``):
+
+    python benchmarks/tpu_vmem_probe.py --out "$OUT" --deadline 150
+    python benchmarks/tpu_vmem_probe.py --render benchmarks/data/<probe>.json   # any host
+
+The kernel is the shipped ``matmul_tiled``; only the ``vmem_limit_bytes`` of its compiler
+parameters is set, through the ``pallas_call`` it makes (a thread-local override).
+``--render`` runs the model (``ci-bench tune --chip v5e`` alone) on the same tilings and
+prints its VMEM count beside the compiler's need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for _path in (str(HERE.parent), str(HERE)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+MIB = 1 << 20
+TILES = (256, 512, 1024, 2048)
+# (size, dtype, (bm, bk, bn)): every tiling of 256-2048 at 4096³ (each grid axis moves), and
+# at 2048³ the sweep's false fits and their neighbours (a k axis of one step or two).
+PROBES: list[tuple[int, str, tuple[int, int, int]]] = [
+    (4096, dtype, (bm, bk, bn))
+    for dtype in ("bfloat16", "float32")
+    for bm in TILES
+    for bk in TILES
+    for bn in TILES
+] + [
+    (2048, dtype, tiles)
+    for dtype in ("bfloat16", "float32")
+    for tiles in ((2048, 1024, 256), (2048, 2048, 256), (1024, 2048, 256), (1024, 1024, 1024))
+]
+# Mosaic's refusal names the scoped allocation it needed: "Scoped allocation with size 16.99M
+# and limit 16.00M exceeded scoped vmem limit by 1016.0K".
+_NEED = re.compile(r"Scoped allocation with size ([0-9.]+)([KMG]?)")
+_UNIT = {"": 1, "K": 1 << 10, "M": MIB, "G": 1 << 30}
+_LIMIT = threading.local()
+
+
+def _install_limit_override() -> None:
+    """``pl.pallas_call`` as the kernel calls it, with this thread's ``vmem_limit_bytes``."""
+    from jax.experimental import pallas as pl
+
+    original = pl.pallas_call
+
+    def with_limit(*args: Any, **kwargs: Any) -> Any:
+        limit = getattr(_LIMIT, "bytes", None)
+        params = kwargs.get("compiler_params")
+        if limit is not None and hasattr(params, "vmem_limit_bytes"):  # Mosaic's, not Triton's
+            kwargs["compiler_params"] = params.replace(vmem_limit_bytes=limit)
+        return original(*args, **kwargs)
+
+    pl.pallas_call = with_limit
+
+
+def _compiles(size: int, dtype: str, tiles: tuple[int, int, int], limit: int) -> str | None:
+    """None when it compiles under ``limit`` bytes, else the compiler's message. The kernel's
+    un-jitted call is traced afresh each time (a jitted one would keep its first limit)."""
+    import jax
+    import jax.numpy as jnp
+
+    from kernels.matmul import BlockSizes
+    from kernels.matmul.kernel import _tpu_call
+
+    blocks = BlockSizes(*tiles).within(size, size, size)
+    x = jax.ShapeDtypeStruct((1, size, size), jnp.dtype(dtype))
+    _LIMIT.bytes = limit
+    try:
+        call = jax.jit(lambda a, b: _tpu_call(a, b, blocks, 1, size, False))
+        call.lower(x, x).compile()
+        return None
+    except Exception as exc:  # the refusal is the datum
+        return " ".join(str(exc).split())
+    finally:
+        _LIMIT.bytes = None
+
+
+def needed_bytes(message: str) -> int | None:
+    found = _NEED.search(message)
+    return round(float(found.group(1)) * _UNIT[found.group(2)]) if found else None
+
+
+def probe(size: int, dtype: str, tiles: tuple[int, int, int], step_mib: float) -> dict:
+    """The scoped VMEM Mosaic allocates. A refusal names the allocation that passed the
+    limit, which is not yet the whole (Mosaic allocates in turns: the pipeline's buffers,
+    then its own temporaries), so the limit is raised to each figure named, rounded up to
+    ``step_mib``, until it compiles; the last figure is the need, checked from below."""
+    began = time.monotonic()
+    row: dict[str, Any] = {"size": size, "dtype": dtype, "tiles": list(tiles)}
+    row["fits_16mib"] = _compiles(size, dtype, tiles, 16 * MIB) is None
+    step = int(step_mib * MIB)
+    limit, need, named = MIB, None, []
+    for _ in range(16):
+        message = _compiles(size, dtype, tiles, limit)
+        if message is None:
+            break
+        need = needed_bytes(message)
+        if need is None or need < limit:  # refused for another reason: keep its words
+            row["message"] = message[-600:]
+            need = None
+            break
+        named.append(round(need / MIB, 3))
+        limit = -(-need // step) * step + (step if need % step == 0 else 0)
+    row["named_mib"] = named
+    row["needs_mib"] = None if need is None else round(need / MIB, 3)
+    if need is not None:
+        row["refused_below"] = _compiles(size, dtype, tiles, need - step) is not None
+    row["seconds"] = round(time.monotonic() - began, 1)
+    return row
+
+
+def measure(opts: argparse.Namespace) -> int:
+    import jax
+    from tpu_microbench import provenance
+
+    _install_limit_override()
+    out = opts.out / "vmem_probe.json"
+    opts.out.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {"provenance": provenance(), "step_mib": opts.step, "rows": []}
+    record["provenance"]["script"] = "benchmarks/tpu_vmem_probe.py"
+    deadline = time.monotonic() + opts.deadline
+    pool = concurrent.futures.ThreadPoolExecutor(opts.workers)
+    futures = [pool.submit(probe, *p, opts.step) for p in PROBES]
+    for future in futures:
+        try:
+            row = future.result(timeout=max(deadline - time.monotonic(), 0.1))
+        except concurrent.futures.TimeoutError:
+            break
+        record["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        out.write_text(json.dumps(record, indent=1))
+    pool.shutdown(wait=False, cancel_futures=True)
+    print(f"{len(record['rows'])}/{len(PROBES)} probed on {jax.devices()[0].device_kind}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--step", type=float, default=1 / 16, help="limit rounding, MiB")
+    parser.add_argument("--workers", type=int, default=12)
+    parser.add_argument("--deadline", type=float, default=150.0)
+    parser.add_argument("--render", type=Path, help="a vmem_probe.json: set the model beside")
+    opts = parser.parse_args()
+    if opts.render:
+        from tpu_vmem_probe_report import render
+
+        return render(opts.render)
+    if opts.out is None:
+        parser.error("--out is required to measure")
+    return measure(opts)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

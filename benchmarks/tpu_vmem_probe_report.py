@@ -1,0 +1,94 @@
+"""``tpu_vmem_probe.py --render``: the model's VMEM count beside the VMEM Mosaic allocated.
+
+For each (size, dtype) probed on the chip, ``ci-bench tune --chip v5e`` (the model alone, on
+this machine) counts every tiling's VMEM; each probed tiling's row sets the two side by
+side, with the accumulator's size (``bm·bn`` float32: the dot result Mosaic keeps while it
+adds it in) to read what the count leaves out. The summary says how many tilings the model
+places on the right side of v5e's 16 MiB scoped default, and the largest miss.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+MIB = 1 << 20
+LIMIT_MIB = 16.0
+
+
+def modelled_vmem(size: int, dtype: str) -> dict[tuple[int, int, int], float]:
+    """The model's VMEM count (MiB) per effective program at this size and dtype."""
+    from tpu_matmul_sweep_report import model_candidates
+
+    from kernels.matmul import BlockSizes
+
+    counts: dict[tuple[int, int, int], float] = {}
+    for cand in model_candidates(size, dtype):
+        e = BlockSizes(**cand["config"]).within(size, size, size)
+        counts[(e.block_m, e.block_k, e.block_n)] = cand["vmem_bytes"] / MIB
+    return counts
+
+
+def rows_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    from kernels.matmul import BlockSizes
+
+    models: dict[tuple[int, str], dict[tuple[int, int, int], float]] = {}
+    rows = []
+    for probed in record["rows"]:
+        if probed.get("needs_mib") is None:
+            continue
+        size, dtype = probed["size"], probed["dtype"]
+        if (size, dtype) not in models:
+            models[(size, dtype)] = modelled_vmem(size, dtype)
+        e = BlockSizes(*probed["tiles"]).within(size, size, size)
+        program = (e.block_m, e.block_k, e.block_n)
+        model = models[(size, dtype)][program]
+        need = probed["needs_mib"]
+        rows.append(
+            {
+                "size": size,
+                "dtype": dtype,
+                "program": program,
+                "k_steps": size // e.block_k,
+                "acc_mib": e.block_m * e.block_n * 4 / MIB,
+                "model_mib": model,
+                "mosaic_mib": need,
+                "missing_mib": need - model,
+                "agrees": (model <= LIMIT_MIB) == (need <= LIMIT_MIB),
+                "checked": probed.get("refused_below"),
+            }
+        )
+    return rows
+
+
+def render(path: Path) -> int:
+    record = json.loads(path.read_text())
+    rows = rows_of(record)
+    table = [
+        [
+            f"{r['size']}³",
+            r["dtype"],
+            r["program"],
+            r["k_steps"],
+            r["acc_mib"],
+            round(r["model_mib"], 2),
+            r["mosaic_mib"],
+            round(r["missing_mib"], 2),
+            "yes" if r["agrees"] else "NO",
+        ]
+        for r in rows
+    ]
+    headers = ["size", "dtype", "(bm, bk, bn)", "k steps", "acc MiB", "model MiB", "Mosaic MiB"]
+    print(tabulate(table, headers=[*headers, "missing MiB", "same side of 16 MiB"]))
+    unchecked = [r["program"] for r in rows if not r["checked"]]
+    wrong = [r for r in rows if not r["agrees"]]
+    worst = max(rows, key=lambda r: abs(r["missing_mib"]))
+    print(
+        f"\n{len(rows) - len(wrong)}/{len(rows)} on the same side of {LIMIT_MIB:g} MiB as Mosaic;"
+        f" largest miss {worst['missing_mib']:+.2f} MiB at {worst['program']} {worst['dtype']}"
+        f" {worst['size']}³; figures not confirmed both ways: {unchecked or 'none'}"
+    )
+    return 0

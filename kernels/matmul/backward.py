@@ -1,0 +1,265 @@
+"""The matmul's backward as one Pallas call on a TPU: ``dA = g·Bᵀ`` then ``dB = Aᵀ·g``.
+
+Two ``pallas_call``s (0.4.0) each end on an output block written back with nothing left to
+hide it behind, and each starts on blocks fetched with nothing to hide them: on a TPU v5e
+at 1024³ bfloat16 the two products ran 16.3 + 17.0 µs against XLA's 30.6 for both, one
+module whose two dots overlap (benchmarks/data/tpu_v5e_kernels_2026-12-06c.txt). Here one
+grid runs both: axis 1 is the product (0: dA, 1: dB) and axis 2 the product's steps, so
+dB's first blocks are fetched while dA's last computes and dA's last block is written back
+while dB computes. ``g``'s block is ``[tm, tn]`` in both products, and at the turn from dA
+to dB both ask for the same one, so at one block per dimension ``g`` is read once.
+
+Each product makes ``(M/tm)·(K/tk)·(N/tn)`` steps, the same count, over tiles per problem
+dimension (tm for M, tk for K, tn for N: ``kernel.backward_tiles``' convention):
+
+- dA [M,K] = g [M,N] · Bᵀ: output block (i, j) over (M/tm, K/tk), contraction over N/tn;
+- dB [K,N] = Aᵀ · g: output block (i, j) over (K/tk, N/tn), contraction over M/tm.
+
+An operand the running product does not read keeps the block index it has at the turn
+(B its last, A its first), so it is neither fetched again nor early; an output keeps its
+index through the other product, the Pallas rule that a block is written back when its
+index changes or the grid ends. Only problems the tiles divide (and ``tm`` a multiple of
+128, for the transpose of A's block in VMEM) take this path; the rest run the two calls.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from kernels.matmul.kernel import BlockSizes, batch_block, default_backend, matmul_tiled
+
+MIB = 1 << 20
+# v5e's scoped default; past it the call asks for what it counts plus half (Mosaic's own
+# temporaries: the dot's float32 result, benchmarks/tpu_vmem_probe.py), at most 96 of the
+# chip's 128 MiB.
+SCOPED_DEFAULT = 16 * MIB
+
+
+def fused_fits(M: int, K: int, N: int, tm: int, tk: int, tn: int) -> bool:
+    """Whether one call can run this backward with these per-dimension blocks."""
+    return M % tm == 0 and K % tk == 0 and N % tn == 0 and tm % 128 == 0
+
+
+def _vmem_limit(bb: int, tm: int, tk: int, tn: int, itemsize: int, scratch: bool) -> int | None:
+    """Two buffers of each block (g, A, B, dA, dB) and the float32 accumulators."""
+    blocks = (tm * tn + tm * tk + tk * tn + tm * tk + tk * tn) * itemsize * 2
+    accumulators = (tm * tk + tk * tn) * 4 if scratch else 0
+    count = bb * (blocks + accumulators)
+    if count + count // 2 <= SCOPED_DEFAULT:
+        return None
+    return min(-(-(count + count // 2) // MIB) * MIB, 96 * MIB)
+
+
+def _kernel(g_ref, b_ref, a_ref, da_ref, db_ref, *scratch, n_steps: int, m_steps: int, one_pass):
+    # g [bb, tm, tn]; b [bb, tk, tn]; a [bb, tm, tk]; da [bb, tm, tk]; db [bb, tk, tn]
+    acc_da, acc_db = scratch if scratch else (da_ref, db_ref)
+    product, step = pl.program_id(1), pl.program_id(2)
+
+    def run(acc, out, contraction_steps: int, dot) -> None:
+        c = jax.lax.rem(step, contraction_steps)
+
+        @pl.when(c == 0)
+        def _init():
+            acc[...] = jnp.zeros_like(acc)
+
+        for i in range(g_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
+            acc[i] += dot(i)
+
+        if scratch:
+
+            @pl.when(c == contraction_steps - 1)
+            def _store():
+                out[...] = acc[...].astype(out.dtype)
+
+    def cast(x: jax.Array) -> jax.Array:  # float32 as XLA multiplies it at DEFAULT on a TPU
+        return x.astype(jnp.bfloat16) if one_pass else x
+
+    def da_dot(i: int) -> jax.Array:  # g [tm, tn] · b [tk, tn]ᵀ
+        g, b = cast(g_ref[i]), cast(b_ref[i])
+        return jax.lax.dot_general(
+            g, b, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
+        )
+
+    def db_dot(i: int) -> jax.Array:  # a [tm, tk]ᵀ · g [tm, tn]
+        a, g = cast(a_ref[i]), cast(g_ref[i])
+        return jax.lax.dot_general(
+            a.T, g, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32
+        )
+
+    pl.when(product == 0)(lambda: run(acc_da, da_ref, n_steps, da_dot))
+    pl.when(product == 1)(lambda: run(acc_db, db_ref, m_steps, db_dot))
+
+
+def fused_backward(
+    a: jax.Array,  # [B, M, K]
+    b: jax.Array,  # [B, K, N]
+    g: jax.Array,  # [B, M, N]
+    blocks: tuple[int, int, int],  # (tm, tk, tn), dividing (M, K, N)
+    bb: int,
+    interpret: bool,
+) -> tuple[jax.Array, jax.Array]:
+    """``(dA, dB)`` in one ``pallas_call``; see the module's docstring for the schedule."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    B, M, K = a.shape
+    N = b.shape[2]
+    tm, tk, tn = blocks
+    nm, nk, nn = M // tm, K // tk, N // tn
+    last_k, last_n = nk - 1, nn - 1
+
+    # lax.div / lax.rem, not // and %: the steps are never negative, and Python's floor
+    # division lowers through a sign that Mosaic's lowering asks the chip's generation for.
+    div, rem = jax.lax.div, jax.lax.rem
+
+    def da_step(s):  # (M block, K block, N block) of dA's step s; N, the contraction, fastest
+        return div(s, nk * nn), rem(div(s, nn), nk), rem(s, nn)
+
+    def db_step(s):  # (K block, N block, M block) of dB's step s; M, the contraction, fastest
+        return div(s, nn * nm), rem(div(s, nm), nn), rem(s, nm)
+
+    def pick(p, first, second):  # scalar select as arithmetic: index maps run on the scalar core
+        return first * (1 - p) + second * p
+
+    def g_index(z, p, s):
+        i, _, c = da_step(s)
+        _, j2, c2 = db_step(s)
+        return z, pick(p, i, c2), pick(p, c, j2)
+
+    def b_index(z, p, s):  # dB reads no b: hold dA's last block
+        _, j, c = da_step(s)
+        return z, pick(p, j, last_k), pick(p, c, last_n)
+
+    def a_index(z, p, s):  # dA reads no a: hold dB's first block
+        i2, _, c2 = db_step(s)
+        return z, pick(p, 0, c2), pick(p, 0, i2)
+
+    def da_index(z, p, s):  # held at its last block through dB
+        i, j, _ = da_step(s)
+        return z, pick(p, i, nm - 1), pick(p, j, last_k)
+
+    def db_index(z, p, s):  # held at its first block through dA
+        i2, j2, _ = db_step(s)
+        return z, pick(p, 0, i2), pick(p, 0, j2)
+
+    scratch = a.dtype != jnp.float32
+    return pl.pallas_call(
+        functools.partial(
+            _kernel,
+            n_steps=nn,
+            m_steps=nm,
+            one_pass=a.dtype == jnp.float32 and not interpret,
+        ),
+        out_shape=(
+            jax.ShapeDtypeStruct((B, M, K), a.dtype),
+            jax.ShapeDtypeStruct((B, K, N), a.dtype),
+        ),
+        grid=(B // bb, 2, nm * nk * nn),
+        in_specs=[
+            pl.BlockSpec((bb, tm, tn), g_index),
+            pl.BlockSpec((bb, tk, tn), b_index),
+            pl.BlockSpec((bb, tm, tk), a_index),
+        ],
+        out_specs=[
+            pl.BlockSpec((bb, tm, tk), da_index),
+            pl.BlockSpec((bb, tk, tn), db_index),
+        ],
+        scratch_shapes=(
+            [pltpu.VMEM((bb, tm, tk), jnp.float32), pltpu.VMEM((bb, tk, tn), jnp.float32)]
+            if scratch
+            else []
+        ),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "arbitrary", "arbitrary"),
+            vmem_limit_bytes=_vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, scratch),
+        ),
+        interpret=interpret,
+    )(g, b, a)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def matmul(
+    a: jax.Array,  # [M, K] or [B, M, K]
+    b: jax.Array,  # [K, N] or [B, K, N]
+    block_sizes: BlockSizes | None = None,
+    backward_sizes: BlockSizes | None = None,
+) -> jax.Array:  # [M, N] or [B, M, N]
+    """``matmul_tiled`` with a Pallas backward (``matmul_backward``), tiled by
+    ``backward_sizes`` (else ``block_sizes``) per problem dimension."""
+    return matmul_tiled(a, b, block_sizes=block_sizes)
+
+
+def backward_tiles(tiles: BlockSizes) -> tuple[BlockSizes, BlockSizes]:
+    """The two backward products' tiles from tiles per problem dimension (block_m for M,
+    block_k for K, block_n for N): ``dA = g·Bᵀ`` is [M,N]x[N,K], ``dB = Aᵀ·g`` [K,M]x[M,N].
+    Each block then has the shape of one of the forward's (g's [M,N] block is the output's),
+    so a tiling that fits VMEM forward fits backward. On a TPU v5e the best tiles of both
+    products at 1024³ bfloat16 are the same per dimension (M 1024, K 128, N 1024:
+    benchmarks/tpu_matmul_sweep.py), not the forward's best (K 1024, N 128)."""
+    m, k, n = tiles.block_m, tiles.block_k, tiles.block_n
+    return BlockSizes(m, n, k), BlockSizes(k, _round_up(m, 128), n)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+@functools.partial(jax.jit, static_argnames=("tiles", "backend", "interpret"))
+def matmul_backward(
+    a: jax.Array,  # [M, K] or [B, M, K]
+    b: jax.Array,  # [K, N] or [B, K, N]
+    g: jax.Array,  # [M, N] or [B, M, N], a's dtype
+    *,
+    tiles: BlockSizes,
+    backend: str | None = None,
+    interpret: bool | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """``(dA, dB)``: one fused call (``fused_backward``) on a TPU (interpreted on a CPU) when
+    the tiles divide the problem, else two ``matmul_tiled`` calls (``backward_tiles``);
+    chosen where jax lowers, as ``matmul_tiled`` chooses its own lowering."""
+    if backend is None and interpret is None:
+        branches = {
+            "cpu": functools.partial(matmul_backward, tiles=tiles, backend="tpu", interpret=True),
+            "tpu": functools.partial(matmul_backward, tiles=tiles, backend="tpu", interpret=False),
+            "default": functools.partial(_two_calls, tiles=tiles),  # GPUs: their own tiles
+        }
+        return jax.lax.platform_dependent(a, b, g, **branches)
+    backend = backend or default_backend()
+    *lead, M, K = a.shape
+    N = b.shape[-1]
+    blocks = tiles.within(M, K, N)
+    tm, tk, tn = blocks.block_m, blocks.block_k, blocks.block_n
+    if backend == "tpu" and fused_fits(M, K, N, tm, tk, tn):
+        a3, b3, g3 = (a, b, g) if lead else (a[None], b[None], g[None])
+        bb = batch_block(a3.shape[0], tiles, blocks)
+        interpret = jax.default_backend() == "cpu" if interpret is None else interpret
+        da, db = fused_backward(a3, b3, g3, (tm, tk, tn), bb, interpret)
+        return (da, db) if lead else (da[0], db[0])
+    return _two_calls(a, b, g, tiles=tiles, backend=backend, interpret=interpret)
+
+
+def _two_calls(a, b, g, *, tiles: BlockSizes, backend=None, interpret=None):
+    """0.4.0's backward: two ``matmul_tiled`` calls, each read from the stored operands."""
+    tiles_da, tiles_db = backward_tiles(tiles)
+    if backend == "gpu":
+        tiles_da = tiles_db = None  # the GPU lowering's own tiles, as the forward's
+    options = {"backend": backend, "interpret": interpret}
+    da = matmul_tiled(g, b, block_sizes=tiles_da, transpose_b=True, **options)  # [M,N]x[N,K]
+    db = matmul_tiled(a, g, block_sizes=tiles_db, transpose_a=True, **options)  # [K,M]x[M,N]
+    return da, db
+
+
+def _matmul_fwd(a, b, block_sizes, backward_sizes):
+    return matmul_tiled(a, b, block_sizes=block_sizes), (a, b)
+
+
+def _matmul_bwd(block_sizes, backward_sizes, residuals, g):  # g: [.., M, N], the cotangent
+    a, b = residuals
+    tiles = backward_sizes or block_sizes or BlockSizes()
+    return matmul_backward(a, b, g.astype(a.dtype), tiles=tiles)
+
+
+matmul.defvjp(_matmul_fwd, _matmul_bwd)
