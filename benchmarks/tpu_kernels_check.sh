@@ -74,11 +74,11 @@ for name in "$@"; do
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
   mm-big)
     n=1; while [ -e "$out/mm_big_$n.json" ]; do n=$((n + 1)); done
-    step 420 "mm-big-$n" ci-bench run --profile full --kernel matmul --case 'matmul/*-M1024-*' \
+    step 280 "mm-big-$n" ci-bench run --profile full --kernel matmul --case 'matmul/*-M1024-*' \
       --case 'matmul/*-M1024-*/*' --case 'matmul/*-M4096-*' --case 'matmul/*-M4096-*/*' \
       -o "$out/mm_big_$n.json" ;;
   vmem-probe)
-    step 160 vmem-probe python benchmarks/tpu_vmem_probe.py --out "$out" --deadline 140 ;;
+    step 140 vmem-probe python benchmarks/tpu_vmem_probe.py --out "$out" --deadline 125 ;;
   gla-tune-ci)
     step 130 gla-tune-ci ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
       --case 'gla/*/bfloat16' --write --force -o "$out/gla_tune_ci.json"
