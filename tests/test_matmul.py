@@ -120,6 +120,89 @@ def test_gradients_with_their_own_backward_tiles_are_exact_on_unaligned_shapes()
     )
 
 
+@pytest.mark.parametrize(
+    ("shapes", "tiles", "dtype", "tolerance"),
+    [
+        # Two or three blocks per dimension: each product has several output blocks and a
+        # contraction of several steps, and g's block moves between and within them.
+        (((3, 256, 384), (3, 384, 512)), (128, 128, 256), jnp.float32, 1e-5),
+        (((3, 256, 384), (3, 384, 512)), (128, 128, 256), jnp.bfloat16, 2e-2),
+        # 2-D, one block per dimension: the two products meet on the same g block.
+        (((256, 256), (256, 384)), (256, 256, 384), jnp.bfloat16, 2e-2),
+        # Batch entries folded into one step (batch_block): 4 x 128³ in one block.
+        (((4, 128, 128), (4, 128, 128)), (512, 512, 1024), jnp.float32, 1e-5),
+    ],
+)
+def test_the_fused_backward_gives_exact_gradients(shapes, tiles, dtype, tolerance):
+    from kernels.matmul import matmul
+    from kernels.matmul.backward import fused_fits
+
+    (a_shape, b_shape), blocks = shapes, BlockSizes(*tiles)
+    *_, M, K = a_shape
+    N = b_shape[-1]
+    within = blocks.within(M, K, N)
+    assert fused_fits(M, K, N, within.block_m, within.block_k, within.block_n)
+    keys = jax.random.split(jax.random.PRNGKey(5), 3)
+    a = jax.random.normal(keys[0], a_shape, jnp.float32).astype(dtype)
+    b = jax.random.normal(keys[1], b_shape, jnp.float32).astype(dtype)
+    g = jax.random.normal(keys[2], (*a_shape[:-1], N), jnp.float32).astype(dtype)
+    _, pull = jax.vjp(lambda x, y: matmul(x, y, blocks, blocks), a, b)
+    da, db = pull(g)
+    exact = jax.lax.Precision.HIGHEST
+    a32, b32, g32 = (x.astype(jnp.float32) for x in (a, b, g))
+    want_da = jnp.matmul(g32, jnp.swapaxes(b32, -1, -2), precision=exact)
+    want_db = jnp.matmul(jnp.swapaxes(a32, -1, -2), g32, precision=exact)
+    for got, want in ((da, want_da), (db, want_db)):
+        assert got.dtype == dtype and got.shape == want.shape
+        scale = float(jnp.abs(want).max())
+        np.testing.assert_allclose(got.astype(jnp.float32), want, rtol=0, atol=tolerance * scale)
+
+
+@pytest.mark.parametrize(("batch", "bb"), [(2, 1), (4, 2)])
+def test_the_fused_backward_keeps_the_tpu_pipeline_rules(batch, bb):
+    """jax's TPU interpreter (not the plain one) checks what the chip relies on: an output
+    block is visited in consecutive steps only (written back when its index changes), so
+    an output held at the wrong block through the other product fails here."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    from kernels.matmul.backward import fused_backward
+
+    keys = jax.random.split(jax.random.PRNGKey(6), 3)
+    a = jax.random.normal(keys[0], (batch, 256, 384), jnp.float32)
+    b = jax.random.normal(keys[1], (batch, 384, 512), jnp.float32)
+    g = jax.random.normal(keys[2], (batch, 256, 512), jnp.float32)
+    da, db = fused_backward(a, b, g, (128, 128, 256), bb, pltpu.InterpretParams())
+    exact = jax.lax.Precision.HIGHEST
+    np.testing.assert_allclose(
+        da, jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=exact), 1e-5, 1e-3
+    )
+    np.testing.assert_allclose(
+        db, jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=exact), 1e-5, 1e-3
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "tiles", "calls"),
+    [
+        ((1024, 1024), (1024, 256, 1024), 1),  # the tiles divide it: one fused call
+        ((4, 256, 256), (128, 128, 128), 1),
+        ((513, 513), (1024, 256, 1024), 2),  # 513 runs as partial blocks: two calls
+        ((127, 127), (128, 128, 128), 2),
+    ],
+)
+def test_the_tpu_backward_is_one_call_where_the_tiles_divide_the_problem(shape, tiles, calls):
+    from jax import export
+
+    from kernels.matmul.backward import matmul_backward
+
+    x = jax.ShapeDtypeStruct(shape, jnp.bfloat16)
+    lowered = export.export(
+        jax.jit(lambda a, b, g: matmul_backward(a, b, g, tiles=BlockSizes(*tiles))),
+        platforms=["tpu"],
+    )(x, x, x)
+    assert lowered.mlir_module().count("tpu_custom_call") == calls
+
+
 def test_the_subject_reads_the_backward_entry_of_the_tuned_file_else_the_forward_one(
     tmp_path, monkeypatch
 ):
@@ -146,9 +229,9 @@ def test_the_subject_reads_the_backward_entry_of_the_tuned_file_else_the_forward
     assert seen[-1] == (config(case), config(case + "/backward"))
     assert seen[-1][0] != seen[-1][1]  # the chip chose different tiles for each
     # A case whose backward the file does not hold: the backward takes the forward's tiles.
-    missing = "matmul/B16-M128-K128-N128/float32"
+    missing = "matmul/B4-M513-K513-N513/bfloat16"
     assert missing in entries
     assert missing + "/backward" not in entries
-    small = jnp.zeros((16, 128, 128), jnp.float32)
-    package.pallas(small, small)
+    unaligned = jnp.zeros((4, 513, 513), jnp.bfloat16)
+    package.pallas(unaligned, unaligned)
     assert seen[-1] == (config(missing), config(missing))
