@@ -153,7 +153,8 @@ def test_the_fused_backward_gives_exact_gradients(shapes, tiles, dtype, toleranc
     want_da = jnp.matmul(g32, jnp.swapaxes(b32, -1, -2), precision=exact)
     want_db = jnp.matmul(jnp.swapaxes(a32, -1, -2), g32, precision=exact)
     for got, want in ((da, want_da), (db, want_db)):
-        assert got.dtype == dtype and got.shape == want.shape
+        assert got.dtype == dtype
+        assert got.shape == want.shape
         scale = float(jnp.abs(want).max())
         np.testing.assert_allclose(got.astype(jnp.float32), want, rtol=0, atol=tolerance * scale)
 

@@ -1,4 +1,4 @@
-"""Tiled matmul, version 0.3.0: the specification's worked example (``matmul_tiled``).
+"""Tiled matmul, version 0.5.0: the specification's worked example (``matmul_tiled``).
 
 Benchmarked forward and backward: ``matmul`` is ``matmul_tiled`` with a ``custom_vjp``
 whose backward is two Pallas matmuls (dA = g·Bᵀ, dB = Aᵀ·g).
@@ -18,6 +18,10 @@ batch entries into one grid step (``kernel.batch_block``).
 products tiled with the forward's tiles as given): the backward's tiles are per problem
 dimension (``kernel.backward_tiles``: every block the shape of a forward one) and are tuned
 on their own, the backward case's entry in the tuned file, else the forward's tiles.
+
+0.5.0 (on the same chip 0.4.0's backward at 1024³ bfloat16 ran 1.10x XLA's, each of its two
+calls ending on a write-back and starting on fetches nothing hid): the backward is one
+Pallas call where the tiles divide the problem (``kernels.matmul.backward``), 1.02x there.
 """
 
 from __future__ import annotations
