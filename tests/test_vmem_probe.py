@@ -1,0 +1,71 @@
+"""benchmarks/tpu_vmem_probe.py: reading Mosaic's refusals and raising the limit to its need.
+
+The chip is not here: the compiler is replaced by a function that allocates the way Mosaic
+was seen to on a TPU v5e (the pipeline's buffers, then its own copies, each refusal naming
+the running total that passed the limit, in its own words), and the probe must find the
+total, not the first figure named.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import tpu_vmem_probe as probe_module  # noqa: E402
+
+MIB = 1 << 20
+# A refusal as the chip printed it (benchmarks/data/tpu_v5e_kernels_2026-12-06d.txt), trimmed.
+REFUSAL = (
+    "RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom: Ran out of memory in memory space "
+    "vmem while allocating on stack for %matmul_tiled.1 = bf16[1,2048,2048]{2,1,0:T(8,128)"
+    "(2,1)} custom-call(...). Scoped allocation with size {size} and limit {limit} exceeded "
+    "scoped vmem limit by 1016.0K. It should not be possible to run out of scoped vmem"
+)
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [("16.99M", round(16.99 * MIB)), ("1016.0K", 1016 * 1024), ("2.00M", 2 * MIB)],
+)
+def test_the_need_is_read_from_the_refusal(size, expected):
+    message = REFUSAL.replace("{size}", size).replace("{limit}", "16.00M")
+    assert probe_module.needed_bytes(message) == expected
+
+
+def test_a_refusal_for_another_reason_names_no_need():
+    assert probe_module.needed_bytes("INTERNAL: Mosaic failed to compile TPU kernel") is None
+
+
+def _staged_compiler(stages_mib: list[float]):
+    """Mosaic as seen on the chip: allocations in turns, the running totals ``stages_mib``;
+    a limit below a total refuses, naming that total."""
+
+    def compiles(size, dtype, tiles, limit):
+        for total in stages_mib:
+            if total * MIB > limit:
+                return REFUSAL.replace("{size}", f"{total:.2f}M").replace("{limit}", "x")
+        return None
+
+    return compiles
+
+
+def test_the_probe_raises_the_limit_past_each_figure_named_until_it_compiles(monkeypatch):
+    monkeypatch.setattr(probe_module, "_compiles", _staged_compiler([2.0, 13.0, 16.99]))
+    row = probe_module.probe(2048, "bfloat16", (2048, 1024, 256), 1 / 16)
+    assert row["named_mib"] == [2.0, 13.0, 16.99]
+    assert row["needs_mib"] == 16.99
+    assert row["fits_16mib"] is False
+    assert row["refused_below"] is True
+
+
+def test_a_tiling_that_fits_the_default_is_probed_from_below_too(monkeypatch):
+    monkeypatch.setattr(probe_module, "_compiles", _staged_compiler([11.0, 15.48]))
+    row = probe_module.probe(2048, "bfloat16", (1024, 2048, 256), 1 / 16)
+    assert row["fits_16mib"] is True
+    assert row["needs_mib"] == 15.48
+    assert row["refused_below"] is True
