@@ -12,8 +12,11 @@
 #   gla-tune-ci ci-bench tune --measure 5 --write over GLA's bfloat16 ci forward cases
 #   mm-tune-bwd ci-bench tune --measure 4 --write over the ci profile's backward cases (tiles
 #             per problem dimension, 128-1024)
+#   mm-tune-big-bwd the same over the full profile's backward cases from 1024³ up (256-1024:
+#             K is an output dimension of both backward products, so its tile sets re-reads)
 #   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
 #   mm-big    the same, its cases from 1024³ up only (issue 53's bar), to OUT/mm_big_N.json
+#             (about 330 s on a v5e: alone in a call; 280 s stopped it at 32 of 36 cases)
 #   vmem-probe  benchmarks/tpu_vmem_probe.py: the VMEM Mosaic needs per matmul tiling
 #   mm-ci     ci-bench run --profile ci --kernel matmul    (reads the tuned file if written)
 #   gla-variants  benchmarks/tpu_gla_variants.py: the forward body's variants, timed and checked
@@ -72,9 +75,18 @@ for name in "$@"; do
       --case 'matmul/*/backward' --write --force --values block_m=512,1024 \
       --values block_k=128,256,512 --values block_n=512,1024 -o "$out/mm_tune_bwd.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-tune-big-bwd)
+    sizes=256,512,1024
+    step 400 mm-tune-big-bwd ci-bench tune --kernel matmul --profile full --chip v5e --measure 4 \
+      --case 'matmul/B*-M4096-K4096-N4096/*/backward' \
+      --case 'matmul/B4-M1024-K1024-N1024/*/backward' \
+      --case 'matmul/B16-M1024-K1024-N1024/*/backward' --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
+      -o "$out/mm_tune_big_bwd.json"
+    cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
   mm-big)
     n=1; while [ -e "$out/mm_big_$n.json" ]; do n=$((n + 1)); done
-    step 280 "mm-big-$n" ci-bench run --profile full --kernel matmul --case 'matmul/*-M1024-*' \
+    step 420 "mm-big-$n" ci-bench run --profile full --kernel matmul --case 'matmul/*-M1024-*' \
       --case 'matmul/*-M1024-*/*' --case 'matmul/*-M4096-*' --case 'matmul/*-M4096-*/*' \
       -o "$out/mm_big_$n.json" ;;
   vmem-probe)

@@ -101,6 +101,17 @@ def test_backward_tiles_are_per_problem_dimension_and_keep_the_forward_block_sha
         assert {tuple(sorted(b)) for b in blocks} == {tuple(sorted(b)) for b in forward}
 
 
+def assert_exact_gradients(a, b, g, da, db, *, rtol: float, atol: float) -> None:
+    """dA = g·Bᵀ and dB = Aᵀ·g, batched float32, against XLA's at HIGHEST precision."""
+    exact = jax.lax.Precision.HIGHEST
+    np.testing.assert_allclose(
+        da, jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=exact), rtol, atol
+    )
+    np.testing.assert_allclose(
+        db, jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=exact), rtol, atol
+    )
+
+
 def test_gradients_with_their_own_backward_tiles_are_exact_on_unaligned_shapes():
     from kernels.matmul import matmul
 
@@ -110,14 +121,7 @@ def test_gradients_with_their_own_backward_tiles_are_exact_on_unaligned_shapes()
     g = jax.random.normal(key_g, (2, 200, 130), jnp.float32)
     forward, backward = BlockSizes(128, 128, 128), BlockSizes(256, 128, 256)
     _, pull = jax.vjp(lambda x, y: matmul(x, y, forward, backward), a, b)
-    da, db = pull(g)
-    exact = jax.lax.Precision.HIGHEST
-    np.testing.assert_allclose(
-        da, jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=exact), 1e-4, 1e-4
-    )
-    np.testing.assert_allclose(
-        db, jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=exact), 1e-4, 1e-4
-    )
+    assert_exact_gradients(a, b, g, *pull(g), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -173,13 +177,7 @@ def test_the_fused_backward_keeps_the_tpu_pipeline_rules(batch, bb):
     b = jax.random.normal(keys[1], (batch, 384, 512), jnp.float32)
     g = jax.random.normal(keys[2], (batch, 256, 512), jnp.float32)
     da, db = fused_backward(a, b, g, (128, 128, 256), bb, pltpu.InterpretParams())
-    exact = jax.lax.Precision.HIGHEST
-    np.testing.assert_allclose(
-        da, jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=exact), 1e-5, 1e-3
-    )
-    np.testing.assert_allclose(
-        db, jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=exact), 1e-5, 1e-3
-    )
+    assert_exact_gradients(a, b, g, da, db, rtol=1e-5, atol=1e-3)
 
 
 @pytest.mark.parametrize(
