@@ -6,19 +6,20 @@ at 1024³ bfloat16 the two products ran 16.3 + 17.0 µs against XLA's 30.6 for b
 module whose two dots overlap (benchmarks/data/tpu_v5e_kernels_2026-12-06c.txt). Here one
 grid runs both: axis 1 is the product (0: dA, 1: dB) and axis 2 the product's steps, so
 dB's first blocks are fetched while dA's last computes and dA's last block is written back
-while dB computes. ``g``'s block is ``[tm, tn]`` in both products, and at the turn from dA
-to dB both ask for the same one, so at one block per dimension ``g`` is read once.
+while dB computes. ``g``'s block is ``[tm, tn]`` in both products: with one block along M
+and one along N it is the same block throughout, read once for both.
 
 Each product makes ``(M/tm)·(K/tk)·(N/tn)`` steps, the same count, over tiles per problem
-dimension (tm for M, tk for K, tn for N: ``kernel.backward_tiles``' convention):
+dimension (tm for M, tk for K, tn for N: ``backward_tiles``' convention):
 
 - dA [M,K] = g [M,N] · Bᵀ: output block (i, j) over (M/tm, K/tk), contraction over N/tn;
 - dB [K,N] = Aᵀ · g: output block (i, j) over (K/tk, N/tn), contraction over M/tm.
 
-An operand the running product does not read keeps the block index it has at the turn
-(B its last, A its first), so it is neither fetched again nor early; an output keeps its
-index through the other product, the Pallas rule that a block is written back when its
-index changes or the grid ends. Only problems the tiles divide (and ``tm`` a multiple of
+An operand the running product does not read holds one block index: B its last (not
+fetched again), A its first (fetched once, before dB needs it). An output holds its index
+through the other product (dA its last block, dB its first): Pallas writes a block back
+when its index changes or the grid ends, and jax's TPU interpreter checks that no output
+block is visited again after another. Only problems the tiles divide (and ``tm`` a multiple of
 128, for the transpose of A's block in VMEM) take this path; the rest run the two calls.
 """
 
