@@ -202,6 +202,29 @@ def test_the_tpu_backward_is_one_call_where_the_tiles_divide_the_problem(shape, 
     assert lowered.mlir_module().count("tpu_custom_call") == calls
 
 
+@pytest.mark.parametrize(("chip", "calls"), [(None, 2), ("v4", 2), ("v5e", 1)])
+def test_the_fused_backward_raises_its_vmem_limit_only_within_the_chips_vmem(
+    monkeypatch, chip, calls
+):
+    """float32 1024³: the fused call's blocks count 16 MiB, so it asks for 24. A v5e (128 MiB
+    of VMEM) runs it as one call; off a TPU (what ``ci-bench lower`` checks against every
+    chip) and on a v4 (16 MiB in all) the backward is two calls within the default limit."""
+    from jax import export
+
+    import ci_bench.measure.chip
+    import kernels.matmul as package
+
+    monkeypatch.setattr(ci_bench.measure.chip, "this_chip", lambda: chip)
+    x = jax.ShapeDtypeStruct((1024, 1024), jnp.float32)
+
+    def grads(a, b):
+        return jax.grad(lambda a, b: package.pallas(a, b).sum(), argnums=(0, 1))(a, b)
+
+    lowered = export.export(jax.jit(grads), platforms=["tpu"])(x, x)
+    # The gradients alone: the forward's output is not needed, so only the backward lowers.
+    assert lowered.mlir_module().count("tpu_custom_call") == calls
+
+
 def test_the_subject_reads_the_backward_entry_of_the_tuned_file_else_the_forward_one(
     tmp_path, monkeypatch
 ):
@@ -216,7 +239,7 @@ def test_the_subject_reads_the_backward_entry_of_the_tuned_file_else_the_forward
     monkeypatch.setattr(package, "BASELINES", tmp_path)
     monkeypatch.setattr(ci_bench.measure.chip, "this_chip", lambda: "v5e")
     seen: list[tuple[BlockSizes, BlockSizes]] = []
-    monkeypatch.setattr(package, "matmul", lambda a, b, fwd, bwd: seen.append((fwd, bwd)))
+    monkeypatch.setattr(package, "matmul", lambda a, b, fwd, bwd, _: seen.append((fwd, bwd)))
     entries = json.loads((tmp_path / name).read_text())["cases"]
 
     def config(case_id: str) -> BlockSizes:

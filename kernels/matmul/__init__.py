@@ -43,7 +43,7 @@ from ci_bench.spec import (
     points,
     tuned_config,
 )
-from kernels.matmul.backward import matmul
+from kernels.matmul.backward import matmul, vmem_budget_of
 from kernels.matmul.kernel import BlockSizes, matmul_tiled
 
 __all__ = ["SPEC", "TUNABLES", "BlockSizes", "matmul", "matmul_tiled", "tiled"]
@@ -85,15 +85,21 @@ def pallas(a: jax.Array, b: jax.Array) -> jax.Array:
     ``.tuned.<chip>.json`` beside the baselines, written by ``ci-bench tune --write``: the
     forward case's entry for the forward, the backward case's for the backward, else the
     forward's), else the default tiles, each cut to its dimension's share
-    (``BlockSizes.within``)."""
+    (``BlockSizes.within``). The fused backward may raise its VMEM limit within that chip's
+    VMEM (``vmem_budget_of``); off a TPU (``ci-bench lower``) only within the scoped default
+    every TPU has, so the program checked there fits them all."""
+    from ci_bench.measure import chip as chips
+
     *lead, M, K = a.shape
     params = {"B": lead[0] if lead else 1, "M": M, "K": K, "N": b.shape[-1]}
-    where = {"directory": BASELINES, "tunables": TUNABLES}
+    chip = chips.this_chip()
+    where = {"directory": BASELINES, "tunables": TUNABLES, "chip": chip}
     forward = tuned_config("matmul", VERSION, params, a.dtype.name, default=DEFAULT_BLOCKS, **where)
     backward = tuned_config(
         "matmul", VERSION, params, a.dtype.name, default=forward, mode="backward", **where
     )
-    return matmul(a, b, BlockSizes(**forward), BlockSizes(**backward))
+    budget = vmem_budget_of(chip)
+    return matmul(a, b, BlockSizes(**forward), BlockSizes(**backward), budget)
 
 
 # jax's matmul guide tiles as (bm, bk, bn); every tile a multiple of 128 fits Mosaic's

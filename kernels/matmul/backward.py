@@ -19,8 +19,14 @@ An operand the running product does not read holds one block index: B its last (
 fetched again), A its first (fetched once, before dB needs it). An output holds its index
 through the other product (dA its last block, dB its first): Pallas writes a block back
 when its index changes or the grid ends, and jax's TPU interpreter checks that no output
-block is visited again after another. Only problems the tiles divide (and ``tm`` a multiple of
-128, for the transpose of A's block in VMEM) take this path; the rest run the two calls.
+block is visited again after another.
+
+Five blocks double-buffered can pass the 16 MiB scoped default where the two calls' three
+do not, so the call raises its ``vmem_limit_bytes`` (``vmem_limit``), but only within a
+budget the caller gives (``vmem_budget_of`` the chip): past it, two calls. Off a TPU the
+budget is the default itself, so what ``ci-bench lower`` checks there fits every chip.
+Only problems the tiles divide (and ``tm`` a multiple of 128, for the transpose of A's
+block in VMEM) take this path; the rest run the two calls.
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from jax.experimental import pallas as pl
 from kernels.matmul.kernel import BlockSizes, batch_block, default_backend, matmul_tiled
 
 MIB = 1 << 20
-# v5e's scoped default; past it the call asks for what it counts plus half (Mosaic's own
-# temporaries: the dot's float32 result, benchmarks/tpu_vmem_probe.py), at most 96 of the
-# chip's 128 MiB.
+# The scoped default of every TPU up to v5e (v4's whole VMEM). Past it the call asks for what
+# it counts plus half (Mosaic's own copies, such as a dot's left operand in bfloat16:
+# benchmarks/tpu_vmem_probe.py), at most 96 MiB: what ran on a v5e (128 MiB of VMEM).
 SCOPED_DEFAULT = 16 * MIB
 
 
@@ -45,14 +51,15 @@ def fused_fits(M: int, K: int, N: int, tm: int, tk: int, tn: int) -> bool:
     return M % tm == 0 and K % tk == 0 and N % tn == 0 and tm % 128 == 0
 
 
-def _vmem_limit(bb: int, tm: int, tk: int, tn: int, itemsize: int, scratch: bool) -> int | None:
-    """Two buffers of each block (g, A, B, dA, dB) and the float32 accumulators."""
+def vmem_limit(bb: int, tm: int, tk: int, tn: int, itemsize: int, scratch: bool) -> int | None:
+    """The fused call's ``vmem_limit_bytes``, None for the default: two buffers of each
+    block (g, A, B, dA, dB) and the float32 accumulators, plus half."""
     blocks = (tm * tn + tm * tk + tk * tn + tm * tk + tk * tn) * itemsize * 2
     accumulators = (tm * tk + tk * tn) * 4 if scratch else 0
     count = bb * (blocks + accumulators)
     if count + count // 2 <= SCOPED_DEFAULT:
         return None
-    return min(-(-(count + count // 2) // MIB) * MIB, 96 * MIB)
+    return -(-(count + count // 2) // MIB) * MIB
 
 
 def _kernel(g_ref, b_ref, a_ref, da_ref, db_ref, *scratch, n_steps: int, m_steps: int, one_pass):
@@ -175,21 +182,23 @@ def fused_backward(
         ),
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "arbitrary", "arbitrary"),
-            vmem_limit_bytes=_vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, scratch),
+            vmem_limit_bytes=vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, scratch),
         ),
         interpret=interpret,
     )(g, b, a)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
 def matmul(
     a: jax.Array,  # [M, K] or [B, M, K]
     b: jax.Array,  # [K, N] or [B, K, N]
     block_sizes: BlockSizes | None = None,
     backward_sizes: BlockSizes | None = None,
+    vmem_budget: int | None = None,
 ) -> jax.Array:  # [M, N] or [B, M, N]
     """``matmul_tiled`` with a Pallas backward (``matmul_backward``), tiled by
-    ``backward_sizes`` (else ``block_sizes``) per problem dimension."""
+    ``backward_sizes`` (else ``block_sizes``) per problem dimension; ``vmem_budget`` caps
+    the fused backward's VMEM limit (past it, two calls), None for no cap."""
     return matmul_tiled(a, b, block_sizes=block_sizes)
 
 
@@ -208,23 +217,26 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-@functools.partial(jax.jit, static_argnames=("tiles", "backend", "interpret"))
+@functools.partial(jax.jit, static_argnames=("tiles", "vmem_budget", "backend", "interpret"))
 def matmul_backward(
     a: jax.Array,  # [M, K] or [B, M, K]
     b: jax.Array,  # [K, N] or [B, K, N]
     g: jax.Array,  # [M, N] or [B, M, N], a's dtype
     *,
     tiles: BlockSizes,
+    vmem_budget: int | None = None,
     backend: str | None = None,
     interpret: bool | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """``(dA, dB)``: one fused call (``fused_backward``) on a TPU (interpreted on a CPU) when
-    the tiles divide the problem, else two ``matmul_tiled`` calls (``backward_tiles``);
-    chosen where jax lowers, as ``matmul_tiled`` chooses its own lowering."""
+    the tiles divide the problem and its VMEM limit is within ``vmem_budget`` (None: any),
+    else two ``matmul_tiled`` calls (``backward_tiles``, each within the default limit as
+    the forward's tiles are); chosen where jax lowers, as ``matmul_tiled`` chooses."""
     if backend is None and interpret is None:
+        same = {"tiles": tiles, "vmem_budget": vmem_budget, "backend": "tpu"}
         branches = {
-            "cpu": functools.partial(matmul_backward, tiles=tiles, backend="tpu", interpret=True),
-            "tpu": functools.partial(matmul_backward, tiles=tiles, backend="tpu", interpret=False),
+            "cpu": functools.partial(matmul_backward, **same, interpret=True),
+            "tpu": functools.partial(matmul_backward, **same, interpret=False),
             "default": functools.partial(_two_calls, tiles=tiles),  # GPUs: their own tiles
         }
         return jax.lax.platform_dependent(a, b, g, **branches)
@@ -233,9 +245,11 @@ def matmul_backward(
     N = b.shape[-1]
     blocks = tiles.within(M, K, N)
     tm, tk, tn = blocks.block_m, blocks.block_k, blocks.block_n
-    if backend == "tpu" and fused_fits(M, K, N, tm, tk, tn):
-        a3, b3, g3 = (a, b, g) if lead else (a[None], b[None], g[None])
-        bb = batch_block(a3.shape[0], tiles, blocks)
+    a3, b3, g3 = (a, b, g) if lead else (a[None], b[None], g[None])
+    bb = batch_block(a3.shape[0], tiles, blocks)
+    limit = vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, a.dtype != jnp.float32)
+    within_budget = limit is None or vmem_budget is None or limit <= vmem_budget
+    if backend == "tpu" and fused_fits(M, K, N, tm, tk, tn) and within_budget:
         interpret = jax.default_backend() == "cpu" if interpret is None else interpret
         da, db = fused_backward(a3, b3, g3, (tm, tk, tn), bb, interpret)
         return (da, db) if lead else (da[0], db[0])
@@ -253,14 +267,28 @@ def _two_calls(a, b, g, *, tiles: BlockSizes, backend=None, interpret=None):
     return da, db
 
 
-def _matmul_fwd(a, b, block_sizes, backward_sizes):
+def _matmul_fwd(a, b, block_sizes, backward_sizes, vmem_budget):
     return matmul_tiled(a, b, block_sizes=block_sizes), (a, b)
 
 
-def _matmul_bwd(block_sizes, backward_sizes, residuals, g):  # g: [.., M, N], the cotangent
+def _matmul_bwd(block_sizes, backward_sizes, vmem_budget, residuals, g):  # g: [.., M, N]
     a, b = residuals
     tiles = backward_sizes or block_sizes or BlockSizes()
-    return matmul_backward(a, b, g.astype(a.dtype), tiles=tiles)
+    return matmul_backward(a, b, g.astype(a.dtype), tiles=tiles, vmem_budget=vmem_budget)
 
 
 matmul.defvjp(_matmul_fwd, _matmul_bwd)
+
+
+def vmem_budget_of(chip: str | None) -> int:
+    """The VMEM the fused backward may ask for on a TPU named as jax names it (``v5e``):
+    three quarters of its VMEM, at most 96 MiB. With no chip (a CPU tracing for any TPU:
+    ``ci-bench lower``, the tests) the scoped default, which every TPU's VMEM holds, so the
+    program traced there fits them all; an unknown name, the same."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    try:
+        info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion(chip), 1)
+    except (ValueError, TypeError, AttributeError, NotImplementedError):  # None or unknown
+        return SCOPED_DEFAULT
+    return min(info.vmem_capacity_bytes * 3 // 4, 96 * MIB)
