@@ -237,7 +237,8 @@ def matmul_backward(
         branches = {
             "cpu": functools.partial(matmul_backward, **same, interpret=True),
             "tpu": functools.partial(matmul_backward, **same, interpret=False),
-            "default": functools.partial(_two_calls, tiles=tiles),  # GPUs: their own tiles
+            # GPUs: the Triton lowering with its own tiles, as matmul_tiled's own branch
+            "default": functools.partial(_two_calls, tiles=tiles, backend="gpu", interpret=False),
         }
         return jax.lax.platform_dependent(a, b, g, **branches)
     backend = backend or default_backend()
