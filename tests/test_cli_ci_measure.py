@@ -70,6 +70,34 @@ def test_a_flagged_regression_is_re_measured_before_the_verdict(server, workspac
     assert verdict["confirmed"] is True
 
 
+def test_a_flagged_improvement_is_re_measured_before_the_verdict(server, workspace):
+    """The mirror of the above: a speed-up is claimed in the comment only once it held."""
+    from ci_bench.measure.devices import fingerprint
+
+    # A stored baseline a million times slower than anything this machine does.
+    slow = results(
+        [case("matmul/B1-M128-K128-N128/float32", 1e6, spread=0.0)], device=fingerprint()
+    )
+    path = workspace / "slow.json"
+    path.write_text(dump_model(slow))
+    promote = ("promote", str(path), "--baselines-dir", str(workspace / "baselines"))
+    assert run_cli(*promote, cwd=workspace).returncode == 0
+    commit_all(workspace, "baselines on the base branch")
+    number, head = open_pull(server)
+    done = run_cli("ci", *SMALL, cwd=workspace, env=pr_env(server, workspace, number, head))
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert "re-measuring matmul/B1-M128-K128-N128/float32" in done.stderr
+    out = workspace / "ci-bench-out"
+    res = json.loads((out / "results.json").read_text())
+    flagged = next(c for c in res["cases"] if c["id"].endswith("float32"))
+    assert flagged["confirmation"]["samples_ms"]
+    report = json.loads((out / "report.json").read_text())
+    verdict = next(c for c in report["cases"] if c["id"].endswith("float32"))
+    assert verdict["verdict"] == "improved"
+    assert verdict["confirmed"] is True
+    assert "confirmed on re-measurement" in verdict["reason"]
+
+
 def test_both_modes_post_one_pull_request_verdict(server, workspace):
     import subprocess
 

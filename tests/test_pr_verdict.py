@@ -112,6 +112,18 @@ def test_a_flag_never_re_measured_is_not_a_regression_in_a_merged_report():
     assert "not confirmed: no re-measurement ran" in report.cases[0].reason
 
 
+def test_a_speed_up_never_re_measured_is_not_an_improvement_in_a_merged_report():
+    stored = baseline_of(results([case(A, 1.0)]))
+    report = compare(
+        results([case(A, 0.7)]), lookup(stored), T, FailPolicy(), require_confirmation=True
+    )
+    assert report.cases[0].verdict == "noisy"
+    assert "not confirmed: no re-measurement ran" in report.cases[0].reason
+    # Judged alone (a shard, or a run without the confirmation pass) it stands.
+    alone = compare(results([case(A, 0.7)]), lookup(stored), T, FailPolicy())
+    assert alone.cases[0].verdict == "improved"
+
+
 def test_too_few_repeats_say_how_many_are_needed_and_claim_no_mdc():
     cases = [case(f"matmul/B{i}-M128-K128-N128/float32", 1.0, n=5) for i in range(1, 13)]
     stored = baseline_of(results(cases))

@@ -51,7 +51,8 @@ class Evidence:
     # ``toolchain``, never as a regression of the code.
     toolchain: str | None = None
     # The confirmation pass was expected (on) but could not run for this case (a merged
-    # report judged across shards): an unconfirmed flag is ``noisy``, never a regression.
+    # report judged across shards): an unconfirmed flag is ``noisy``, never a regression
+    # (nor an improvement).
     confirmation_required: bool = False
 
 
@@ -84,7 +85,7 @@ def climb(e: Evidence, t: Thresholds) -> Rung:
         return Rung(
             "noisy", f"{e.estimate} ({p}) but not reproduced when re-measured ({again})", False
         )
-    if e.confirmation is None and e.confirmation_required and e.direction == "slower":
+    if e.confirmation is None and e.confirmation_required:
         reason = f"{e.estimate} ({p}) but not confirmed: no re-measurement ran for this case"
         return Rung("noisy", reason, None)
     held = " and confirmed on re-measurement" if e.confirmation is not None else ""

@@ -28,6 +28,8 @@ from ci_bench.store.files import Checkpoint, dump_model
 Save = Callable[[Results], None]
 # A pair whose worker hung or died: the base's side of it (whose fault is found later).
 PAIR_FAILED = f"{NOT_MEASURED} the pair's worker failed: "
+# The verdicts a confirmation pass re-measures before they stand.
+FLAGGED = frozenset({"regression", "improved"})
 
 
 # Files this process has saved measured results to (the command line's last words on an
@@ -291,8 +293,11 @@ def remeasure(
 
 
 def confirmed(report: Report, rejudge: Callable[[set[str]], Report], enabled: bool) -> Report:
-    """Flag, re-measure, judge again: the one confirmation flow of every mode."""
-    flagged = {v.id for v in report.cases if v.verdict == "regression"}
+    """Flag, re-measure, judge again: the one confirmation flow of every mode.
+
+    Both directions are re-measured: an unreproduced speed-up is as false a claim in the
+    comment (and in a release's notes) as an unreproduced slow-down."""
+    flagged = {v.id for v in report.cases if v.verdict in FLAGGED}
     if not flagged or not enabled:
         return report
     sys.stderr.write(f"ci-bench: re-measuring {len(flagged)} flagged case(s)\n")

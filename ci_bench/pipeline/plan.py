@@ -49,7 +49,7 @@ MAX_SHARDS = 64
 class Step(StrEnum):
     GATE = "gate"  # decide which jobs of the workflow run (the plan job)
     MEASURE = "measure"  # the selection (or one shard of it) into results, saved per case
-    CONFIRM = "confirm"  # re-measure cases flagged as regressions before the verdict
+    CONFIRM = "confirm"  # re-measure cases flagged either way before the verdict
     AB = "ab"  # head against the A/B base, interleaved round by round, in workers
     MERGE = "merge"  # join the shards' results; a lost shard's cases are unmeasured
     JUDGE = "judge"  # against the baselines (and the A/B: one pull-request verdict)
