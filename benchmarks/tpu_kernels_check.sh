@@ -18,6 +18,7 @@
 #   mm-big    the same, its cases from 1024³ up only (issue 53's bar), to OUT/mm_big_N.json
 #             (about 330 s on a v5e: alone in a call; 280 s stopped it at 32 of 36 cases)
 #   vmem-probe  benchmarks/tpu_vmem_probe.py: the VMEM Mosaic needs per matmul tiling
+#   vmem-probe-narrow  the same for bn 128 and one k step (to OUT/narrow/vmem_probe.json)
 #   mm-ci     ci-bench run --profile ci --kernel matmul    (reads the tuned file if written)
 #   gla-variants  benchmarks/tpu_gla_variants.py: the forward body's variants, timed and checked
 #   model-validation  benchmarks/tpu_model_validation.py: the cost model against the chip
@@ -91,6 +92,10 @@ for name in "$@"; do
       -o "$out/mm_big_$n.json" ;;
   vmem-probe)
     step 140 vmem-probe python benchmarks/tpu_vmem_probe.py --out "$out" --deadline 125 ;;
+  vmem-probe-narrow)
+    mkdir -p "$out/narrow"
+    step 140 vmem-probe-narrow python benchmarks/tpu_vmem_probe.py --set narrow \
+      --out "$out/narrow" --deadline 125 ;;
   gla-tune-ci)
     step 130 gla-tune-ci ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
       --case 'gla/*/bfloat16' --write --force -o "$out/gla_tune_ci.json"

@@ -10,6 +10,7 @@ set against the compiler's need.
 On a TPU host, from the repository's root (output ``OUT/vmem_probe.json``):
 
     python benchmarks/tpu_vmem_probe.py --out "$OUT" --deadline 150
+    python benchmarks/tpu_vmem_probe.py --set narrow --out "$OUT" --deadline 150
     python benchmarks/tpu_vmem_probe.py --render benchmarks/data/<probe>.json   # any host
 
 The kernel is the shipped ``matmul_tiled``; only the ``vmem_limit_bytes`` of its compiler
@@ -50,6 +51,21 @@ PROBES: list[tuple[int, str, tuple[int, int, int]]] = [
     for dtype in ("bfloat16", "float32")
     for tiles in ((2048, 1024, 256), (2048, 2048, 256), (1024, 2048, 256), (1024, 1024, 1024))
 ]
+# The second set (--set narrow): what the first left open. Counting a bfloat16 copy of each
+# dot's left operand (2·bm·bk) matched the first set within -0.25/+0.85 MiB at 4096³ where bk
+# or bn passes 256 (0.5-1 MiB less with bfloat16's single k step at 2048³), yet (2048, 2048,
+# 128) at 2048³ bfloat16 compiled under 16 MiB where that count makes 19 MiB: narrow blocks
+# (bn 128) and a single k step, at both sizes, with their neighbours.
+NARROW: list[tuple[int, str, tuple[int, int, int]]] = [
+    (size, dtype, (bm, bk, bn))
+    for size in (2048, 4096)
+    for dtype in ("bfloat16", "float32")
+    for bm in (512, 1024, 2048)
+    for bk in (1024, 2048)
+    for bn in (128, 256, 512)
+    if (size, dtype, (bm, bk, bn)) not in PROBES
+]
+SETS = {"matmul": PROBES, "narrow": NARROW}
 # Mosaic's refusal names the scoped allocation it needed: "Scoped allocation with size 16.99M
 # and limit 16.00M exceeded scoped vmem limit by 1016.0K".
 _NEED = re.compile(r"Scoped allocation with size ([0-9.]+)([KMG]?)")
@@ -140,7 +156,8 @@ def measure(opts: argparse.Namespace) -> int:
     record["provenance"]["script"] = "benchmarks/tpu_vmem_probe.py"
     deadline = time.monotonic() + opts.deadline
     pool = concurrent.futures.ThreadPoolExecutor(opts.workers)
-    futures = [pool.submit(probe, *p, opts.step) for p in PROBES]
+    probes = SETS[opts.set]
+    futures = [pool.submit(probe, *p, opts.step) for p in probes]
     for future in futures:
         try:
             row = future.result(timeout=max(deadline - time.monotonic(), 0.1))
@@ -150,13 +167,14 @@ def measure(opts: argparse.Namespace) -> int:
         print(json.dumps(row), flush=True)
         out.write_text(json.dumps(record, indent=1))
     pool.shutdown(wait=False, cancel_futures=True)
-    print(f"{len(record['rows'])}/{len(PROBES)} probed on {jax.devices()[0].device_kind}")
+    print(f"{len(record['rows'])}/{len(probes)} probed on {jax.devices()[0].device_kind}")
     return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--set", choices=sorted(SETS), default="matmul", help="which tilings")
     parser.add_argument("--step", type=float, default=1 / 16, help="limit rounding, MiB")
     parser.add_argument("--workers", type=int, default=12)
     parser.add_argument("--deadline", type=float, default=150.0)
