@@ -40,59 +40,43 @@ def test_dispatch_runs_only_the_chosen_kernels_and_profile(server, workspace):
     assert not [r for r in server.requests if r.method != "GET"]
 
 
-def test_a_flagged_regression_is_re_measured_before_the_verdict(server, workspace):
+FLAGGED = "matmul/B1-M128-K128-N128/float32"
+
+
+def _ci_against_a_stored_baseline(server, workspace, baseline_ms: float) -> tuple[int, dict]:
+    """``ci-bench ci`` on a pull request whose base branch stores a baseline of
+    ``baseline_ms`` for FLAGGED: its exit code and FLAGGED's verdict, once checked that
+    the case was re-measured and both measurements kept."""
     from ci_bench.measure.devices import fingerprint
 
-    # A stored baseline a million times faster than anything this machine can do.
-    fast = results(
-        [case("matmul/B1-M128-K128-N128/float32", 1e-6, spread=0.0)], device=fingerprint()
-    )
-    path = workspace / "fast.json"
-    path.write_text(dump_model(fast))
-    assert (
-        run_cli(
-            "promote", str(path), "--baselines-dir", str(workspace / "baselines"), cwd=workspace
-        ).returncode
-        == 0
-    )
+    stored = results([case(FLAGGED, baseline_ms, spread=0.0)], device=fingerprint())
+    path = workspace / "stored.json"
+    path.write_text(dump_model(stored))
+    promote = ("promote", str(path), "--baselines-dir", str(workspace / "baselines"))
+    assert run_cli(*promote, cwd=workspace).returncode == 0
     commit_all(workspace, "baselines on the base branch")
     number, head = open_pull(server)
     done = run_cli("ci", *SMALL, cwd=workspace, env=pr_env(server, workspace, number, head))
-    assert done.returncode == ExitCode.FAILED, done.stderr
-    assert "re-measuring matmul/B1-M128-K128-N128/float32" in done.stderr
+    assert f"re-measuring {FLAGGED}" in done.stderr, done.stderr
     out = workspace / "ci-bench-out"
     res = json.loads((out / "results.json").read_text())
-    flagged = next(c for c in res["cases"] if c["id"].endswith("float32"))
-    assert flagged["confirmation"]["samples_ms"]
+    assert next(c for c in res["cases"] if c["id"] == FLAGGED)["confirmation"]["samples_ms"]
     report = json.loads((out / "report.json").read_text())
-    verdict = next(c for c in report["cases"] if c["id"].endswith("float32"))
+    return done.returncode, next(c for c in report["cases"] if c["id"] == FLAGGED)
+
+
+def test_a_flagged_regression_is_re_measured_before_the_verdict(server, workspace):
+    # A stored baseline a million times faster than anything this machine can do.
+    code, verdict = _ci_against_a_stored_baseline(server, workspace, 1e-6)
+    assert code == ExitCode.FAILED
     assert verdict["verdict"] == "regression"
     assert verdict["confirmed"] is True
 
 
 def test_a_flagged_improvement_is_re_measured_before_the_verdict(server, workspace):
     """The mirror of the above: a speed-up is claimed in the comment only once it held."""
-    from ci_bench.measure.devices import fingerprint
-
-    # A stored baseline a million times slower than anything this machine does.
-    slow = results(
-        [case("matmul/B1-M128-K128-N128/float32", 1e6, spread=0.0)], device=fingerprint()
-    )
-    path = workspace / "slow.json"
-    path.write_text(dump_model(slow))
-    promote = ("promote", str(path), "--baselines-dir", str(workspace / "baselines"))
-    assert run_cli(*promote, cwd=workspace).returncode == 0
-    commit_all(workspace, "baselines on the base branch")
-    number, head = open_pull(server)
-    done = run_cli("ci", *SMALL, cwd=workspace, env=pr_env(server, workspace, number, head))
-    assert done.returncode == ExitCode.OK, done.stderr
-    assert "re-measuring matmul/B1-M128-K128-N128/float32" in done.stderr
-    out = workspace / "ci-bench-out"
-    res = json.loads((out / "results.json").read_text())
-    flagged = next(c for c in res["cases"] if c["id"].endswith("float32"))
-    assert flagged["confirmation"]["samples_ms"]
-    report = json.loads((out / "report.json").read_text())
-    verdict = next(c for c in report["cases"] if c["id"].endswith("float32"))
+    code, verdict = _ci_against_a_stored_baseline(server, workspace, 1e6)
+    assert code == ExitCode.OK
     assert verdict["verdict"] == "improved"
     assert verdict["confirmed"] is True
     assert "confirmed on re-measurement" in verdict["reason"]
