@@ -296,7 +296,8 @@ def confirmed(report: Report, rejudge: Callable[[set[str]], Report], enabled: bo
     """Flag, re-measure, judge again: the one confirmation flow of every mode.
 
     Both directions are re-measured: an unreproduced speed-up is as false a claim in the
-    comment (and in a release's notes) as an unreproduced slow-down."""
+    comment as an unreproduced slow-down. The cost: a run whose every case reads faster
+    than its baseline (a stale one) measures twice, as one that reads slower already did."""
     flagged = {v.id for v in report.cases if v.verdict in FLAGGED}
     if not flagged or not enabled:
         return report
