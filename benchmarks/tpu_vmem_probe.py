@@ -152,7 +152,8 @@ def measure(opts: argparse.Namespace) -> int:
     _install_limit_override()
     out = opts.out / "vmem_probe.json"
     opts.out.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"provenance": provenance(), "step_mib": opts.step, "rows": []}
+    record: dict[str, Any] = {"provenance": provenance(), "set": opts.set, "step_mib": opts.step}
+    record["rows"] = []
     record["provenance"]["script"] = "benchmarks/tpu_vmem_probe.py"
     deadline = time.monotonic() + opts.deadline
     pool = concurrent.futures.ThreadPoolExecutor(opts.workers)
