@@ -37,7 +37,13 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from kernels.matmul.kernel import BlockSizes, batch_block, default_backend, matmul_tiled
+from kernels.matmul.kernel import (
+    BlockSizes,
+    batch_block,
+    default_backend,
+    matmul_tiled,
+    round_up,
+)
 
 MIB = 1 << 20
 # The scoped default of every TPU up to v5e (v4's whole VMEM). Past it the call asks for what
@@ -210,11 +216,7 @@ def backward_tiles(tiles: BlockSizes) -> tuple[BlockSizes, BlockSizes]:
     products at 1024³ bfloat16 are the same per dimension (M 1024, K 128, N 1024:
     benchmarks/tpu_matmul_sweep.py), not the forward's best (K 1024, N 128)."""
     m, k, n = tiles.block_m, tiles.block_k, tiles.block_n
-    return BlockSizes(m, n, k), BlockSizes(k, _round_up(m, 128), n)
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
+    return BlockSizes(m, n, k), BlockSizes(k, round_up(m, 128), n)
 
 
 @functools.partial(jax.jit, static_argnames=("tiles", "vmem_budget", "backend", "interpret"))

@@ -68,12 +68,12 @@ class BlockSizes:
 
         def share(tile: int, dim: int) -> int:
             align = 128 if tile % 128 == 0 else 16
-            return min(tile, _round_up(-(-dim // -(-dim // tile)), align))
+            return min(tile, round_up(-(-dim // -(-dim // tile)), align))
 
         return BlockSizes(share(self.block_m, M), share(self.block_k, K), share(self.block_n, N))
 
 
-def _round_up(n: int, multiple: int) -> int:
+def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
