@@ -13,6 +13,12 @@ On a TPU host, from the repository's root (output ``OUT/vmem_probe.json``):
     python benchmarks/tpu_vmem_probe.py --set narrow --out "$OUT" --deadline 150
     python benchmarks/tpu_vmem_probe.py --render benchmarks/data/<probe>.json   # any host
 
+On any host with libtpu installed (``pip install 'jax[tpu]'``; no TPU needed), the same
+compiler answers for a chip named by ``--deviceless`` (see ``tpu_deviceless.py``):
+
+    python benchmarks/tpu_vmem_probe.py --deviceless v5e --set every --out "$OUT"
+    python benchmarks/tpu_vmem_probe.py --render A.json --against B.json   # do two agree?
+
 The kernel is the shipped ``matmul_tiled``; only the ``vmem_limit_bytes`` of its compiler
 parameters is set, through the ``pallas_call`` it makes (a thread-local override).
 ``--render`` runs the model (``ci-bench tune --chip v5e`` alone) on the same tilings and
@@ -65,15 +71,30 @@ NARROW: list[tuple[int, str, tuple[int, int, int]]] = [
     for bn in (128, 256, 512)
     if (size, dtype, (bm, bk, bn)) not in PROBES
 ]
-SETS = {"matmul": PROBES, "narrow": NARROW}
+# The third set (--set every): every program of the sweep (tiles 128-2048 per axis, clipped to
+# the size) at the sizes issue 51 names, bfloat16 and float32; 628 compiles and their needs,
+# meant for a deviceless run (--deviceless v5e) where compiling costs no chip time.
+EVERY: list[tuple[int, str, tuple[int, int, int]]] = [
+    (size, dtype, (bm, bk, bn))
+    for size in (1024, 2048, 4096)
+    for dtype in ("bfloat16", "float32")
+    for bm in (128, *TILES)
+    for bk in (128, *TILES)
+    for bn in (128, *TILES)
+    if max(bm, bk, bn) <= size
+]
+SETS = {"matmul": PROBES, "narrow": NARROW, "every": EVERY}
 # Mosaic's refusal names the scoped allocation it needed: "Scoped allocation with size 16.99M
 # and limit 16.00M exceeded scoped vmem limit by 1016.0K".
 _NEED = re.compile(r"Scoped allocation with size ([0-9.]+)([KMG]?)")
 _UNIT = {"": 1, "K": 1 << 10, "M": MIB, "G": 1 << 30}
 _LIMIT = threading.local()
+# Where the inputs live: None on a TPU host (its own chip); a topology's device with
+# --deviceless, so libtpu compiles for a chip this host does not have.
+_TARGET: list[Any] = [None]
 
 
-def _install_limit_override() -> None:
+def install_limit_override() -> None:
     """``pl.pallas_call`` as the kernel calls it, with this thread's ``vmem_limit_bytes``."""
     from jax.experimental import pallas as pl
 
@@ -89,21 +110,15 @@ def _install_limit_override() -> None:
     pl.pallas_call = with_limit
 
 
-def _compiles(size: int, dtype: str, tiles: tuple[int, int, int], limit: int) -> str | None:
-    """None when it compiles under ``limit`` bytes, else the compiler's message. The kernel's
-    un-jitted call is traced afresh each time (a jitted one would keep its first limit)."""
+def compile_message(fn: Any, shapes: list[Any], limit: int | None) -> str | None:
+    """None when ``fn`` compiles for ``shapes``' chip with every Mosaic call's limit at
+    ``limit`` bytes (None: as the kernel sets it), else the compiler's message. ``fn`` must
+    be un-jitted, so that it is traced afresh (a jitted one would keep its first limit)."""
     import jax
-    import jax.numpy as jnp
 
-    from kernels.matmul import BlockSizes
-    from kernels.matmul.kernel import _tpu_call
-
-    blocks = BlockSizes(*tiles).within(size, size, size)
-    x = jax.ShapeDtypeStruct((1, size, size), jnp.dtype(dtype))
     _LIMIT.bytes = limit
     try:
-        call = jax.jit(lambda a, b: _tpu_call(a, b, blocks, 1, size, False))
-        call.lower(x, x).compile()
+        jax.jit(fn).lower(*shapes).compile()
         return None
     except Exception as exc:  # the refusal is the datum
         return " ".join(str(exc).split())
@@ -116,18 +131,17 @@ def needed_bytes(message: str) -> int | None:
     return round(float(found.group(1)) * _UNIT[found.group(2)]) if found else None
 
 
-def probe(size: int, dtype: str, tiles: tuple[int, int, int], step_mib: float) -> dict:
-    """The scoped VMEM Mosaic allocates. A refusal names the allocation that passed the
-    limit, which is not yet the whole (Mosaic allocates in turns: the pipeline's buffers,
-    then its own temporaries), so the limit is raised to each figure named, rounded up to
-    ``step_mib``, until it compiles; the last figure is the need, checked from below."""
-    began = time.monotonic()
-    row: dict[str, Any] = {"size": size, "dtype": dtype, "tiles": list(tiles)}
-    row["fits_16mib"] = _compiles(size, dtype, tiles, 16 * MIB) is None
+def search_need(compiles_at: Any, step_mib: float) -> dict[str, Any]:
+    """The scoped VMEM Mosaic allocates, from ``compiles_at(limit)`` (None or a refusal).
+    A refusal names the allocation that passed the limit, which is not yet the whole
+    (Mosaic allocates in turns: the pipeline's buffers, then its own temporaries), so the
+    limit is raised to each figure named, rounded up to ``step_mib``, until it compiles;
+    the last figure is the need, checked from below."""
+    row: dict[str, Any] = {}
     step = int(step_mib * MIB)
     limit, need, named = MIB, None, []
     for _ in range(16):
-        message = _compiles(size, dtype, tiles, limit)
+        message = compiles_at(limit)
         if message is None:
             break
         need = needed_bytes(message)
@@ -140,21 +154,48 @@ def probe(size: int, dtype: str, tiles: tuple[int, int, int], step_mib: float) -
     row["named_mib"] = named
     row["needs_mib"] = None if need is None else round(need / MIB, 3)
     if need is not None:
-        row["refused_below"] = _compiles(size, dtype, tiles, need - step) is not None
+        row["refused_below"] = compiles_at(need - step) is not None
+    return row
+
+
+def probe(size: int, dtype: str, tiles: tuple[int, int, int], step_mib: float) -> dict:
+    """``search_need`` for one tiling of the shipped forward at ``size``³."""
+    import jax
+    import jax.numpy as jnp
+
+    from kernels.matmul import BlockSizes
+    from kernels.matmul.kernel import _tpu_call
+
+    began = time.monotonic()
+    blocks = BlockSizes(*tiles).within(size, size, size)
+    x = jax.ShapeDtypeStruct((1, size, size), jnp.dtype(dtype), sharding=_TARGET[0])
+
+    def compiles_at(limit: int) -> str | None:
+        return compile_message(lambda a, b: _tpu_call(a, b, blocks, 1, size, False), [x, x], limit)
+
+    row: dict[str, Any] = {"size": size, "dtype": dtype, "tiles": list(tiles)}
+    row["fits_16mib"] = compiles_at(16 * MIB) is None
+    row.update(search_need(compiles_at, step_mib))
     row["seconds"] = round(time.monotonic() - began, 1)
     return row
 
 
 def measure(opts: argparse.Namespace) -> int:
-    import jax
     from tpu_microbench import provenance
 
-    _install_limit_override()
+    if opts.deviceless:
+        from tpu_deviceless import compiled_for, target
+
+        _TARGET[0] = target(opts.deviceless)
+    install_limit_override()
     out = opts.out / "vmem_probe.json"
     opts.out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"provenance": provenance(), "set": opts.set, "step_mib": opts.step}
     record["rows"] = []
     record["provenance"]["script"] = "benchmarks/tpu_vmem_probe.py"
+    if opts.deviceless:
+        record["provenance"]["compiled_for"] = compiled_for(opts.deviceless, _TARGET[0])
+    kind = record["provenance"].get("compiled_for", record["provenance"]["device"])["device_kind"]
     deadline = time.monotonic() + opts.deadline
     pool = concurrent.futures.ThreadPoolExecutor(opts.workers)
     probes = SETS[opts.set]
@@ -168,7 +209,7 @@ def measure(opts: argparse.Namespace) -> int:
         print(json.dumps(row), flush=True)
         out.write_text(json.dumps(record, indent=1))
     pool.shutdown(wait=False, cancel_futures=True)
-    print(f"{len(record['rows'])}/{len(probes)} probed on {jax.devices()[0].device_kind}")
+    print(f"{len(record['rows'])}/{len(probes)} probed for {kind}")
     return 0
 
 
@@ -179,12 +220,16 @@ def main() -> int:
     parser.add_argument("--step", type=float, default=1 / 16, help="limit rounding, MiB")
     parser.add_argument("--workers", type=int, default=12)
     parser.add_argument("--deadline", type=float, default=150.0)
+    parser.add_argument(
+        "--deviceless", choices=("v5e", "v6e"), help="compile for this chip with libtpu, no TPU"
+    )
     parser.add_argument("--render", type=Path, help="a vmem_probe.json: set the model beside")
+    parser.add_argument("--against", type=Path, help="with --render: another probe to agree")
     opts = parser.parse_args()
     if opts.render:
-        from tpu_vmem_probe_report import render
+        from tpu_vmem_probe_report import agreement, render
 
-        return render(opts.render)
+        return agreement(opts.render, opts.against) if opts.against else render(opts.render)
     if opts.out is None:
         parser.error("--out is required to measure")
     return measure(opts)

@@ -92,3 +92,24 @@ def render(path: Path) -> int:
         f" {worst['size']}³; figures not confirmed both ways: {unchecked or 'none'}"
     )
     return 0
+
+
+PROBED = ("fits_16mib", "named_mib", "needs_mib", "refused_below")
+
+
+def agreement(path: Path, against: Path) -> int:
+    """Two probes of the same tilings (the chip's, and a deviceless compile's) side by side:
+    how many rows agree on every figure the probe reads, and each that does not."""
+
+    def keyed(p: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+        record = json.loads(p.read_text())
+        return {(r["size"], r["dtype"], tuple(r["tiles"])): r for r in record["rows"]}
+
+    mine, theirs = keyed(path), keyed(against)
+    shared = [k for k in mine if k in theirs]
+    differ = [k for k in shared if any(mine[k].get(f) != theirs[k].get(f) for f in PROBED)]
+    for k in differ:
+        print(k, {f: (mine[k].get(f), theirs[k].get(f)) for f in PROBED})
+    print(f"{len(shared) - len(differ)}/{len(shared)} tilings probed in both agree on "
+          f"{', '.join(PROBED)} ({len(mine)} and {len(theirs)} probed)")  # fmt: skip
+    return 0 if not differ else 1

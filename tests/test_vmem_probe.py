@@ -45,7 +45,7 @@ def _staged_compiler(stages_mib: list[float]):
     """Mosaic as seen on the chip: allocations in turns, the running totals ``stages_mib``;
     a limit below a total refuses, naming that total."""
 
-    def compiles(size, dtype, tiles, limit):
+    def compiles(fn, shapes, limit):
         for total in stages_mib:
             if total * MIB > limit:
                 return REFUSAL.replace("{size}", f"{total:.2f}M").replace("{limit}", "x")
@@ -55,7 +55,7 @@ def _staged_compiler(stages_mib: list[float]):
 
 
 def test_the_probe_raises_the_limit_past_each_figure_named_until_it_compiles(monkeypatch):
-    monkeypatch.setattr(probe_module, "_compiles", _staged_compiler([2.0, 13.0, 16.99]))
+    monkeypatch.setattr(probe_module, "compile_message", _staged_compiler([2.0, 13.0, 16.99]))
     row = probe_module.probe(2048, "bfloat16", (2048, 1024, 256), 1 / 16)
     assert row["named_mib"] == [2.0, 13.0, 16.99]
     assert row["needs_mib"] == 16.99
@@ -64,8 +64,50 @@ def test_the_probe_raises_the_limit_past_each_figure_named_until_it_compiles(mon
 
 
 def test_a_tiling_that_fits_the_default_is_probed_from_below_too(monkeypatch):
-    monkeypatch.setattr(probe_module, "_compiles", _staged_compiler([11.0, 15.48]))
+    monkeypatch.setattr(probe_module, "compile_message", _staged_compiler([11.0, 15.48]))
     row = probe_module.probe(2048, "bfloat16", (1024, 2048, 256), 1 / 16)
     assert row["fits_16mib"] is True
     assert row["needs_mib"] == 15.48
     assert row["refused_below"] is True
+
+
+def test_a_refusal_for_another_reason_stops_the_search_and_keeps_its_words():
+    def compiles_at(limit):
+        return "INTERNAL: Mosaic failed to compile TPU kernel: unsupported shape"
+
+    row = probe_module.search_need(compiles_at, 1 / 16)
+    assert row["needs_mib"] is None
+    assert "unsupported shape" in row["message"]
+    assert "refused_below" not in row
+
+
+def _probe_file(tmp_path: Path, name: str, rows: list[dict]) -> Path:
+    import json
+
+    path = tmp_path / name
+    path.write_text(json.dumps({"rows": rows}))
+    return path
+
+
+def test_two_probes_that_agree_on_every_figure_say_so(tmp_path, capsys):
+    from tpu_vmem_probe_report import agreement
+
+    row = {"size": 4096, "dtype": "bfloat16", "tiles": [1024, 1024, 1024], "fits_16mib": False,
+           "named_mib": [16.0, 18.36], "needs_mib": 18.36, "refused_below": True}  # fmt: skip
+    chip = _probe_file(tmp_path, "chip.json", [row])
+    deviceless = _probe_file(tmp_path, "deviceless.json", [row, {**row, "tiles": [256] * 3}])
+    assert agreement(deviceless, chip) == 0
+    assert "1/1 tilings probed in both agree" in capsys.readouterr().out
+
+
+def test_a_probe_that_names_another_figure_disagrees(tmp_path, capsys):
+    from tpu_vmem_probe_report import agreement
+
+    row = {"size": 2048, "dtype": "float32", "tiles": [512, 512, 512], "fits_16mib": True,
+           "named_mib": [4.0, 6.34], "needs_mib": 6.34, "refused_below": True}  # fmt: skip
+    chip = _probe_file(tmp_path, "chip.json", [row])
+    other = _probe_file(
+        tmp_path, "other.json", [{**row, "named_mib": [4.0, 6.5], "needs_mib": 6.5}]
+    )
+    assert agreement(other, chip) == 1
+    assert "0/1 tilings probed in both agree" in capsys.readouterr().out
