@@ -57,9 +57,10 @@ def test_a_case_that_lowers_everywhere_but_passes_its_vmem_limit_does_not_fit_vm
     )
     (row,) = [line for line in lines if line.startswith("- `vmem_limit/M2048-N1024/float32`")]
     assert row == (
-        "- `vmem_limit/M2048-N1024/float32`: on all 8 target chips: 24.00 MiB of VMEM blocks "
-        "and scratch exceed its vmem_limit_bytes of 8.00 MiB; the largest block is args\\[0\\] "
-        "(1024×1024 float32, 2 buffers: 8.00 MiB). What to change: its vmem_limit_bytes "
+        "- `vmem_limit/M2048-N1024/float32`: on all 8 target chips: 24.00 MiB of VMEM (blocks, "
+        "scratch, the body's values) exceed its vmem_limit_bytes of 8.00 MiB; the largest "
+        "block is args\\[0\\] (1024×1024 float32, 2 buffers: 8.00 MiB). What to change: its "
+        "vmem_limit_bytes "
         "(pltpu.CompilerParams) of at least 24.00 MiB on TPU v5e, TPU v5p, TPU v6e, TPU 7, "
         "TPU 7x and TPU 8i; smaller blocks on TPU v4i and TPU v4, whose VMEM is 16.00 MiB"
     )
@@ -169,7 +170,8 @@ def test_export_failures_and_vmem_misfits_are_two_lines_and_long_errors_end_on_a
             platform="tpu",
             status="error",
             kind="mosaic",
-            error="does not fit VMEM: on TPU v5e: 24.00 MiB of VMEM blocks and scratch exceed "
+            error="does not fit VMEM: on TPU v5e: 24.00 MiB of VMEM (blocks, scratch, the body's "
+            "values) exceed "
             "the default scoped VMEM limit of 16.00 MiB",
         ),
     ]
@@ -179,7 +181,7 @@ def test_export_failures_and_vmem_misfits_are_two_lines_and_long_errors_end_on_a
     assert "❌ 1 of 2 cases do not fit VMEM (they lower; the TPU compiler would refuse them):" in (
         lines
     )
-    assert "- `k/big`: on TPU v5e: 24.00 MiB of VMEM blocks and scratch exceed the default " in (
+    assert "- `k/big`: on TPU v5e: 24.00 MiB of VMEM (blocks, scratch, the body's values) " in (
         text
     )
     broken = next(line for line in lines if line.startswith("- `k/broken`"))

@@ -136,7 +136,8 @@ def test_the_threshold_is_configurable_and_unchanged_kernels_pass():
 def test_a_case_that_does_not_fit_a_target_chips_vmem_is_an_error_naming_chip_bytes_limit():
     hog = BlockSizes(block_m=1024, block_k=2048, block_n=1024)
     spec = dataclasses.replace(MATMUL, pallas=functools.partial(matmul_tiled, block_sizes=hog))
-    # A 2 x 2 x 2 grid: every block moves, two buffers each (a fixed block would take one).
+    # A 2 x 2 x 2 grid: every block moves, two buffers each (a fixed block would take one):
+    # 24 MiB with the accumulator, and 4 MiB for the bfloat16 left operand Mosaic stages.
     big = Case("matmul", {"B": 1, "M": 2048, "K": 4096, "N": 2048}, "bfloat16")
     model = analyze_case(spec, big, ["v5e", "v6e"])
     cid = big.id
@@ -146,8 +147,8 @@ def test_a_case_that_does_not_fit_a_target_chips_vmem_is_an_error_naming_chip_by
     (row,) = report.cases
     assert row.verdict == "error"
     assert row.reason == (
-        "does not fit VMEM: on TPU v5e: 24.00 MiB of VMEM blocks and scratch exceed the default "
-        "scoped VMEM limit of 16.00 MiB"
+        "does not fit VMEM: on TPU v5e: 28.00 MiB of VMEM (blocks, scratch, the body's values) "
+        "exceed the default scoped VMEM limit of 16.00 MiB"
     )
     assert report.exit_code == 1
     # v6e's default scoped limit is 32 MiB: fine there.

@@ -107,11 +107,12 @@ def _case(default_chip: CandidateChip | None, why_not: str | None = None) -> Tun
 
 
 def test_a_default_without_a_ratio_says_why_on_the_line_that_reports_it():
-    why = "v5e: 24.00 MiB of VMEM blocks and scratch exceed its limit of 16.00 MiB"
+    why = "v5e: 24.00 MiB of VMEM (blocks, scratch, the body's values) exceed its limit of 16 MiB"
     unfit = CandidateChip(fits=False, why_not=why, modelled_us=0.6, bound="memory", bytes=1)
     assert speedup_line(_case(unfit), "v5e") == (
         "best (128, 256): 0.8 µs; the default (512, 512) does not fit v5e (24.00 MiB of VMEM "
-        "blocks and scratch exceed its limit of 16.00 MiB), so its 0.6 µs cannot run"
+        "(blocks, scratch, the body's values) exceed its limit of 16 MiB), so its 0.6 µs cannot "
+        "run"
     )
     broken = unfit.model_copy(update={"fits": True, "lowers": False, "lowering_error": "boom"})
     assert speedup_line(_case(broken), "v5e") == (

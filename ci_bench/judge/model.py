@@ -68,8 +68,9 @@ def vmem_errors(model: CaseModel | None, chips: Sequence[str]) -> list[str]:
 
 def vmem_reason(model: CaseModel | None, chips: Sequence[str]) -> str | None:
     """The error of a case that does not fit VMEM, each reason said once with the chips it
-    holds on (``does not fit VMEM: on all 8 target chips: 24.00 MiB of VMEM blocks and
-    scratch exceed its vmem_limit_bytes of 16.00 MiB``); None when it fits them all."""
+    holds on (``does not fit VMEM: on all 8 target chips: 24.00 MiB of VMEM (blocks,
+    scratch, the body's values) exceed its vmem_limit_bytes of 16.00 MiB``); None when it
+    fits them all."""
     by_reason: dict[str, list[str]] = {}
     for name, why in zip(
         [c for c in chips if model and c in model.chips and not model.chips[c].fits],

@@ -124,7 +124,9 @@ class CallModel(Model):
     dimension_semantics: list[str] | None = None
     hbm_bytes: int = Field(ge=0)
     ideal_bytes: int = Field(ge=0)
-    vmem_bytes: int = Field(ge=0, description="pipeline buffers + VMEM scratch")
+    vmem_bytes: int = Field(
+        ge=0, description="pipeline buffers + VMEM scratch + the body's values Mosaic keeps"
+    )
     scratch_bytes: int = Field(0, ge=0)
     smem_bytes: int = Field(0, ge=0, description="scalar prefetch + SMEM blocks and scratch")
     flops: int = Field(ge=0, description="MXU FLOPs: the body's dot_generals x steps")
@@ -167,7 +169,12 @@ class GpuBound(Model):
 # buffer, not two (628 matmul tilings compiled: 4 disagree with the fit, from 11); a manual
 # copy waited on costs 9.4 ns of the scalar core and an iteration that waits takes at least
 # a copy's round trip, 0.16 µs, unless its work hides it.
-MODEL_REVISION = 7
+# 8: VMEM as the TPU compiler allocates it (libtpu compiling for a v5e, every tiling of the
+# project's matmul and jax's flash attention): a dot accumulated into a ref stages its left
+# operand as bfloat16, any other dot keeps its float32 result, an unrolled loop's values
+# count per copy; a scratch the grid cannot carry from step to step is forwarded within
+# the step (temporaries.py).
+MODEL_REVISION = 8
 
 
 class CaseModel(Model):

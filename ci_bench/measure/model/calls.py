@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ci_bench.measure.model.body import StepCost, fori_trip_count, padded_bytes, step_cost
+from ci_bench.measure.model.body import StepCost, fori_trip_count, step_cost
 from ci_bench.measure.model.indexmap import evaluate
+from ci_bench.measure.model.temporaries import carries_nothing, scratch_bytes, temporaries_bytes
 
 if TYPE_CHECKING:
     from ci_bench.measure.model.extract import Scope
@@ -78,6 +79,8 @@ class Call:
     # k's concrete value on demand (Triton kernels read group bounds from them).
     index_operands: int = 0
     operand_value: Any = None
+    # VMEM Mosaic takes for the body's own values beyond blocks and scratch (temporaries.py).
+    temporaries_vmem_bytes: int = 0
 
     @property
     def steps(self) -> int:
@@ -231,19 +234,21 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
                 aliased_to=aliases.get(index) if role == "input" else None,
             )
         )
+    semantics, limit = _compiler_params(params)
+    body = params["jaxpr"]
+    scratch_refs = body.invars[len(body.invars) - len(gm.scratch_avals) :]
+    local = carries_nothing(grid, semantics)
     scratch_vmem = smem = 0
-    for aval in gm.scratch_avals:
+    for aval, ref in zip(gm.scratch_avals, scratch_refs, strict=True):
         space = _memory_space(aval)
         if space in ("semaphore", "any") or not hasattr(aval, "dtype"):
             continue
-        size = padded_bytes(tuple(aval.shape), np.dtype(aval.dtype).itemsize)
+        shape, itemsize = tuple(aval.shape), np.dtype(aval.dtype).itemsize
         if space == "smem":
-            smem += math.prod(aval.shape) * max(np.dtype(aval.dtype).itemsize, 4)
+            smem += math.prod(aval.shape) * max(itemsize, 4)
         else:
-            scratch_vmem += size
+            scratch_vmem += scratch_bytes(body, ref, shape, itemsize, local)
     smem += sum(math.prod(v.aval.shape) * max(v.aval.dtype.itemsize, 4) for v in prefetch_vars)
-    semantics, limit = _compiler_params(params)
-    body = params["jaxpr"]
     # Scalar-prefetch refs (the body's first inputs) hold the case's values: a loop bound
     # or an index a body reads from them is known at every grid step.
     refs = {v: np.asarray(x) for v, x in zip(body.invars[:n_idx], prefetch, strict=False)}
@@ -268,4 +273,5 @@ def build_call(eqn: Any, scope: Scope, count: int) -> Call:
         compiler_params=params.get("compiler_params"),
         index_operands=n_idx,
         operand_value=lambda k: scope.value(eqn.invars[n_dyn + n_idx + k]),
+        temporaries_vmem_bytes=temporaries_bytes(body),
     )

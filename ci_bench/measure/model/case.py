@@ -79,7 +79,8 @@ def _fit(
     # 107 of 108 agree; float32 (2048, 512, 2048) at exactly a 64 MiB limit compiled.
     if call_vmem < applied:
         return None, None
-    over = f"{chip.name}: {_mib(call_vmem)} of VMEM blocks and scratch exceed {where}"
+    over = f"{chip.name}: {_mib(call_vmem)} of VMEM (blocks, scratch, the body's values) exceed"
+    over += f" {where}"
     over += f" of {_mib(applied)}"
     if limit or chip.scoped_vmem_solid or call_vmem > chip.vmem_capacity_bytes:
         return over, None

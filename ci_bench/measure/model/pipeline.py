@@ -199,11 +199,13 @@ def vmem_buffers(op: Operand) -> int:
 
 
 def vmem_bytes(call: Call) -> int:
-    """Pipeline buffers of every VMEM operand, VMEM scratch and run_scoped allocations."""
+    """Pipeline buffers of every VMEM operand, VMEM scratch, run_scoped allocations and the
+    body's own values Mosaic keeps in VMEM (``temporaries``)."""
     buffers = sum(
         vmem_buffers(op) * vmem_block_bytes(op) for op in call.operands if op.memory_space == "vmem"
     )
-    return buffers + call.scratch_vmem_bytes + call.step.scoped_vmem_bytes
+    scratch = call.scratch_vmem_bytes + call.step.scoped_vmem_bytes
+    return buffers + scratch + call.temporaries_vmem_bytes
 
 
 def smem_bytes(call: Call) -> int:
