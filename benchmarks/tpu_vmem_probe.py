@@ -113,12 +113,19 @@ def install_limit_override() -> None:
 def compile_message(fn: Any, shapes: list[Any], limit: int | None) -> str | None:
     """None when ``fn`` compiles for ``shapes``' chip with every Mosaic call's limit at
     ``limit`` bytes (None: as the kernel sets it), else the compiler's message. ``fn`` must
-    be un-jitted, so that it is traced afresh (a jitted one would keep its first limit)."""
+    be un-jitted, so that it is traced afresh (a jitted one would keep its first limit).
+    Inputs placed on a topology's device make it the default device too: kernels that ask
+    jax for the chip while they trace (``get_tpu_info``) are answered for it, not the host."""
+    import contextlib
+
     import jax
 
+    sharding = getattr(shapes[0], "sharding", None) if shapes else None
+    device = next(iter(sharding.device_set)) if sharding is not None else None
     _LIMIT.bytes = limit
     try:
-        jax.jit(fn).lower(*shapes).compile()
+        with jax.default_device(device) if device else contextlib.nullcontext():
+            jax.jit(fn).lower(*shapes).compile()
         return None
     except Exception as exc:  # the refusal is the datum
         return " ".join(str(exc).split())

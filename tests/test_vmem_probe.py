@@ -111,3 +111,26 @@ def test_a_probe_that_names_another_figure_disagrees(tmp_path, capsys):
     )
     assert agreement(other, chip) == 1
     assert "0/1 tilings probed in both agree" in capsys.readouterr().out
+
+
+def test_a_probe_is_held_to_the_chips_sweep_program_by_program(tmp_path, capsys):
+    import json
+
+    from tpu_vmem_probe_report import agreement
+
+    rows = [
+        {"size": 1024, "dtype": "bfloat16", "tiles": [2048, 1024, 1024], "fits_16mib": True},
+        {"size": 4096, "dtype": "float32", "tiles": [2048, 2048, 2048], "fits_16mib": False},
+    ]
+    probe = _probe_file(tmp_path, "probe.json", rows)
+    sweep = tmp_path / "sweep.json"
+    programs = [{"program": [1024, 1024, 1024], "compiles": True}]  # 2048 clipped to 1024
+    other = [{"program": [2048, 2048, 2048], "compiles": True}]  # the chip compiled it
+    sweep.write_text(json.dumps({"sweeps": [
+        {"size": 1024, "dtype": "bfloat16", "programs": programs},
+        {"size": 4096, "dtype": "float32", "programs": other},
+    ]}))  # fmt: skip
+    assert agreement(probe, sweep) == 1
+    out = capsys.readouterr().out
+    assert "1/2 programs compiled in both agree" in out
+    assert "(4096, 'float32', (2048, 2048, 2048)) probe: False sweep: True" in out
