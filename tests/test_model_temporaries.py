@@ -174,3 +174,63 @@ def test_the_projects_matmul_at_a_tiling_the_compiler_refuses_no_longer_fits():
     assert model.vmem_bytes == 18 * MIB
     assert not model.chips["v5e"].fits
     assert "18.00 MiB of VMEM" in model.chips["v5e"].why_not
+
+
+def test_an_accumulator_of_a_one_step_reduction_is_forwarded_within_the_step():
+    # (1024, 2048, 256) bfloat16 at 2048³: K in one step, so the float32 accumulator is
+    # written and read within each step. Blocks: a [1024, 2048] 4 MiB x 2 (i moves), b
+    # [2048, 256] 1 MiB x 2, out [1024, 256] bf16 0.5 MiB x 2 = 11 MiB; a staged, 4 MiB;
+    # the accumulator kept as one [1024, 128] float32 column, 0.5 MiB (not its 1 MiB):
+    # 15.5 MiB, under v5e's 16. libtpu needed 15.48 MiB and compiled it; revision 7 counted
+    # 12 (no staged copy) and a count with the whole accumulator, 16, would refuse it.
+    from kernels.matmul import BlockSizes, matmul_tiled
+
+    tiles = BlockSizes(1024, 2048, 256)
+    spec = _spec(functools.partial(matmul_tiled, block_sizes=tiles), [(2048, 2048)] * 2)
+    model = analyze_case(spec, ADHOC, ["v5e"])
+    assert model.vmem_bytes == 15.5 * MIB
+    assert model.chips["v5e"].fits
+
+
+def test_a_scratch_the_grid_carries_or_a_copy_fills_is_counted_whole():
+    # A [512, 512] float32 scratch (1 MiB). Over a sequential axis of 4 steps its value can
+    # pass from one step to the next; filled by a copy, it is a copy's buffer: whole both
+    # times. Only a one-step reduction loaded and stored as a vector is forwarded.
+    def accumulate(x_ref, o_ref, acc_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += x_ref[...].astype(jnp.float32)
+        o_ref[...] = acc_ref[...]
+
+    def copied(x_hbm, o_ref, buf_ref, sem):
+        copy = pltpu.make_async_copy(x_hbm, buf_ref, sem)
+        copy.start()
+        copy.wait()
+        o_ref[...] = buf_ref[...].astype(jnp.float32)
+
+    def call(kernel, steps, in_spec, scratch):
+        def fn(x):
+            return pl.pallas_call(
+                kernel,
+                out_shape=jax.ShapeDtypeStruct((512, 512), jnp.float32),
+                grid=(steps,),
+                in_specs=[in_spec],
+                out_specs=pl.BlockSpec((512, 512), lambda i: (0, 0)),
+                scratch_shapes=scratch,
+                compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)),
+            )(x)
+
+        return fn
+
+    block = pl.BlockSpec((512, 512), lambda i: (0, 0))
+    acc = [pltpu.VMEM((512, 512), jnp.float32)]
+    column = 512 * 128 * 4  # one (rows, 128) float32 column
+    one_step = analyze_case(_spec(call(accumulate, 1, block, acc), [(512, 512)]), ADHOC, ["v5e"])
+    four = analyze_case(_spec(call(accumulate, 4, block, acc), [(512, 512)]), ADHOC, ["v5e"])
+    assert four.vmem_bytes - one_step.vmem_bytes == 1 * MIB - column
+    hbm = pl.BlockSpec(memory_space=pl.ANY)
+    with_copy = [pltpu.VMEM((512, 512), jnp.bfloat16), pltpu.SemaphoreType.DMA(())]
+    model = analyze_case(_spec(call(copied, 1, hbm, with_copy), [(512, 512)]), ADHOC, ["v5e"])
+    assert model.vmem_bytes == 1 * MIB + 512 * 512 * 2  # the output block, the whole buffer

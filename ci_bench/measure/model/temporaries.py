@@ -26,19 +26,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
+from ci_bench.measure.model.body import padded_bytes
 
 REGISTER_FILE_BYTES = 64 * 4096  # 64 vregs of 8 x 128 x 32 bits
 MXU_TILE = 128  # v5e's MXU: 128 x 128
 SMALL_RIGHT_OPERAND = 256 * 256  # elements: a right operand the left one streams past
 _BF16 = 2
 _F32 = 4
-
-
-def _padded(shape: tuple[int, ...], itemsize: int) -> int:
-    from ci_bench.measure.model.body import padded_bytes
-
-    return padded_bytes(shape, itemsize)
 
 
 def _dims(eqn: Any) -> tuple[int, int, int, int]:
@@ -76,9 +70,9 @@ def _dot_bytes(eqn: Any, readers: dict[Any, list[Any]]) -> int:
     batch, m, k, n = _dims(eqn)
     if _accumulated(eqn, readers):
         staged = k > MXU_TILE and n > MXU_TILE and k * n > SMALL_RIGHT_OPERAND
-        kept = batch * _padded((m, k), _BF16) if staged else 0
+        kept = batch * padded_bytes((m, k), _BF16) if staged else 0
     else:
-        kept = batch * _padded((m, n), _F32)
+        kept = batch * padded_bytes((m, n), _F32)
     return kept if kept > REGISTER_FILE_BYTES else 0
 
 
@@ -110,7 +104,7 @@ def temporaries_bytes(jaxpr: Any) -> int:
             total += max(temporaries_bytes(s) for s in subs)
         else:
             total += _unrolled(eqn) * sum(temporaries_bytes(s) for s in subs)
-    return int(np.int64(total))
+    return total
 
 
 _LOADS_AND_STORES = ("get", "swap", "addupdate")
@@ -151,5 +145,5 @@ def scratch_bytes(jaxpr: Any, ref: Any, shape: tuple[int, ...], itemsize: int, l
     the project's bfloat16 matmul with a single k step needs its blocks, less the float32
     accumulator, plus that column (15.48 MiB of 16 counted at (1024, 2048, 256), 2048³)."""
     if not (local and _only_loaded_and_stored(jaxpr, ref)):
-        return _padded(shape, itemsize)
-    return _padded((*shape[:-1], min(shape[-1], MXU_TILE)), _F32) if shape else 0
+        return padded_bytes(shape, itemsize)
+    return padded_bytes((*shape[:-1], min(shape[-1], MXU_TILE)), _F32) if shape else 0
