@@ -16,7 +16,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from ci_bench.contract.spec import Case, KernelSpec, MatrixProfile, Tolerance
+from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.measure.model import analyze_case
 from ci_bench.measure.model.chips import chip
 from ci_bench.measure.model.dma import EDGE_NOTE
@@ -25,6 +25,7 @@ from kernels.gla import forward_tpu
 from kernels.gla.kernel import chunk_gla
 from kernels.matmul import SPEC as MATMUL
 from kernels.matmul import BlockSizes, matmul_tiled
+from tests.harness.factories import adhoc_spec
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -41,19 +42,7 @@ def _square(n: int, dtype: str = "bfloat16") -> Case:
 
 def _adhoc(fn, make, flops=lambda c: 0) -> KernelSpec:
     """A SPEC around any callable, for kernels written in the test."""
-    return KernelSpec(
-        name="adhoc",
-        version="0.1.0",
-        pallas=fn,
-        native=fn,
-        reference=fn,
-        make_inputs=make,
-        flops=flops,
-        bytes_accessed=lambda c: 0,
-        tolerances={"float32": Tolerance(atol=1, rtol=1)},
-        matrix={"smoke": MatrixProfile(({"N": 1},), ("float32",))},
-        shape_keys=("N",),
-    )
+    return adhoc_spec(fn, make, "float32", flops)
 
 
 ADHOC = Case("adhoc", {"N": 1}, "float32")

@@ -17,9 +17,10 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from ci_bench.contract.spec import Case, KernelSpec, MatrixProfile, Tolerance
+from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.measure.model import analyze_case
 from ci_bench.measure.model.temporaries import REGISTER_FILE_BYTES, temporaries_bytes
+from tests.harness.factories import adhoc_spec
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -27,22 +28,7 @@ ADHOC = Case("adhoc", {"N": 1}, "bfloat16")
 
 
 def _spec(fn, shapes: list[tuple[int, ...]], dtype=jnp.bfloat16) -> KernelSpec:
-    def make(case, key):
-        return tuple(jnp.zeros(s, dtype) for s in shapes)
-
-    return KernelSpec(
-        name="adhoc",
-        version="0.1.0",
-        pallas=fn,
-        native=fn,
-        reference=fn,
-        make_inputs=make,
-        flops=lambda c: 0,
-        bytes_accessed=lambda c: 0,
-        tolerances={"bfloat16": Tolerance(atol=1, rtol=1)},
-        matrix={"smoke": MatrixProfile(({"N": 1},), ("bfloat16",))},
-        shape_keys=("N",),
-    )
+    return adhoc_spec(fn, lambda case, key: tuple(jnp.zeros(s, dtype) for s in shapes), "bfloat16")
 
 
 def _one_block(kernel, m: int, k: int, n: int, out_dtype=jnp.float32):

@@ -12,11 +12,12 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental import pallas as pl
 
-from ci_bench.contract.spec import Case, KernelSpec, MatrixProfile, Tolerance
+from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.measure.model import analyze_case
 from ci_bench.measure.model.body import step_cost
 from ci_bench.measure.model.chips import chip
 from ci_bench.measure.model.vector import vregs
+from tests.harness.factories import adhoc_spec
 
 
 def _body(kernel, *shapes_dtypes):
@@ -131,19 +132,7 @@ def _spec() -> KernelSpec:
     def make(case, key):
         return tuple(jnp.zeros((2048, 128), jnp.bfloat16) for _ in range(3))
 
-    return KernelSpec(
-        name="attn",
-        version="0.1.0",
-        pallas=_attention,
-        native=_attention,
-        reference=_attention,
-        make_inputs=make,
-        flops=lambda c: 0,
-        bytes_accessed=lambda c: 0,
-        tolerances={"bfloat16": Tolerance(atol=1, rtol=1)},
-        matrix={"smoke": MatrixProfile(({"N": 1},), ("bfloat16",))},
-        shape_keys=("N",),
-    )
+    return adhoc_spec(_attention, make, "bfloat16", name="attn")
 
 
 @pytest.mark.parametrize("name", ["v5e", "7x"])

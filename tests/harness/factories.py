@@ -134,3 +134,24 @@ def results(
         ),
         cases=cases,
     )
+
+
+def adhoc_spec(fn, make, dtype: str = "float32", flops=lambda c: 0, name: str = "adhoc"):
+    """A KernelSpec around any callable (a kernel written in a test), its inputs from
+    ``make(case, key)``, one smoke case ``{"N": 1}`` in ``dtype``: what the cost model's
+    tests analyse."""
+    from ci_bench.contract.spec import KernelSpec, MatrixProfile, Tolerance
+
+    return KernelSpec(
+        name=name,
+        version="0.1.0",
+        pallas=fn,
+        native=fn,
+        reference=fn,
+        make_inputs=make,
+        flops=flops,
+        bytes_accessed=lambda c: 0,
+        tolerances={dtype: Tolerance(atol=1, rtol=1)},
+        matrix={"smoke": MatrixProfile(({"N": 1},), (dtype,))},
+        shape_keys=("N",),
+    )
