@@ -66,7 +66,8 @@ ADHOC = Case("adhoc", {"N": 1}, "float32")
         ((64, 128, 128), 128, 6.5 * MIB, 160 * KIB, "args[1] (8x)"),
         # 4·1·1 steps; a once (i changes, k fixed), b once (constant block), out once:
         # 1.5 MiB = ideal; 2·(128 + 128) KiB + 512 KiB (b: one buffer); the accumulator
-        # lives within the one k step, forwarded to one (128, 128) float32 column: 64 KiB.
+        # lives within the one k step, forwarded to one (128, 128) float32 column: 64 KiB
+        # (libtpu compiling for a v5e needs 1.02 MiB; revision 7 counted 1280 KiB).
         ((128, 512, 512), 4, 1.5 * MIB, 1088 * KIB, None),
     ],
 )
