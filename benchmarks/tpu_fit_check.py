@@ -150,6 +150,14 @@ BUILDERS: dict[str, Callable[..., Built]] = {
 }
 
 
+def build(family: str, point: list[Any] | tuple[Any, ...], chip: str) -> Built:
+    """A point's function and inputs (the backward's VMEM budget is the chip's; a point
+    read back from JSON has lists where the builders take tuples)."""
+    args = [tuple(p) if isinstance(p, list) else p for p in point]
+    extra = (chip,) if family == "matmul_backward" else ()
+    return BUILDERS[family](*args, *extra)
+
+
 def compiled(fn: Callable[..., Any], args: tuple[Any, ...], target: Any) -> dict[str, Any]:
     """Whether libtpu compiles ``fn`` for the target's chip as the kernel sets its limit,
     and the scoped VMEM Mosaic allocates (``tpu_vmem_probe.search_need``: every call's limit
@@ -190,9 +198,8 @@ def modelled(fn: Callable[..., Any], args: tuple[Any, ...], chip: str) -> dict[s
 def check(family: str, point: tuple[Any, ...], chip: str, target: Any) -> dict[str, Any]:
     row: dict[str, Any] = {"family": family, "point": list(point)}
     began = time.monotonic()
-    extra = (chip,) if family == "matmul_backward" else ()
     try:
-        fn, args = BUILDERS[family](*point, *extra)
+        fn, args = build(family, point, chip)
         row.update(modelled(fn, args, chip))
         row.update(compiled(fn, args, target))
     except Exception as exc:  # a point that cannot be built or modelled says why
@@ -251,9 +258,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
 def remodelled(row: dict[str, Any], chip: str) -> dict[str, Any]:
     """``row`` with the model's columns from this checkout's model (the compiler's stay:
     they do not move with the model)."""
-    extra = (chip,) if row["family"] == "matmul_backward" else ()
-    point = [tuple(p) if isinstance(p, list) else p for p in row["point"]]  # JSON made lists
-    fn, args = BUILDERS[row["family"]](*point, *extra)
+    fn, args = build(row["family"], row["point"], chip)
     fresh = {k: v for k, v in row.items() if not k.startswith("model_") and k != "agrees"}
     fresh.update(modelled(fn, args, chip))
     if "compiles" in fresh and "model_fits" in fresh:

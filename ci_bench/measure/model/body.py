@@ -84,15 +84,21 @@ def mxu_flops(m: int, k: int, n: int, batch: int, columns: int) -> int:
     return 2 * batch * _round_up(m, 8) * _round_up(k, columns) * _round_up(n, columns)
 
 
-def _dot_cost(eqn: Any) -> StepCost:
+def dot_dims(eqn: Any) -> tuple[int, int, int, int]:
+    """(batch, m, k, n) of a ``dot_general``: its operands' free and contracted sizes."""
     (contract_lhs, contract_rhs), (batch_lhs, batch_rhs) = eqn.params["dimension_numbers"]
+    lhs, rhs = (v.aval.shape for v in eqn.invars[:2])
+    batch = math.prod(lhs[d] for d in batch_lhs)
+    k = math.prod(lhs[d] for d in contract_lhs)
+    m = math.prod(s for d, s in enumerate(lhs) if d not in (*contract_lhs, *batch_lhs))
+    n = math.prod(s for d, s in enumerate(rhs) if d not in (*contract_rhs, *batch_rhs))
+    return batch, m, k, n
+
+
+def _dot_cost(eqn: Any) -> StepCost:
     lhs, rhs = (v.aval for v in eqn.invars[:2])
-    out = eqn.outvars[0].aval
-    k = math.prod(lhs.shape[d] for d in contract_lhs)
-    flops = 2 * math.prod(out.shape) * k
-    batch = math.prod(lhs.shape[d] for d in batch_lhs)
-    m = math.prod(s for d, s in enumerate(lhs.shape) if d not in (*contract_lhs, *batch_lhs))
-    n = math.prod(s for d, s in enumerate(rhs.shape) if d not in (*contract_rhs, *batch_rhs))
+    batch, m, k, n = dot_dims(eqn)
+    flops = 2 * math.prod(eqn.outvars[0].aval.shape) * k
     narrow, wide = (mxu_flops(m, k, n, batch, c) for c in (128, 256))
     cost = StepCost(flops=flops)
     dtypes = {np.dtype(lhs.dtype).name, np.dtype(rhs.dtype).name}
@@ -145,7 +151,7 @@ def fori_trip_count(eqn: Any) -> int | None:
     return max(int(stop.val) - int(start.val), 0)
 
 
-def _sub_jaxprs(eqn: Any) -> list[Any]:
+def sub_jaxprs(eqn: Any) -> list[Any]:
     from jax.extend import core as jcore
 
     return [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
@@ -380,7 +386,7 @@ def _run_scoped(walk: _Walk, eqn: Any) -> None:
 
 def _other(walk: _Walk, eqn: Any) -> None:
     """Any other equation: the jaxprs inside it, or its own vector work."""
-    subs = _sub_jaxprs(eqn)
+    subs = sub_jaxprs(eqn)
     for sub in subs:
         walk.total.add(step_cost(sub))
     if not subs:

@@ -23,27 +23,15 @@ conditional's branches, the largest. A value that fits the register file costs n
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from ci_bench.measure.model.body import padded_bytes
+from ci_bench.measure.model.body import dot_dims, padded_bytes, sub_jaxprs
 
 REGISTER_FILE_BYTES = 64 * 4096  # 64 vregs of 8 x 128 x 32 bits
 MXU_TILE = 128  # v5e's MXU: 128 x 128
 SMALL_RIGHT_OPERAND = 256 * 256  # elements: a right operand the left one streams past
 _BF16 = 2
 _F32 = 4
-
-
-def _dims(eqn: Any) -> tuple[int, int, int, int]:
-    """(batch, m, k, n) of a ``dot_general``."""
-    (contract_lhs, contract_rhs), (batch_lhs, batch_rhs) = eqn.params["dimension_numbers"]
-    lhs, rhs = (v.aval.shape for v in eqn.invars[:2])
-    batch = math.prod(lhs[d] for d in batch_lhs)
-    k = math.prod(lhs[d] for d in contract_lhs)
-    m = math.prod(s for d, s in enumerate(lhs) if d not in (*contract_lhs, *batch_lhs))
-    n = math.prod(s for d, s in enumerate(rhs) if d not in (*contract_rhs, *batch_rhs))
-    return batch, m, k, n
 
 
 def _readers(jaxpr: Any) -> dict[Any, list[Any]]:
@@ -67,7 +55,7 @@ def _accumulated(eqn: Any, readers: dict[Any, list[Any]]) -> bool:
 
 
 def _dot_bytes(eqn: Any, readers: dict[Any, list[Any]]) -> int:
-    batch, m, k, n = _dims(eqn)
+    batch, m, k, n = dot_dims(eqn)
     if _accumulated(eqn, readers):
         staged = k > MXU_TILE and n > MXU_TILE and k * n > SMALL_RIGHT_OPERAND
         kept = batch * padded_bytes((m, k), _BF16) if staged else 0
@@ -89,15 +77,13 @@ def _unrolled(eqn: Any) -> int:
 
 def temporaries_bytes(jaxpr: Any) -> int:
     """Bytes of VMEM the body's own values take (the module's docstring)."""
-    from jax.extend import core as jcore
-
     readers = _readers(jaxpr)
     total = 0
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "dot_general":
             total += _dot_bytes(eqn, readers)
             continue
-        subs = [j.jaxpr if hasattr(j, "jaxpr") else j for j in jcore.jaxprs_in_params(eqn.params)]
+        subs = sub_jaxprs(eqn)
         if not subs:
             continue
         if eqn.primitive.name == "cond":
