@@ -24,16 +24,29 @@ TOPOLOGIES = {"v5e": ("v5e:1x1", "v5litepod-1"), "v6e": ("v6e:1x1", "v6e-1")}
 
 def target(chip: str) -> Any:
     """A ``SingleDeviceSharding`` on ``chip``'s one-chip topology, for ``ShapeDtypeStruct``
-    inputs; the program they feed compiles for that chip. Raises when libtpu is absent."""
+    inputs; the program they feed compiles for that chip. Exits with one line when libtpu
+    is absent or refuses (another process holds its lock file: ``ALLOW_MULTIPLE_LIBTPU_LOAD``)."""
     topology, accelerator = TOPOLOGIES[chip]
     os.environ.setdefault("TPU_ACCELERATOR_TYPE", accelerator)
     os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+    import jax
     from jax.experimental import topologies
     from jax.sharding import SingleDeviceSharding
 
-    described = topologies.get_topology_desc(
-        platform="tpu", topology_name=topology, chips_per_host_bounds=(1, 1, 1)
-    )
+    try:
+        importlib.metadata.version("libtpu")
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit(
+            f"--deviceless {chip}: libtpu is not installed here "
+            f"(pip install 'jax[tpu]=={jax.__version__}')"
+        ) from None
+    try:
+        described = topologies.get_topology_desc(
+            platform="tpu", topology_name=topology, chips_per_host_bounds=(1, 1, 1)
+        )
+    except Exception as exc:  # libtpu's own words (a lock file held by another process)
+        words = " ".join(str(exc).split())
+        raise SystemExit(f"--deviceless {chip}: libtpu refused: {words}") from None
     return SingleDeviceSharding(described.devices[0])
 
 
