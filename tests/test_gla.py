@@ -154,7 +154,7 @@ def test_smoke_profile_correct_like_the_service():
 
 def test_spec_contract():
     assert SPEC.name == "gla"
-    assert SPEC.version == "0.5.0"
+    assert SPEC.version == "0.6.0"
     assert set(SPEC.matrix) >= {"smoke", "ci", "full"}
     full_ids = {c.id for c in SPEC.cases("full")}
     assert "gla/B4-T2048-H16-K128-V128/bfloat16" in full_ids

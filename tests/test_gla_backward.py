@@ -146,10 +146,16 @@ def test_strong_decay_grads_are_finite_and_correct(backend):
     _assert_grads(grads, _grads64(inputs, h0, do, dht), F32_TOL)
 
 
-@pytest.mark.parametrize("chunk_size", [32, 128])
-def test_other_chunk_sizes(chunk_size):
+@pytest.mark.parametrize(
+    ("chunk_size", "backend"), [(32, "gpu"), (128, "gpu"), (16, "tpu"), (128, "tpu")]
+)
+def test_other_chunk_sizes(chunk_size, backend):
+    # The TPU body at 16 (two 8-row diagonal blocks) and 128 (the size tuned for bfloat16)
     inputs, h0, do, _ = _inputs(1, 200, 1, 64, 64, seed=5)
-    grads = _vjp(lambda *a, **kw: chunk_gla(*a, **kw, chunk_size=chunk_size), inputs, h0, do, None)
+    grads = _vjp(
+        lambda *a, **kw: chunk_gla(*a, **kw, chunk_size=chunk_size, backend=backend),
+        inputs, h0, do, None,
+    )  # fmt: skip
     _assert_grads(grads, _grads64(inputs, h0, do, None), F32_TOL)
 
 
@@ -190,9 +196,10 @@ def dropped_state_carry(monkeypatch):
     jax.clear_caches()  # and traces made with it must not leak into other tests
 
 
-def test_dropped_dgk_term_fails_the_gradient_check(dropped_state_carry):
+@pytest.mark.parametrize("backend", ["tpu", "gpu"])
+def test_dropped_dgk_term_fails_the_gradient_check(dropped_state_carry, backend):
     inputs, h0, do, _ = _inputs(1, 176, 2, 64, 64, seed=8)
-    grads = _vjp(chunk_gla, inputs, h0, do, None)
+    grads = _vjp(lambda *a, **kw: chunk_gla(*a, **kw, backend=backend), inputs, h0, do, None)
     refs = _vjp(recurrent_gla, inputs, h0, do, None)
     _assert_grads(grads[:3], refs[:3], F32_TOL)  # dq, dk, dv are untouched by the bug
     ok, err = _within(grads[3], refs[3], F32_TOL)

@@ -17,6 +17,7 @@ from kernels.gla import (
     SPEC,
     backward_bytes,
     backward_flops,
+    backward_tpu,
     chunk_gla,
     forward_backward_bytes,
     forward_backward_flops,
@@ -118,13 +119,20 @@ def test_backward_calls_as_a_grid_model_reads_them():
     jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))(x, x, x, x, h0)
     calls = {eqn.params["name"]: eqn for eqn in _pallas_calls(jaxpr.jaxpr)}
     assert set(calls) == {"chunk_gla_fwd", "chunk_gla_states", "chunk_gla_bwd"}
-    costs = gla_backward_call_costs(B, 256, H, K, V, 2, C, has_h0=True)
+    s = backward_tpu.DIAG  # the TPU body's diagonal blocks
+    # Its bfloat16 0/1 matrices, read once: query, key, span, place, key_t (C·s × C or
+    # C × C·s) and cum, ref, cum_t (C × C).
+    masks = 2 * (5 * C * s * C + 3 * C * C)
+    costs = gla_backward_call_costs(
+        B, 256, H, K, V, 2, C, s, has_h0=True, pair_exps=1, mask_bytes=masks
+    )
     seq, state = C * K * 2, V * K * 4  # one chunk block (bf16), one state block (f32)
     expected = {
         # k, v, gk blocks and h0 in; the state entering each chunk out; state scratch.
         "chunk_gla_states": 2 * (3 * seq + 2 * state) + state,
-        # q, k, v, gk, do and the chunk's state in; dq, dk, dv, dgk and dh0 out; dS scratch.
-        "chunk_gla_bwd": 2 * (9 * seq + 2 * state) + state,
+        # q, k, v, gk, do, the masks and the chunk's state in; dq, dk, dv, dgk and dh0 out;
+        # dS scratch.
+        "chunk_gla_bwd": 2 * (9 * seq + 2 * state + masks) + state,
     }
     for name, vmem in expected.items():
         model = _grid_model(calls[name])
@@ -185,4 +193,4 @@ def test_forward_case_ids_unchanged_by_the_version_bump():
     forward = sorted(f"gla/{p}/{d}" for p in points for d in ("float32", "bfloat16"))
     assert sorted(c.id for c in cases if c.mode == "forward") == forward
     assert sorted(c.id for c in cases if c.mode == "backward") == [f"{i}/backward" for i in forward]
-    assert SPEC.version == "0.5.0"
+    assert SPEC.version == "0.6.0"

@@ -73,7 +73,9 @@ def make_inputs(case: Case, key: jax.Array) -> tuple[jax.Array, ...]:
 
 # 0.5.0: the TPU forward's diagonal blocks are 8 rows, its off-diagonal products one [8, C]
 # per sub-chunk (kernels.gla.forward_tpu); 0.4.0 measured 1.3-1.5x slower on a TPU v5e.
-VERSION = "0.5.0"
+# 0.6.0: the TPU backward's chunk body has no loops either (kernels.gla.backward_tpu: pairs
+# as rows, as the forward's); 0.5.0's per-position loop ran it at 10x the forward on a v5e.
+VERSION = "0.6.0"
 # Where `ci-bench tune --write` keeps the tuned configs (this repository's baselines).
 BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 

@@ -6,8 +6,9 @@ Two pallas_calls, each in a TPU (Mosaic) and a GPU (Triton) variant like the for
    recomputed from k, v, gk (and h0) by the forward's own state update, chunks in order.
 2. ``chunk_gla_bwd``: the chunks in reverse order, carrying dS (VMEM scratch on TPU, grid
    (B, H, chunk) with reversed index maps; a loop value on GPU, grid (B, H)); per chunk it
-   writes dq, dk, dv, dgk (``kernels.gla.backward_chunk`` has the arithmetic) and passes
-   dS_in on; after the first chunk, dS_in is dh0.
+   writes dq, dk, dv, dgk (``kernels.gla.backward_chunk`` has the arithmetic; on TPU
+   ``kernels.gla.backward_tpu`` lays it out without loops, since 0.6.0) and passes dS_in
+   on; after the first chunk, dS_in is dh0.
 
 Save or recompute the chunk states: they are float32 [B, H, T/C, K, V], 4·K·V/C bytes per
 token and head; for K = V = 128, C = 64 that is 1 KiB, as much as q, k, v and gk together in
@@ -30,6 +31,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
+from kernels.gla import backward_tpu
 from kernels.gla.backward_chunk import bwd_chunk, states_chunk
 from kernels.gla.common import (
     F32,
@@ -102,23 +104,23 @@ def _unpack(refs: tuple, cfg: _Config) -> tuple[dict, Any, Any, dict, Any, list]
 
 
 def _bwd_tpu(*refs: Any, cfg: _Config) -> None:
-    """Grid (B, H, chunk), chunks visited last to first; dSᵀ in VMEM scratch."""
-    named, h_ref, dht_ref, grads, dh0_ref, (dst_ref,) = _unpack(refs, cfg)
+    """Grid (B, H, chunk), chunks visited last to first; dSᵀ in VMEM scratch. The chunk
+    body is ``backward_tpu.bwd_chunk`` (whole-chunk operations, its masks as inputs)."""
+    n_masks = len(backward_tpu.MASK_NAMES)
+    named, h_ref, dht_ref, grads, dh0_ref, (dst_ref,) = _unpack(refs[:5] + refs[5 + n_masks :], cfg)
+    named.update(zip(backward_tpu.MASK_NAMES, refs[5 : 5 + n_masks], strict=True))
     t = pl.program_id(2)
 
     @pl.when(t == 0)
     def _init() -> None:
         dst_ref[...] = dht_ref[...] if dht_ref is not None else jnp.zeros(dst_ref.shape, F32)
 
-    def load(name: str, lo: int, n: int) -> jax.Array:
-        return named[name][pl.ds(lo, n), :]
-
-    def store(name: str, lo: int, n: int, val: jax.Array) -> None:
-        grads[name][pl.ds(lo, n), :] = val.astype(grads[name].dtype)
-
-    dst_ref[...] = bwd_chunk(
-        load, store, h_ref[...], dst_ref[...], C=cfg.C, scale=cfg.scale, dtype=cfg.dtype
-    )
+    out, dst_ref[...] = backward_tpu.bwd_chunk(
+        named, h_ref[...], dst_ref[...], C=cfg.C, s=backward_tpu.DIAG, scale=cfg.scale,
+        dtype=cfg.dtype,
+    )  # fmt: skip
+    for name, val in out.items():
+        grads[name][...] = val.astype(grads[name].dtype)
     if dh0_ref is not None:
 
         @pl.when(t == cfg.n_chunks - 1)
@@ -162,9 +164,10 @@ class _Specs(NamedTuple):
     scratch: list
 
 
-def _specs(backend: Backend, cfg: _Config, T_pad: int, K: int, V: int) -> _Specs:
-    """TPU: grid (B, H, chunk), the backward's index maps visiting chunks last to first;
-    GPU: grid (B, H), whole sequences per program, in-kernel loops over the chunks."""
+def _specs(backend: Backend, cfg: _Config, T_pad: int, K: int, V: int, masks: tuple) -> _Specs:
+    """TPU: grid (B, H, chunk), the backward's index maps visiting chunks last to first, the
+    0/1 ``masks`` whole at every step; GPU: grid (B, H), whole sequences per program,
+    in-kernel loops over the chunks."""
     sq, n = pl.squeezed, cfg.n_chunks
     if backend == "tpu":
         fwd = lambda b, h, t: (b, h, t, 0)  # noqa: E731
@@ -173,12 +176,13 @@ def _specs(backend: Backend, cfg: _Config, T_pad: int, K: int, V: int) -> _Specs
         chunk_state = lambda index: pl.BlockSpec((sq, sq, V, K), index)  # noqa: E731
         state = chunk_state(lambda b, h, t: (b, h, 0, 0))
         seq_in = [seq(K, rev), seq(K, rev), seq(V, rev), seq(K, rev), seq(V, rev)]
+        whole = [pl.BlockSpec(m.shape, lambda b, h, t: (0, 0)) for m in masks]
         return _Specs(
             grid=(-1, -1, n),
             params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),
             states_in=[seq(K, fwd), seq(V, fwd), seq(K, fwd)] + [state] * cfg.has_h0,
             states_out=chunk_state(fwd),
-            bwd_in=seq_in + [chunk_state(rev)] + [state] * cfg.has_dht,
+            bwd_in=seq_in + whole + [chunk_state(rev)] + [state] * cfg.has_dht,
             bwd_out=seq_in[:4] + [state] * cfg.has_h0,
             scratch=[pltpu.VMEM((V, K), F32)],
         )
@@ -218,12 +222,15 @@ def _bwd_call(
     h0t = [] if initial_state is None else [initial_state.astype(F32).swapaxes(-1, -2)]
     dhtt = [] if dht is None else [dht.astype(F32).swapaxes(-1, -2)]
     cfg = _Config(chunk_size, n, bool(h0t), bool(dhtt), scale, q.dtype)
-    spec = _specs(backend, cfg, T_pad, K, V)
-    grid = (B, H, *spec.grid[2:])
     tpu = backend == "tpu"
+    masks = backward_tpu.masks(chunk_size, backward_tpu.DIAG) if tpu else ()
+    spec = _specs(backend, cfg, T_pad, K, V, masks)
+    grid = (B, H, *spec.grid[2:])
+    body = {"sub": backward_tpu.DIAG, "pair_exps": 1} if tpu else {}
     costs = gla_backward_call_costs(
-        B, T_pad, H, K, V, q.dtype.itemsize, chunk_size, has_h0=cfg.has_h0, has_dht=cfg.has_dht
-    )
+        B, T_pad, H, K, V, q.dtype.itemsize, chunk_size, has_h0=cfg.has_h0,
+        has_dht=cfg.has_dht, mask_bytes=sum(m.size * m.dtype.itemsize for m in masks), **body,
+    )  # fmt: skip
     state_shape = jax.ShapeDtypeStruct((B, H, V, K), F32)
     h = pl.pallas_call(
         functools.partial(_states_tpu if tpu else _states_gpu, cfg=cfg),
@@ -249,7 +256,7 @@ def _bwd_call(
         cost_estimate=pl.CostEstimate(**costs["bwd"]),
         interpret=interpret,
         name="chunk_gla_bwd",
-    )(qt, kt, vt, gt, dot_, h, *dhtt)
+    )(qt, kt, vt, gt, dot_, *masks, h, *dhtt)
     dq, dk, dv, dg = (from_bhtd(x, T) for x in outs[:4])
     dh0 = outs[4].swapaxes(-1, -2).astype(initial_state.dtype) if cfg.has_h0 else None
     return dq, dk, dv, dg, dh0

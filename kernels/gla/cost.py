@@ -129,18 +129,22 @@ def gla_backward_call_costs(
     *,
     has_h0: bool = False,
     has_dht: bool = False,
+    pair_exps: int = 2,
+    mask_bytes: int = 0,
 ) -> dict[str, dict[str, int]]:
     """pl.CostEstimate fields of the two backward pallas_calls: what each really moves.
 
     ``states`` reads k, v, gk (and h0) and writes the T/C chunk states; ``bwd`` reads q, k,
-    v, gk, do and the chunk states (and dht) and writes dq, dk, dv, dgk (and dh0). T is the
-    padded length. Their FLOPs add up to ``gla_backward_flops``.
+    v, gk, do and the chunk states (and dht) and writes dq, dk, dv, dgk (and dh0), and its
+    constant 0/1 matrices once (``mask_bytes``, the TPU body's). T is the padded length.
+    Their FLOPs add up to ``gla_backward_flops``. ``sub`` is the diagonal block's rows;
+    ``pair_exps`` the decays per pair (2 in the shared body, 1 in the TPU body's).
     """
     chunk_states = 4 * B * H * (T // chunk) * K * V
     state = 4 * B * H * K * V
     # exps per token and key: e^b, e^(b_C - b), the two off-diagonal factors of each
-    # sub-chunk's rows and columns (2·C/sub), the diagonal block's pairwise decays (2·sub).
-    exps = B * H * T * K * (4 + 2 * (chunk // sub) + 2 * sub)
+    # sub-chunk's rows and columns (2·C/sub), the diagonal block's pairwise decays.
+    exps = B * H * T * K * (4 + 2 * (chunk // sub) + pair_exps * sub)
     return {
         "states": {
             "flops": 2 * B * H * T * K * V,
@@ -152,6 +156,7 @@ def gla_backward_call_costs(
             "transcendentals": exps,
             "bytes_accessed": itemsize * B * T * H * (6 * K + 3 * V)
             + chunk_states
-            + (has_h0 + has_dht) * state,
+            + (has_h0 + has_dht) * state
+            + mask_bytes,
         },
     }
