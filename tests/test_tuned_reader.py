@@ -136,3 +136,57 @@ def test_a_wrong_format_or_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / "v2").mkdir()
     _file(tmp_path / "v2", json.dumps({"format": "ci-bench-tuned", "schema_version": 2}))
     assert "tuned configs version 2" in _refusal(tmp_path / "v2")
+
+
+def test_traced_as_a_chip_a_kernel_reads_that_chips_tuned_config(tmp_path: Path) -> None:
+    """``analyze`` and ``lower`` trace each target chip *as* that chip: a kernel reading its
+    tuned config gets the v5e file's entry when modelled for a v5e and the default for a
+    chip without a file, as it would running on each; off a TPU, outside such a trace,
+    there is no chip (the default)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    from ci_bench.contract.spec import Case
+    from ci_bench.measure.chip import this_chip
+    from ci_bench.measure.model import analyze_case
+    from ci_bench.measure.model.aschip import as_chip
+    from tests.harness.factories import adhoc_spec
+
+    assert this_chip() is None
+    with as_chip("v5e"):
+        assert this_chip() == "v5e"
+        with as_chip("v6e"):
+            assert this_chip() == "v6e"
+    assert this_chip() is None
+
+    (tmp_path / "copy_v0.1.0.tuned.v5e.json").write_text(
+        json.dumps(
+            {
+                "format": "ci-bench-tuned",
+                "schema_version": 1,
+                "cases": {"copy/N1/float32": {"config": {"rows": 512}}},
+            }
+        )
+    )
+
+    def copy(x: jax.Array) -> jax.Array:
+        """A copy in blocks of the tuned number of rows (default 128)."""
+        rows = tuned_config(
+            "copy", "0.1.0", {"N": 1}, "float32", directory=tmp_path, default={"rows": 128}
+        )["rows"]
+        block = pl.BlockSpec((rows, 128), lambda i: (i, 0))
+
+        def body(x_ref: Any, o_ref: Any) -> None:
+            o_ref[...] = x_ref[...]
+
+        return pl.pallas_call(
+            body, grid=(x.shape[0] // rows,), in_specs=[block], out_specs=block,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        )(x)  # fmt: skip
+
+    spec = adhoc_spec(copy, lambda case, key: (jnp.zeros((2048, 128), jnp.float32),), name="copy")
+    model = analyze_case(spec, Case("copy", {"N": 1}, "float32"), ["v4", "v5e", "v6e"])
+    # Two buffers of the input block and two of the output's: 512 rows on the v5e, 128 else.
+    vmem = {name: chip.vmem_bytes for name, chip in model.chips.items()}
+    assert vmem == {"v4": 4 * 128 * 512, "v5e": 4 * 512 * 512, "v6e": 4 * 128 * 512}

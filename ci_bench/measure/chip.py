@@ -1,12 +1,26 @@
-"""The TPU chip this process runs on, by jax's own name (``v5e``): tuned configs are per chip."""
+"""The TPU chip kernel code runs for, by jax's own name (``v5e``): tuned configs are per chip.
+
+That is the chip this process runs on, except while ci-bench traces *as* a chip
+(``ci_bench.measure.model.aschip.as_chip``: ``analyze``, ``lower`` and the model a run adds,
+on any host): then it is that chip, read from the abstract mesh jax traces under, so a kernel
+that reads its tuned config (``ci_bench.spec.tuned_config``) is modelled and lowered with the
+config it would run with there, not the host's.
+"""
 
 from __future__ import annotations
 
+_answered_as_chip = 0  # how often this_chip() answered for a traced-as chip
+
 
 def this_chip() -> str | None:
-    """jax's name for the TPU this process runs on (``v5e``), or None off a TPU."""
+    """jax's name for the TPU kernel code runs for (``v5e``), or None off a TPU."""
     import jax
 
+    traced_as = _traced_as()
+    if traced_as is not None:
+        global _answered_as_chip
+        _answered_as_chip += 1
+        return traced_as
     if jax.default_backend() != "tpu":
         return None
     try:  # jax's own mapping (the one ci-bench's chip table uses); private, so guarded
@@ -16,3 +30,24 @@ def this_chip() -> str | None:
 
     version = chip_version_from_device_kind(jax.devices()[0].device_kind.strip())
     return None if version is None else str(version)
+
+
+def answered_as_chip() -> int:
+    """How often ``this_chip`` answered for a chip traced as: the model traces each chip
+    on its own when a kernel asked (``ci_bench.measure.model._traces``)."""
+    return _answered_as_chip
+
+
+def _traced_as() -> str | None:
+    """The TPU chip of the abstract mesh jax is tracing under, if ci-bench set one."""
+    import jax
+
+    try:
+        device = getattr(jax.sharding.get_abstract_mesh(), "abstract_device", None)
+    except Exception:  # a jax without abstract meshes: nothing is traced as a chip
+        return None
+    if device is None or getattr(device, "platform", None) != "tpu":
+        return None
+    from ci_bench.schema.model import TPU_DEVICE_KINDS
+
+    return TPU_DEVICE_KINDS.get(str(device.device_kind).strip())

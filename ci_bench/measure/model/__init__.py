@@ -96,12 +96,15 @@ def _spec_flops(spec: KernelSpec, case: Case, seed: int) -> int:
 
 
 def _chip_queries() -> int | None:
-    """How often jax has answered ``get_tpu_info()`` in this process (None: unknown)."""
+    """How often the chip was asked for in this process (None: unknown): jax's
+    ``get_tpu_info()`` and ci-bench's ``this_chip()`` (a kernel reading its tuned config)."""
+    from ci_bench.measure.chip import answered_as_chip
+
     try:
         from jax._src.pallas.mosaic import tpu_info
 
         info = tpu_info.get_tpu_info.cache_info()  # type: ignore[attr-defined]
-        return int(info.hits + info.misses)
+        return int(info.hits + info.misses) + answered_as_chip()
     except Exception:  # jax internals moved: every chip is traced
         return None
 
