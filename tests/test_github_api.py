@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from ci_bench.errors import ExitCode
-from ci_bench.github.api import ApiSettings, GitHubClient, GitHubError, marker
+from ci_bench.github.api import ApiSettings, GitHubClient, GitHubError
+from ci_bench.github.markers import marker
 from ci_bench.github.promote import promote_through_api
 from tests.harness.factories import case, results
 from tests.harness.github_server import FakeGitHub

@@ -117,7 +117,7 @@ def comment_markdown(
     section) write it, from the jobs' files in ``out_dir`` (``benchmark/``, ``lowering/``),
     through the same functions; ``runs``: the benchmark and lowering runs' links (a
     preview has none)."""
-    from ci_bench.github.api import marker
+    from ci_bench.github.markers import marker
     from ci_bench.pipeline.judging import load_report
     from ci_bench.pipeline.lowering import lowering_section_of
     from ci_bench.pipeline.publish import verdict_text

@@ -10,7 +10,6 @@ sticky comment again after such a failure first looks for the marker. Errors sur
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from requests.exceptions import Timeout
 from urllib3.util.retry import Retry
 
 from ci_bench.errors import CiBenchError, ExitCode
+from ci_bench.github.markers import SUPERSEDED, is_legacy
 
 COMMENT_LIMIT = 65_536  # GitHub's maximum issue comment body, in characters
 # A repository's base roles (``role_name``) and the legacy permission each reads as.
@@ -53,33 +53,6 @@ class GitHubError(CiBenchError):
     """A GitHub API step failed after retries."""
 
     exit_code = ExitCode.GITHUB
-
-
-def _clean(text: str) -> str:
-    return "".join(ch for ch in text if ch not in "<>-\n")
-
-
-def marker(key: str, number: int) -> str:
-    """The hidden first line that makes ONE comment per (workflow, pull request) findable,
-    whatever the mode and device (``key`` names the workflow family, e.g. ``benchmark``)."""
-    return f"<!-- ci-bench sticky: {_clean(key)}|pr {number} -->"
-
-
-def legacy_marker(key: str) -> str:
-    """What the markers of older ci-bench versions (one per workflow, device and mode)
-    start with: such a comment is edited into the new one, never left beside it."""
-    return f"<!-- ci-bench sticky: {_clean(key)}|"
-
-
-_ANY_MARKER = "<!-- ci-bench sticky: "
-_CURRENT = re.compile(r"^<!-- ci-bench sticky: [^\n]*\|pr \d+ -->")
-SUPERSEDED = "<!-- ci-bench superseded -->"
-
-
-def is_legacy(body: str) -> bool:
-    """A sticky comment of an older ci-bench, whatever workflow name its marker carries
-    (today's markers end in ``|pr N``: those belong to their own workflow family)."""
-    return body.startswith(_ANY_MARKER) and not _CURRENT.match(body)
 
 
 Compose = Callable[[str | None], str]

@@ -15,8 +15,8 @@ from typing import Any
 from ci_bench import __version__
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.errors import CiBenchError, InputError
-from ci_bench.github.api import legacy_marker, marker
 from ci_bench.github.context import PullRequest, WorkflowRun
+from ci_bench.github.markers import legacy_marker, marker
 from ci_bench.github.outputs import append_summary
 from ci_bench.measure.kernel_process import KernelCodeError, KernelProcess
 from ci_bench.outcome import ERRORS_FAIL, Outcome

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TextIO
 
 from ci_bench.errors import CiBenchError, InputError
-from ci_bench.github.api import GitHubClient, GitHubError, legacy_marker, marker
+from ci_bench.github.api import GitHubClient, GitHubError
 from ci_bench.github.context import ActionsContext, PullRequest, WorkflowRun
+from ci_bench.github.markers import legacy_marker, marker
 from ci_bench.github.outputs import annotations, append_summary, report_outputs, write_outputs
 from ci_bench.pipeline.config import Config
 from ci_bench.pipeline.current import against_now

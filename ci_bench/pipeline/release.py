@@ -10,9 +10,10 @@ from pydantic import ValidationError
 
 from ci_bench.contract.spec import KernelSpec
 from ci_bench.errors import InputError
-from ci_bench.github.api import GitHubClient, GitHubError, legacy_marker, marker
+from ci_bench.github.api import GitHubClient, GitHubError
 from ci_bench.github.context import ActionsContext, Release, merged_pull_number
 from ci_bench.github.history import append_through_api
+from ci_bench.github.markers import legacy_marker, marker
 from ci_bench.github.outputs import append_summary
 from ci_bench.github.promote import promote_through_api
 from ci_bench.measure.kernel_process import KernelCodeError
