@@ -14,6 +14,13 @@
 #             per problem dimension, 128-1024)
 #   mm-tune-big-bwd the same over the full profile's backward cases from 1024³ up (256-1024:
 #             K is an output dimension of both backward products, so its tile sets re-reads)
+#   mm-tune-f32-bwd  the same over the full profile's float32 backward cases of 1024³ and
+#             4096³ (tiles 256-1024): what the fused backward's float32 entries came from
+#   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
+#   gla-tune-all  ci-bench tune --measure 5 --write over every GLA ci forward case, both dtypes
+#   gla-promote  ci-bench run --profile ci --kernel gla, promoted (--tag "$TAG", default v0.2.0)
+#   gla-precision  benchmarks/tpu_gla_precision.py: float32 GLA at HIGHEST against one pass
+#   ci-compare  ci-bench run --profile ci, then ci-bench compare against baselines/ (markdown)
 #   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
 #   mm-big    the same, its cases from 1024³ up only (issue 53's bar), to OUT/mm_big_N.json
 #             (about 330 s on a v5e: alone in a call; 280 s stopped it at 32 of 36 cases)
@@ -85,6 +92,33 @@ for name in "$@"; do
       --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/mm_tune_big_bwd.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-tune-f32-bwd)
+    sizes=256,512,1024
+    step 300 mm-tune-f32-bwd ci-bench tune --kernel matmul --profile full --chip v5e \
+      --measure 4 --case 'matmul/B*-M4096-K4096-N4096/float32/backward' \
+      --case 'matmul/B*-M1024-K1024-N1024/float32/backward' --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
+      -o "$out/tune_f32_bwd.json"
+    cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-f32)
+    step 280 mm-f32 ci-bench run --profile full --kernel matmul \
+      --case 'matmul/*-M4096-*/float32' --case 'matmul/*-M4096-*/float32/*' \
+      --case 'matmul/B16-M1024-*/float32' --case 'matmul/B16-M1024-*/float32/*' \
+      -o "$out/mm_f32.json" ;;
+  gla-tune-all)
+    step 200 gla-tune-all ci-bench tune --kernel gla --profile ci --chip v5e --measure 5 \
+      --case 'gla/*/bfloat16' --case 'gla/*/float32' --write --force \
+      -o "$out/gla_tune_ci.json"
+    cp baselines/gla_v*.tuned.v5e.json "$out/" ;;
+  gla-promote)
+    step 300 gla-promote ci-bench run --profile ci --kernel gla -o "$out/gla_ci.json"
+    step 60 gla-promote-write ci-bench promote "$out/gla_ci.json" --tag "${TAG:-v0.2.0}"
+    cp baselines/gla_v*.json "$out/" ;;
+  gla-precision)
+    step 300 gla-precision python benchmarks/tpu_gla_precision.py --out "$out" ;;
+  ci-compare)
+    step 430 ci-compare-run ci-bench run --profile ci -o "$out/ci.json"
+    step 60 ci-compare ci-bench compare "$out/ci.json" --markdown "$out/compare.md" ;;
   mm-big)
     n=1; while [ -e "$out/mm_big_$n.json" ]; do n=$((n + 1)); done
     step 420 "mm-big-$n" ci-bench run --profile full --kernel matmul --case 'matmul/*-M1024-*' \
