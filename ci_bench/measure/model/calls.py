@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ci_bench.measure.model.body import StepCost, fori_trip_count, step_cost
+from ci_bench.measure.model.body import StepCost, step_cost
 from ci_bench.measure.model.indexmap import evaluate
+from ci_bench.measure.model.jaxpr_read import fori_trip_count
 from ci_bench.measure.model.temporaries import carries_nothing, scratch_bytes, temporaries_bytes
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ci_bench.measure.model.body import fori_trip_count
 from ci_bench.measure.model.calls import Call, NotModelledError, build_call
+from ci_bench.measure.model.jaxpr_read import fori_trip_count
 
 Platform = str  # "tpu" or "gpu"
 _GPU_NAMES = ("cuda", "rocm", "gpu")

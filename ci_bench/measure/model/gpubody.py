@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ci_bench.measure.model.body import _precision_name, fori_trip_count
+from ci_bench.measure.model.body import _precision_name
+from ci_bench.measure.model.jaxpr_read import fori_trip_count
 
 # Data movement and bookkeeping: no arithmetic.
 _FREE = {

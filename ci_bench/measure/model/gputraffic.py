@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ci_bench.measure.model.body import fori_trip_count
 from ci_bench.measure.model.gpubody import GpuWork, gpu_work
+from ci_bench.measure.model.jaxpr_read import fori_trip_count
 
 _LOADS = ("get", "load", "masked_load")
 _STORES = ("swap", "store", "masked_swap")

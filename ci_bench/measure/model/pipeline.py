@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ci_bench.measure.model.body import padded_bytes
 from ci_bench.measure.model.calls import Call, Operand
 from ci_bench.measure.model.chips import Chip
+from ci_bench.measure.model.jaxpr_read import padded_bytes
 
 
 def changed(indices: np.ndarray) -> np.ndarray:

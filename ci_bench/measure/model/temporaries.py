@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ci_bench.measure.model.body import dot_dims, padded_bytes, sub_jaxprs
+from ci_bench.measure.model.jaxpr_read import dot_dims, padded_bytes, sub_jaxprs
 
 REGISTER_FILE_BYTES = 64 * 4096  # 64 vregs of 8 x 128 x 32 bits
 MXU_TILE = 128  # v5e's MXU: 128 x 128
