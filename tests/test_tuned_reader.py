@@ -190,3 +190,29 @@ def test_traced_as_a_chip_a_kernel_reads_that_chips_tuned_config(tmp_path: Path)
     # Two buffers of the input block and two of the output's: 512 rows on the v5e, 128 else.
     vmem = {name: chip.vmem_bytes for name, chip in model.chips.items()}
     assert vmem == {"v4": 4 * 128 * 512, "v5e": 4 * 512 * 512, "v6e": 4 * 128 * 512}
+
+
+def test_traced_as_a_chip_a_broken_tuned_file_is_a_one_line_not_modelled(tmp_path: Path) -> None:
+    """A host without a TPU now reads a chip's tuned file when it models that chip, so a bad
+    file someone committed surfaces there (the pull request's ``lower``/``analyze`` job), as
+    one line naming the file, before any TPU run."""
+    import jax
+    import jax.numpy as jnp
+
+    from ci_bench.contract.spec import Case
+    from ci_bench.measure.model import analyze_case
+    from tests.harness.factories import adhoc_spec
+
+    (tmp_path / "copy_v0.1.0.tuned.v5e.json").write_text("{not json")
+
+    def copy(x: jax.Array) -> jax.Array:
+        tuned_config("copy", "0.1.0", {"N": 1}, "float32", directory=tmp_path, default={})
+        return x
+
+    spec = adhoc_spec(copy, lambda case, key: (jnp.zeros((8, 128), jnp.float32),), name="copy")
+    model = analyze_case(spec, Case("copy", {"N": 1}, "float32"), ["v5e"])
+    assert model.status != "ok"
+    assert model.reason is not None
+    assert "\n" not in model.reason
+    assert str(tmp_path / "copy_v0.1.0.tuned.v5e.json") in model.reason
+    assert "not a tuned-configs file" in model.reason
