@@ -16,6 +16,9 @@
 #             K is an output dimension of both backward products, so its tile sets re-reads)
 #   mm-tune-f32-bwd  the same over the full profile's float32 backward cases of 1024³ and
 #             4096³ (tiles 256-1024): what the fused backward's float32 entries came from
+#   mm-tune-1024-bf16  ci-bench tune --measure 4 --write over the full profile's bfloat16
+#             forward cases of 1024³ (tiles 128-1024), at the model revision checked out
+#   mm-1024-bf16  ci-bench run --profile full over 1024³ bfloat16, every mode
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
 #   gla-tune-all  ci-bench tune --measure 5 --write over every GLA ci forward case, both dtypes
 #   gla-promote  ci-bench run --profile ci --kernel gla, promoted (--tag "$TAG", default v0.2.0)
@@ -100,6 +103,17 @@ for name in "$@"; do
       --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/tune_f32_bwd.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-tune-1024-bf16)
+    sizes=128,256,512,1024
+    step 200 mm-tune-1024-bf16 ci-bench tune --kernel matmul --profile full --chip v5e \
+      --measure 4 --case 'matmul/B*-M1024-K1024-N1024/bfloat16' --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
+      -o "$out/tune_1024_bf16.json"
+    cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-1024-bf16)
+    step 200 mm-1024-bf16 ci-bench run --profile full --kernel matmul \
+      --case 'matmul/*-M1024-*/bfloat16' --case 'matmul/*-M1024-*/bfloat16/*' \
+      -o "$out/mm_1024_bf16.json" ;;
   mm-f32)
     step 280 mm-f32 ci-bench run --profile full --kernel matmul \
       --case 'matmul/*-M4096-*/float32' --case 'matmul/*-M4096-*/float32/*' \
@@ -138,7 +152,7 @@ for name in "$@"; do
     n=1; while [ -e "$out/ci_$n.json" ]; do n=$((n + 1)); done
     step 400 "ci-run-$n" ci-bench run --profile ci -o "$out/ci_$n.json" ;;
   mm-ci) step 150 mm-ci ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json" ;;
-  gla-variants) step 200 gla-variants python benchmarks/tpu_gla_variants.py --out "$out" ;;
+  gla-variants) step 300 gla-variants python benchmarks/tpu_gla_variants.py --out "$out" ;;
   model-validation)
     step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \
       --deadline 170 ;;

@@ -43,6 +43,10 @@ from kernels.gla.common import F32, advance_state, dot, iota
 DIAG = 8
 # The 0/1 matrices, in the order ``masks`` makes them and the kernel takes them.
 MASK_NAMES = ("query", "key", "span", "place", "cum", "ref")
+# How a pair row's query, key and decay are laid out: "gather" by the 0/1 matmuls (one MXU
+# pass each in bfloat16, three in float32), or "broadcast" (rows repeated and blocks tiled
+# on the vector unit; the decay from block-local cumulative gates, c_i - c_j).
+PAIRS = "gather"
 
 
 def masks(C: int, s: int) -> tuple[jax.Array, ...]:
@@ -81,11 +85,38 @@ def gather(mask: jax.Array, x: jax.Array) -> jax.Array:
     return total
 
 
+def repeat_rows(x: jax.Array, s: int) -> jax.Array:
+    """[C, K] -> [C·s, K], row i repeated s times: what ``query`` gathers, on the vector unit."""
+    C, K = x.shape
+    return jnp.broadcast_to(x[:, None, :], (C, s, K)).reshape(C * s, K)
+
+
+def tile_blocks(x: jax.Array, s: int) -> jax.Array:
+    """[C, K] -> [C·s, K], each block of s rows repeated s times: the key row j of every pair
+    (``key`` before its causal zeros), on the vector unit."""
+    C, K = x.shape
+    blocks = x.reshape(C // s, 1, s, K)
+    return jnp.broadcast_to(blocks, (C // s, s, s, K)).reshape(C * s, K)
+
+
+def pair_rows(q, k, g, masks: dict, s: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(query row, key row, Σ g over (j, i]) of every pair p = (i, j), as [C·s, K] arrays."""
+    if PAIRS == "gather":
+        return gather(masks["query"], q), gather(masks["key"], k), gather(masks["span"], g)
+    # c: the gates summed within the row's own block; c_i - c_j is Σ g over (j, i] for the
+    # pair's two rows of one block, each at most s terms (no cancellation of chunk sums).
+    within = (masks["cum"].astype(F32) - masks["ref"].astype(F32)).astype(jnp.bfloat16)
+    c = gather(within, g)
+    span = repeat_rows(c, s) - tile_blocks(c, s)
+    return repeat_rows(q.astype(F32), s), tile_blocks(k.astype(F32), s), span
+
+
 def chunk(refs: dict, st: jax.Array, *, C: int, s: int, scale: float, dtype) -> tuple:
     """(o [C, V] float32, the new transposed state [V, K]) of one chunk; ``refs`` holds the
     chunk's q, k, v, g blocks and the ``masks`` by name."""
     q, k, v, g = (refs[n][...] for n in "qkvg")
-    query, key, span, place, cum, ref = (refs[n][...] for n in MASK_NAMES)
+    named = {n: refs[n][...] for n in MASK_NAMES}
+    key, place, cum, ref = (named[n] for n in ("key", "place", "cum", "ref"))
 
     b = gather(cum, g)  # [C, K] in-chunk cumulative gates, float32 sums
     b_last = jnp.sum(g.astype(F32), axis=0, keepdims=True)  # [1, K]
@@ -93,10 +124,10 @@ def chunk(refs: dict, st: jax.Array, *, C: int, s: int, scale: float, dtype) -> 
     k32 = k.astype(F32)
 
     # Diagonal blocks: every causal pair (i, j) of a block as one row.
-    qp = gather(query, q) * scale  # [C·s, K]
-    kp = gather(key, k)  # zero rows for the pairs above the diagonal
-    decay = jnp.exp(jnp.minimum(gather(span, g), 0.0))  # exp(b_i - b_j) <= 1
-    score = jnp.sum(qp * kp * decay, axis=1, keepdims=True)  # [C·s, 1]
+    qp, kp, span = pair_rows(q, k, g, named, s)  # [C·s, K] each
+    decay = jnp.exp(jnp.minimum(span, 0.0))  # exp(b_i - b_j) <= 1
+    # [C·s, 1]; a pair above the diagonal gets a finite score that ``key`` zeroes below
+    score = jnp.sum(qp * scale * kp * decay, axis=1, keepdims=True)
     # [C, C], the diagonal blocks; a bfloat16 score is rounded where a @ v would round it
     a = gather(place, (score * key.astype(F32)).astype(v.dtype))
 
