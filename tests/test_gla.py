@@ -152,9 +152,33 @@ def test_smoke_profile_correct_like_the_service():
             _assert_close(out, ref, tol)
 
 
+@pytest.mark.parametrize(("C", "s"), [(16, 8), (64, 8), (64, 16)])
+def test_broadcast_pairs_are_the_rows_the_gathers_pick(C, s):
+    """0.7.0 builds each pair's query row, key row and Σ g over (j, i] on the vector unit;
+    they must be the rows 0.6.0's exact 0/1 gathers picked (the key's above the diagonal
+    aside, which ``key`` zeroes in the score anyway)."""
+    from kernels.gla import forward_tpu
+
+    q, k, g = jax.random.normal(jax.random.key(7), (3, C, 64))
+    g = -jnp.abs(g) * 4  # strong decay: sums of a block's gates, not of the chunk's
+    named = dict(zip(forward_tpu.MASK_NAMES, forward_tpu.masks(C, s), strict=True))
+    causal = np.asarray(named["key"], np.float32).sum(axis=1, keepdims=True) > 0
+    pairs = {}
+    for layout in ("gather", "broadcast"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(forward_tpu, "PAIRS", layout)
+            pairs[layout] = [np.asarray(x) for x in forward_tpu.pair_rows(q, k, g, named, s)]
+    (q_g, k_g, span_g), (q_b, k_b, span_b) = pairs["gather"], pairs["broadcast"]
+    np.testing.assert_array_equal(q_b, q_g)
+    np.testing.assert_array_equal(np.where(causal, k_b, 0.0), k_g)
+    # c_i - c_j rounds twice where the gather summed once: a few ulps of a block's sum
+    ulps = 8 * np.finfo(np.float32).eps * s * float(jnp.max(jnp.abs(g)))
+    np.testing.assert_allclose(np.where(causal, span_b, 0.0), span_g, rtol=0, atol=ulps)
+
+
 def test_spec_contract():
     assert SPEC.name == "gla"
-    assert SPEC.version == "0.6.0"
+    assert SPEC.version == "0.7.0"
     assert set(SPEC.matrix) >= {"smoke", "ci", "full"}
     full_ids = {c.id for c in SPEC.cases("full")}
     assert "gla/B4-T2048-H16-K128-V128/bfloat16" in full_ids

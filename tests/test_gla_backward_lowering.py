@@ -193,4 +193,4 @@ def test_forward_case_ids_unchanged_by_the_version_bump():
     forward = sorted(f"gla/{p}/{d}" for p in points for d in ("float32", "bfloat16"))
     assert sorted(c.id for c in cases if c.mode == "forward") == forward
     assert sorted(c.id for c in cases if c.mode == "backward") == [f"{i}/backward" for i in forward]
-    assert SPEC.version == "0.6.0"
+    assert SPEC.version == "0.7.0"

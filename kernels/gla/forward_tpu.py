@@ -7,10 +7,16 @@ the kernel (519 µs against 85 µs for XLA's chunked formula, B1-T1024-H4-K64 bf
 arithmetic is laid out as a few large operations the MXU and the vector unit take whole:
 
 * **Pairs as rows.** Every (query i, key j) pair of a diagonal block of ``s`` rows is one
-  row of a [C·s, K] array: the query row, the key row and Σ g over (j, i] (so the decay
-  exp(b_i - b_j) is computed pairwise, never factored, and is <= 1 for any gates) are
-  gathered by 0/1 matmuls, which are exact. Their product summed over K is the block's
-  score; one more 0/1 matmul puts the C·s scores in their places of the C x C score matrix.
+  row of a [C·s, K] array: the query row (each row of q repeated s times), the key row (each
+  block of k tiled s times) and Σ g over (j, i] = c_i - c_j, c the gates summed within the
+  row's own block (so the decay exp(b_i - b_j) is computed pairwise, never factored, and is
+  <= 1 for any gates; c_i - c_j subtracts sums of at most s terms, not the chunk's). Their
+  product summed over K is the block's score; one 0/1 matmul puts the C·s scores in their
+  places of the C x C score matrix. Until 0.6.0 the three rows were gathered by 0/1 matmuls
+  (``PAIRS = "gather"``, kept for benchmarks/tpu_gla_variants.py): most of the MXU's work,
+  three bfloat16 passes each in float32. Repeated and tiled on the vector unit instead
+  (0.7.0), a TPU v5e ran float32 B4-T1024-H8-K128 in 777 µs instead of 1238 and bfloat16
+  in 329 instead of 418 (benchmarks/data/tpu_v5e_gla_variants_2026-12-07.json).
 * **Off-diagonal blocks** factor around each sub-chunk's reference r (b just before it) as
   the shared body does, exp(b_i - r) <= 1 and exp(r - b_j) <= 1: one [s, C] matmul per
   sub-chunk (its own rows of q only), the rows concatenated.
@@ -19,11 +25,12 @@ arithmetic is laid out as a few large operations the MXU and the vector unit tak
   for float32 ones (``gather``); the products of real operands are the shared body's
   (bfloat16 on the MXU, float32 at HIGHEST precision).
 
-Rows per diagonal block (``DIAG``) are 8 since 0.5.0: the 0/1 gathers, most of the MXU's
-work, halve, and the off-diagonal products, one per sub-chunk, stay small. On a TPU v5e
-this and the [s, C] off-diagonal products took B1-T1024-H4-K64 from 219 to 146 µs in
-float32 and 71 to 52 µs in bfloat16 (benchmarks/tpu_gla_variants.py,
-benchmarks/data/tpu_v5e_gla_variants_2026-12-06.json).
+Rows per diagonal block (``DIAG``) are 8 since 0.5.0: the pairwise work halves, and the
+off-diagonal products, one per sub-chunk, stay small. On a TPU v5e this and the [s, C]
+off-diagonal products took B1-T1024-H4-K64 from 219 to 146 µs in float32 and 71 to 52 µs in
+bfloat16 (benchmarks/tpu_gla_variants.py,
+benchmarks/data/tpu_v5e_gla_variants_2026-12-06.json); with the pairs broadcast, 8 rows
+still beat 16 (91 against 100 µs, 43 against 45).
 
 Numerically it is the shared body's algorithm (float32 accumulation, the input dtype on the
 MXU); only bfloat16 rounding of the diagonal scores moves, which the score matrix gets
@@ -38,15 +45,15 @@ import numpy as np
 
 from kernels.gla.common import F32, advance_state, dot, iota
 
-# Rows per diagonal block: the pairwise work is C·s·K per chunk (three gathers of it in
-# float32), the factored one C·s·K per sub-chunk, C/s of them: 8 measured fastest on v5e.
+# Rows per diagonal block: the pairwise work is C·s·K per chunk (vector work since 0.7.0),
+# the factored one C·s·K per sub-chunk, C/s of them: 8 measured fastest on v5e.
 DIAG = 8
 # The 0/1 matrices, in the order ``masks`` makes them and the kernel takes them.
 MASK_NAMES = ("query", "key", "span", "place", "cum", "ref")
 # How a pair row's query, key and decay are laid out: "gather" by the 0/1 matmuls (one MXU
 # pass each in bfloat16, three in float32), or "broadcast" (rows repeated and blocks tiled
 # on the vector unit; the decay from block-local cumulative gates, c_i - c_j).
-PAIRS = "gather"
+PAIRS = "broadcast"  # since 0.7.0
 
 
 def masks(C: int, s: int) -> tuple[jax.Array, ...]:
