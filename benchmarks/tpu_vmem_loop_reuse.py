@@ -63,31 +63,25 @@ FLASH_POINTS = [  # (bq, bk_major, bk)
 
 def scoped_need(make: Callable[[int], Callable], args: tuple, held_mib: float) -> dict:
     """The smallest limit (1/16 MiB steps) ``make(limit)`` compiles at for ``args``, and the
-    sizes each refusal named. The search starts at the blocks + scratch the call holds (each
-    compile takes seconds; below them it refuses, naming them; a call that compiles at once,
-    no refusal, needs at most that). jax's caches are cleared before each compile: a jitted
-    library kernel (jax's flash attention) otherwise keeps its first trace, and so its first
-    limit."""
+    sizes each refusal named (``tpu_vmem_probe.search_need``). The search starts at the
+    blocks + scratch the call holds (each compile takes seconds; below them it refuses,
+    naming them; a call that compiles at once, no refusal, needs at most that). jax's caches
+    are cleared before each compile: a jitted library kernel (jax's flash attention)
+    otherwise keeps its first trace, and so its first limit."""
     import jax
-    from tpu_vmem_whole_array import NEED, UNIT
+    from tpu_vmem_probe import compile_message, search_need
+
+    def compiles_at(limit: int) -> str | None:
+        jax.clear_caches()
+        return compile_message(make(limit), list(args), None)
 
     step = MIB // 16
-    limit, named = int(held_mib * MIB) // step * step, []
-    start = limit / MIB
-    for _ in range(12):
-        jax.clear_caches()
-        try:
-            jax.jit(make(limit)).lower(*args).compile()
-            return {"need_mib": limit / MIB, "refusals_mib": named, "from_mib": start}
-        except Exception as exc:  # a refusal is the measurement
-            words = " ".join(str(exc).split())
-        found = NEED.search(words)
-        if not found:
-            return {"error": words[-400:], "refusals_mib": named}
-        size = float(found.group(1)) * UNIT[found.group(2)]
-        named.append(round(size / MIB, 3))
-        limit = int(-(-size // step) * step + (step if size % step == 0 else 0))
-    return {"error": "no limit found in 12 tries", "refusals_mib": named}
+    start = int(held_mib * MIB) // step * step
+    found = search_need(compiles_at, 1 / 16, start=start, check_below=False)
+    row = {"refusals_mib": found["named_mib"]}
+    if "compiles_at_mib" in found:
+        return {"need_mib": found["compiles_at_mib"]} | row | {"from_mib": start / MIB}
+    return {"error": found.get("message", "no limit found in 16 tries")[-400:]} | row
 
 
 def micro_copy(pattern: str, bn: int, i: int, refs: tuple, keep: list) -> None:

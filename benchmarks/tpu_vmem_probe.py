@@ -138,18 +138,22 @@ def needed_bytes(message: str) -> int | None:
     return round(float(found.group(1)) * _UNIT[found.group(2)]) if found else None
 
 
-def search_need(compiles_at: Any, step_mib: float) -> dict[str, Any]:
+def search_need(
+    compiles_at: Any, step_mib: float, start: int = MIB, check_below: bool = True
+) -> dict[str, Any]:
     """The scoped VMEM Mosaic allocates, from ``compiles_at(limit)`` (None or a refusal).
     A refusal names the allocation that passed the limit, which is not yet the whole
     (Mosaic allocates in turns: the pipeline's buffers, then its own temporaries), so the
-    limit is raised to each figure named, rounded up to ``step_mib``, until it compiles;
-    the last figure is the need, checked from below."""
+    limit is raised from ``start`` bytes to each figure named, rounded up to ``step_mib``,
+    until it compiles (``compiles_at_mib``); the last figure is the need, checked from below
+    unless ``check_below`` is off (one compile less, for kernels that take seconds each)."""
     row: dict[str, Any] = {}
     step = int(step_mib * MIB)
-    limit, need, named = MIB, None, []
+    limit, need, named = start, None, []
     for _ in range(16):
         message = compiles_at(limit)
         if message is None:
+            row["compiles_at_mib"] = limit / MIB
             break
         need = needed_bytes(message)
         if need is None or need < limit:  # refused for another reason: keep its words
@@ -160,7 +164,7 @@ def search_need(compiles_at: Any, step_mib: float) -> dict[str, Any]:
         limit = -(-need // step) * step + (step if need % step == 0 else 0)
     row["named_mib"] = named
     row["needs_mib"] = None if need is None else round(need / MIB, 3)
-    if need is not None:
+    if need is not None and check_below:
         row["refused_below"] = compiles_at(need - step) is not None
     return row
 

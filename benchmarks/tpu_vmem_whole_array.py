@@ -30,8 +30,6 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE)]
 
 MIB = 1 << 20
-NEED = re.compile(r"Scoped allocation with size ([0-9.]+)([KMG]?)")
-UNIT = {"": 1, "K": 1 << 10, "M": MIB, "G": 1 << 30}
 USED = re.compile(
     r'used_scoped_memory_configs":\[\{"memory_space":"1",'
     r'"offset":"(\d+)","size":"(\d+)"'
@@ -73,26 +71,17 @@ def whole_array_call(shape: tuple[int, ...], limit: int, grid: bool, alias: bool
 
 def scoped_need(make: Callable[[int], Callable], shape: tuple[int, ...], target: Any) -> dict:
     """The smallest limit (1/16 MiB steps) the program compiles at, from 1 MiB up, and the
-    sizes each refusal named on the way."""
+    sizes each refusal named on the way (``tpu_vmem_probe.search_need``)."""
     import jax
     import jax.numpy as jnp
+    from tpu_vmem_probe import compile_message, search_need
 
     arg = jax.ShapeDtypeStruct(shape, jnp.float32, sharding=target)
-    limit, named = MIB, []
-    for _ in range(12):
-        try:
-            jax.jit(make(limit)).lower(arg).compile()
-            return {"compiles_at_mib": limit / MIB, "refusals_mib": named}
-        except Exception as exc:  # a refusal is the measurement
-            words = " ".join(str(exc).split())
-        found = NEED.search(words)
-        if not found:
-            return {"error": words[-400:], "refusals_mib": named}
-        size = float(found.group(1)) * UNIT[found.group(2)]
-        named.append(round(size / MIB, 3))
-        step = MIB // 16
-        limit = int(-(-size // step) * step + (step if size % step == 0 else 0))
-    return {"error": "no limit found in 12 tries", "refusals_mib": named}
+    found = search_need(lambda limit: compile_message(make(limit), [arg], None), 1 / 16)
+    row = {"refusals_mib": found["named_mib"]}
+    if "compiles_at_mib" in found:
+        return {"compiles_at_mib": found["compiles_at_mib"]} | row
+    return {"error": found.get("message", "no limit found in 16 tries")[-400:]} | row
 
 
 def used_at(shape: tuple[int, ...], limit_mib: int, target: Any) -> dict:
