@@ -18,6 +18,9 @@
 #             4096³ (tiles 256-1024): what the fused backward's float32 entries came from
 #   mm-tune-1024-bf16  ci-bench tune --measure 4 --write over the full profile's bfloat16
 #             forward cases of 1024³ (tiles 128-1024), at the model revision checked out
+#   mm-tune-tail  ci-bench tune --measure 4 --write over the full profile's 513³ cases, forward
+#             (tiles 128-1024) and backward: the K-tail programs matmul 0.6.0 changed
+#   mm-promote  ci-bench run --profile ci --kernel matmul, promoted (--tag "$TAG", default v0.4.0)
 #   mm-1024-bf16  ci-bench run --profile full over 1024³ bfloat16, every mode
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
 #   gla-tune-all  ci-bench tune --measure 5 --write over every GLA ci forward case, both dtypes
@@ -46,6 +49,7 @@ step() {  # limit (s), label, then the command
   timeout "$limit" "$@" >>"$log" 2>&1
   echo "(exit $?, $((SECONDS - start)) s)" | tee -a "$log"
 }
+kernel_version() { python -c "import kernels.$1 as k; print(k.VERSION)"; }
 for name in "$@"; do
   case $name in
   gla-run) step 300 gla-run ci-bench run --profile ci --kernel gla -o "$out/gla_ci.json" ;;
@@ -110,6 +114,21 @@ for name in "$@"; do
       --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/tune_1024_bf16.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
+  mm-tune-tail)
+    sizes=128,256,512,1024
+    step 130 mm-tune-tail ci-bench tune --kernel matmul --profile full --chip v5e --measure 4 \
+      --case 'matmul/B*-M513-K513-N513/*[0-9]' --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
+      -o "$out/tune_tail.json"
+    step 110 mm-tune-tail-bwd ci-bench tune --kernel matmul --profile full --chip v5e \
+      --measure 4 --case 'matmul/B*-M513-K513-N513/*/backward' --write --force \
+      --values block_m=512,1024 --values block_k=128,256,512 --values block_n=512,1024 \
+      -o "$out/tune_tail_bwd.json"
+    cp "baselines/matmul_v$(kernel_version matmul).tuned.v5e.json" "$out/" ;;
+  mm-promote)
+    step 200 mm-promote ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json"
+    step 60 mm-promote-write ci-bench promote "$out/mm_ci.json" --tag "${TAG:-v0.4.0}"
+    cp "baselines/matmul_v$(kernel_version matmul).json" "$out/" ;;
   mm-1024-bf16)
     step 200 mm-1024-bf16 ci-bench run --profile full --kernel matmul \
       --case 'matmul/*-M1024-*/bfloat16' --case 'matmul/*-M1024-*/bfloat16/*' \

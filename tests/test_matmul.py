@@ -51,6 +51,32 @@ def test_custom_block_sizes_are_used_and_still_exact():
     np.testing.assert_allclose(out, reference(a, b), atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize(
+    ("K", "block_k"),
+    [
+        (300, 384),  # one K block of 384: an aligned head of 256, 44 valid in the strip
+        (513, 1024),  # one block of 640: head 512, one valid column in the strip
+        (700, 256),  # three blocks, the last holding 188: head 128, 60 in the strip
+        (100, 128),  # no aligned head: the strip is the whole block
+    ],
+)
+def test_the_k_tail_is_zeroed_past_k_in_every_operand_layout(K, block_k, transpose_a, transpose_b):
+    """The interpreter reads garbage past an array's end, as a TPU may: a mask that missed a
+    column of the edge strip, or cut the aligned head short, gives O(1) errors."""
+    key_a, key_b = jax.random.split(jax.random.PRNGKey(4))
+    a = jax.random.normal(key_a, (2, 136, K), jnp.float32)
+    b = jax.random.normal(key_b, (2, K, 200), jnp.float32) * K**-0.5
+    stored_a = jnp.swapaxes(a, 1, 2) if transpose_a else a
+    stored_b = jnp.swapaxes(b, 1, 2) if transpose_b else b
+    blocks = BlockSizes(block_m=128, block_k=block_k, block_n=128)
+    out = matmul_tiled(
+        stored_a, stored_b, block_sizes=blocks, transpose_a=transpose_a, transpose_b=transpose_b
+    )
+    np.testing.assert_allclose(out, reference(a, b), atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

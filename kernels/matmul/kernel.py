@@ -96,19 +96,32 @@ def _tpu_kernel(
     def _init():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
+    def product(a: jax.Array, b: jax.Array) -> jax.Array:
+        if one_pass:  # float32 as XLA multiplies it on a TPU at DEFAULT: one bf16 pass
+            a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
+        a = a.T if transpose_a else a
+        contract_b = 1 if transpose_b else 0  # [bn, bk]: contract the last axis (NT)
+        return jax.lax.dot_general(
+            a, b, (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
+        )
+
+    a_k, b_k = (0 if transpose_a else 1), (1 if transpose_b else 0)  # each block's K axis
+
     def accumulate(valid_k: int | None) -> None:
         for i in range(a_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
-            a, b = a_ref[i], b_ref[i]
-            if valid_k is not None:  # the last K block reads past K: zero both operands there
-                a = _keep_leading(a, 0 if transpose_a else 1, valid_k)
-                b = _keep_leading(b, 1 if transpose_b else 0, valid_k)
-            if one_pass:  # float32 as XLA multiplies it on a TPU at DEFAULT: one bf16 pass
-                a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
-            a = a.T if transpose_a else a
-            contract_b = 1 if transpose_b else 0  # [bn, bk]: contract the last axis (NT)
-            acc_ref[i] += jax.lax.dot_general(
-                a, b, (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
-            )
+            if valid_k is None:
+                acc_ref[i] += product(a_ref[i], b_ref[i])
+                continue
+            # The last K block reads past K: zero both operands there (0 x NaN is NaN), but
+            # only in the 128-wide strips that hold the edge; the aligned head needs no mask.
+            head = valid_k // 128 * 128
+            if head:
+                acc_ref[i] += product(
+                    _k_slice(a_ref, i, a_k, 0, head), _k_slice(b_ref, i, b_k, 0, head)
+                )
+            a = _keep_leading(_k_slice(a_ref, i, a_k, head, None), a_k, valid_k - head)
+            b = _keep_leading(_k_slice(b_ref, i, b_k, head, None), b_k, valid_k - head)
+            acc_ref[i] += product(a, b)
 
     if k_tail:  # K is not a multiple of bk: only the last step pays for the mask
         pl.when(k < last)(lambda: accumulate(None))
@@ -128,6 +141,13 @@ def _keep_leading(x: jax.Array, axis: int, n: int) -> jax.Array:
     unspecified on a TPU, NaN possibly: a select, not a multiply)."""
     index = jax.lax.broadcasted_iota(jnp.int32, x.shape, axis)
     return jnp.where(index < n, x, jnp.zeros_like(x))
+
+
+def _k_slice(ref, entry: int, axis: int, start: int, stop: int | None) -> jax.Array:
+    """Batch entry ``entry`` of a block, cut along its K ``axis`` (0 or 1) at 128-aligned
+    bounds: a load of just that part, no copy of the rest."""
+    cut = slice(start, stop)
+    return ref[entry, cut, :] if axis == 0 else ref[entry, :, cut]
 
 
 def batch_block(B: int, tile: BlockSizes, blocks: BlockSizes) -> int:
