@@ -11,6 +11,7 @@ after every (product, size, dtype), so a time limit keeps what was done):
 
     python benchmarks/tpu_matmul_sweep.py --out "$OUT" --deadline 400
     python benchmarks/tpu_matmul_sweep.py --out "$OUT" --sizes 1024 --products nt,tn
+    python benchmarks/tpu_matmul_sweep.py --out "$OUT" --sizes 513 --batch 4 --products nn,nt,tn
     python benchmarks/tpu_matmul_sweep.py --out /tmp/sweep --quick   # plumbing, on a CPU
 
 Per (product, size, dtype): every (bm, bk, bn) of 128..2048 that is a distinct program
@@ -18,7 +19,10 @@ Per (product, size, dtype): every (bm, bk, bn) of 128..2048 that is a distinct p
 dimension's share) is compiled ahead of time (``jit(...).lower(...).compile()``); a refusal
 is recorded with the compiler's reason. Every compiled tiling and XLA's ``jnp.matmul`` are
 then timed in interleaved rounds in one profiler trace (device time, the project's own
-timer: ``ci_bench.measure.timers``): the median of ``--repeats`` rounds.
+timer: ``ci_bench.measure.timers``): the median of ``--repeats`` rounds. With ``--batch B``
+the operands are ``[B, size, size]`` and a program is its blocks and the batch entries one
+grid step multiplies (``kernel.batch_block``, decided by the tile): each is swept, and each
+blocks' unfolded program (one entry a step) too.
 
     python benchmarks/tpu_matmul_sweep.py --render benchmarks/data/<sweep>.json
 
@@ -56,13 +60,16 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:400] or type(exc).__name__
 
 
-def operands(product: str, size: int, dtype: str) -> tuple[Any, Any, dict[str, bool]]:
+def operands(
+    product: str, size: int, dtype: str, batch: int = 1
+) -> tuple[Any, Any, dict[str, bool]]:
     import jax
     import jax.numpy as jnp
 
     key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
-    x = jax.random.normal(key_a, (size, size), jnp.float32).astype(dtype)
-    y = (jax.random.normal(key_b, (size, size), jnp.float32) * size**-0.5).astype(dtype)
+    lead = (batch,) if batch > 1 else ()
+    x = jax.random.normal(key_a, (*lead, size, size), jnp.float32).astype(dtype)
+    y = (jax.random.normal(key_b, (*lead, size, size), jnp.float32) * size**-0.5).astype(dtype)
     flags = {"nn": {}, "nt": {"transpose_b": True}, "tn": {"transpose_a": True}}[product]
     return x, y, flags
 
@@ -72,32 +79,47 @@ def xla(product: str) -> Any:
 
     return {
         "nn": jnp.matmul,
-        "nt": lambda g, b: jnp.matmul(g, b.T),
-        "tn": lambda a, g: jnp.matmul(a.T, g),
+        "nt": lambda g, b: jnp.matmul(g, jnp.swapaxes(b, -1, -2)),
+        "tn": lambda a, g: jnp.matmul(jnp.swapaxes(a, -1, -2), g),
     }[product]
 
 
-def distinct_tilings(size: int) -> dict[tuple[int, int, int], list[tuple[int, int, int]]]:
-    """Each program the kernel runs (its effective tiles) and the tilings that give it."""
-    from kernels.matmul import BlockSizes
+Program = tuple[int, ...]  # (bm, bk, bn), and with --batch the entries a step folds
 
-    programs: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+
+def distinct_tilings(size: int, batch: int = 1) -> dict[Program, list[tuple[int, int, int]]]:
+    """Each program the kernel runs (its effective tiles, and with a batch the entries one
+    step multiplies) and the tilings that give it. A batch adds each blocks' unfolded
+    program: the blocks as the tile fold nothing (``batch_block``)."""
+    from kernels.matmul import BlockSizes
+    from kernels.matmul.kernel import batch_block
+
+    programs: dict[Program, list[tuple[int, int, int]]] = {}
     for tile in itertools.product(SIZES, repeat=3):
         e = BlockSizes(*tile).within(size, size, size)
-        programs.setdefault((e.block_m, e.block_k, e.block_n), []).append(tile)
+        blocks = (e.block_m, e.block_k, e.block_n)
+        if batch == 1:
+            programs.setdefault(blocks, []).append(tile)
+            continue
+        programs.setdefault((*blocks, batch_block(batch, BlockSizes(*tile), e)), []).append(tile)
+        programs.setdefault((*blocks, 1), [])
     return programs
 
 
 def compile_all(
-    x: Any, y: Any, flags: dict[str, bool], size: int, workers: int
+    x: Any, y: Any, flags: dict[str, bool], size: int, workers: int, batch: int = 1
 ) -> list[dict[str, Any]]:
     import jax
 
     from kernels.matmul import BlockSizes
     from kernels.matmul.kernel import matmul_tiled
 
-    def build(program: tuple[int, int, int]) -> dict[str, Any]:
-        blocks = BlockSizes(*program)
+    programs = distinct_tilings(size, batch)
+
+    def build(program: Program) -> dict[str, Any]:
+        # The tile that makes this program: its first tiling, else (unfolded) its blocks.
+        tilings = programs[program]
+        blocks = BlockSizes(*(tilings[0] if tilings else program[:3]))
         fn = jax.jit(lambda a, b: matmul_tiled(a, b, block_sizes=blocks, **flags))
         row: dict[str, Any] = {"program": list(program)}
         began = time.monotonic()
@@ -110,7 +132,6 @@ def compile_all(
         row["compile_s"] = round(time.monotonic() - began, 2)
         return row
 
-    programs = distinct_tilings(size)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         rows = list(pool.map(build, programs))
     for row in rows:
@@ -156,20 +177,21 @@ def sweep(opts: argparse.Namespace) -> int:
     for product, size, dtype in itertools.product(
         opts.products.split(","), [int(s) for s in opts.sizes.split(",")], opts.dtypes.split(",")
     ):
-        label = f"{product} {size}³ {dtype}"
+        label = f"{product} {size}³ {dtype}" + (f" B{opts.batch}" if opts.batch > 1 else "")
         if time.monotonic() - start > opts.deadline:
             found["sweeps"].append({"product": product, "size": size, "dtype": dtype})
             found["sweeps"][-1]["skipped"] = "deadline"
             print(f"{label}: skipped (deadline)", flush=True)
             continue
         began = time.monotonic()
-        x, y, flags = operands(product, size, dtype)
-        rows = compile_all(x, y, flags, size, opts.workers)
+        x, y, flags = operands(product, size, dtype, opts.batch)
+        rows = compile_all(x, y, flags, size, opts.workers, opts.batch)
         compiled = time.monotonic() - began
         xla_us = time_all(rows, product, x, y, opts.repeats)
         for row in rows:
             row.pop("compiled", None)
         entry = {"product": product, "size": size, "dtype": dtype, "xla_us": xla_us}
+        entry |= {"batch": opts.batch} if opts.batch > 1 else {}
         entry |= {"compile_s": round(compiled, 1), "programs": rows}
         found["sweeps"].append(entry)
         path.write_text(json.dumps(found, indent=1))
@@ -191,6 +213,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="1024,2048,4096")
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--products", default="nn", help=f"comma-separated of {PRODUCTS}")
+    parser.add_argument("--batch", type=int, default=1, help="operands [B, size, size]")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--workers", type=int, default=8, help="compile threads")
     parser.add_argument("--deadline", type=float, default=400.0, help="no sweep starts after")

@@ -92,7 +92,11 @@ def render(paths: list[Path]) -> int:
     for path in paths:
         found = json.loads(path.read_text())
         for sweep in found["sweeps"]:
-            if sweep.get("product", "nn") == "nn" and "programs" in sweep:
+            if (
+                sweep.get("product", "nn") == "nn"
+                and sweep.get("batch", 1) == 1
+                and "programs" in sweep
+            ):
                 results.append(compare(sweep))
     headers = ["size", "dtype", "tilings", "false fit", "false misfit", "chip best µs"]
     headers += ["XLA µs", "model pick / best", f"--measure {MEASURE_K} / best", "Spearman"]
