@@ -114,15 +114,19 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     written: set[Path] = set()
 
     def keep(case: TunedCase) -> None:  # --write: each case as it is done, never at the end
-        from ci_bench.pipeline.tuned import winner, write_tuned_cases
+        from ci_bench.pipeline.tuned import kept_current, winner, write_tuned_cases
 
         folder = request.baselines.folder
         for path in write_tuned_cases([case], chips, folder, replace=args.force, specs=specs):
             if path not in written:
                 progress(f"tuned configs written to {path}")
             written.add(path)
+        for chip in chips:
+            message = kept_message(case, chip)
+            if message is not None:
+                progress(message)
         for chip in case.tied:
-            if winner(case, chip) is None:
+            if winner(case, chip) is None and not kept_current(case, chip):
                 progress(
                     f"{case.id}: not written for {chip}: {len(case.tied[chip])} configs "
                     "tie by the model; --measure K on that chip breaks the tie"
@@ -147,3 +151,16 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     if args.measure:  # exit 0 when any candidate was timed, whatever did not compile
         ranked = any(case.measured for case in report.cases)
     return int(ExitCode.OK if ranked else ExitCode.NOTHING_MEASURED)
+
+
+def kept_message(case: TunedCase, chip: str) -> str | None:
+    """The line ``--write`` says for a case it leaves as it runs (``kept_current``)."""
+    from ci_bench.pipeline.tuned import kept_current
+
+    if case.current is None or not kept_current(case, chip):
+        return None
+    return (
+        f"{case.id}: not written for {chip}: as it runs now it measured "
+        f"{case.current.median_ms:,.4f} ms, no candidate faster (its tuned entry, or the "
+        "kernel's fallback, stays)"
+    )

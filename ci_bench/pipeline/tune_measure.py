@@ -17,7 +17,7 @@ from typing import Any
 from ci_bench.contract.spec import Case, KernelSpec
 from ci_bench.contract.tunables import Tunables, with_subject
 from ci_bench.pipeline.request import Request
-from ci_bench.schema.tune import Measured, NotCompiled, TunedCase
+from ci_bench.schema.tune import Current, Measured, NotCompiled, TunedCase
 from ci_bench.text import one_line
 
 Progress = Callable[[str], None]
@@ -111,7 +111,9 @@ def measure_top(
     """``tuned`` with the top ``k`` and the default measured (``measured``): each compiled
     first (one that does not is ``not_compiled``, and the next in the model's ranking takes
     its place), then timed in interleaved rounds by the configured timer (the platform's
-    default: device time on a TPU)."""
+    default: device time on a TPU). The kernel's own subject, as it runs today, is timed in
+    the same rounds (``current``), so a write never replaces what runs with something
+    slower."""
     import jax
 
     from ci_bench.measure.chip import this_chip
@@ -131,8 +133,10 @@ def measure_top(
     if not chosen:
         progress(f"  {case.id}: nothing to measure (no candidate lowers, fits and compiles)")
         return tuned
+    current = _current(spec, case, seed, progress)
     timer = request.harness.timer or default_timer(jax.default_backend())
     progress(f"  {case.id}: timing {len(fns)} configs interleaved ({timer})")
+    fns = fns + ([current] if current is not None else [])
     configs = [tuned.candidates[i].config for i in chosen]
     samples = timed_rounds(
         timer,
@@ -145,11 +149,28 @@ def measure_top(
     ).samples
     base = samples[chosen.index(tuned.default_index)] if tuned.default_index in chosen else None
     kind = jax.devices()[0].device_kind
+    now = None
+    if current is not None:
+        times = samples[-1]
+        now = Current(
+            median_ms=statistics.median(times) * 1000, samples=len(times), device_kind=kind
+        )
     measured = [
         _measured(config, times, base, index == tuned.default_index, kind)
-        for config, times, index in zip(configs, samples, chosen, strict=True)
+        for config, times, index in zip(configs, samples[: len(chosen)], chosen, strict=True)
     ]
-    return tuned.model_copy(update={"measured": measured})
+    return tuned.model_copy(update={"measured": measured, "current": now})
+
+
+def _current(spec: KernelSpec, case: Case, seed: int, progress: Progress) -> Callable | None:
+    """The kernel's subject as it runs now (its tuned file as it stands), compiled; None,
+    said, when it does not compile: then only the candidates are compared."""
+    try:
+        return _compiled(spec, case, seed)
+    except Exception as exc:  # a subject that fails here fails its own runs: said, not fatal
+        reason = one_line(f"{type(exc).__name__}: {exc}")[:300]
+        progress(f"  {case.id}: the subject as it runs now does not compile here: {reason}")
+        return None
 
 
 def _measured(

@@ -28,7 +28,8 @@ def _measured_on(case: TunedCase, chip: str) -> list:
 def winner(case: TunedCase, chip: str) -> int | None:
     """The index to keep for ``chip``: the candidate measured fastest on that chip, the
     default among them (the chip's word over the model's: on a TPU v5e the model's unique
-    best for a 16 x 128³ float32 matmul measured 3 % slower than the default); unmeasured,
+    best for a 16 x 128³ float32 matmul measured 3 % slower than the default), and None
+    when the subject as it ran before was no slower (``kept_current``); unmeasured,
     the model's best, and None (nothing to write) when that best is a tie (issue 39): the
     model's pick would be the enumeration's."""
     if chip not in case.best:
@@ -36,8 +37,21 @@ def winner(case: TunedCase, chip: str) -> int | None:
     timed = {repr(m.config): m.median_ms for m in _measured_on(case, chip)}
     members = [i for i, c in enumerate(case.candidates) if repr(c.config) in timed]
     if members:
-        return min(members, key=lambda i: timed[repr(case.candidates[i].config)])
+        best = min(members, key=lambda i: timed[repr(case.candidates[i].config)])
+        return None if kept_current(case, chip) else best
     return None if chip in case.tied else case.best[chip]
+
+
+def kept_current(case: TunedCase, chip: str) -> bool:
+    """Whether the subject as it ran before the tune (``current``, measured on ``chip``)
+    was at least as fast as every measured candidate: then nothing is written, and what
+    runs stays (its entry, or the kernel's own fallback)."""
+    from ci_bench.judge.model import runner_chip
+
+    current, timed = case.current, _measured_on(case, chip)
+    if current is None or not timed or runner_chip(current.device_kind) != chip:
+        return False
+    return current.median_ms <= min(m.median_ms for m in timed)
 
 
 def _entry(case: TunedCase, chip: str) -> TunedEntry | None:

@@ -172,6 +172,11 @@ def _measured_lines(case: TunedCase) -> list[str]:
             text += f", {m.ratio:.3f}x the default [{m.ci_low:.3f}, {m.ci_high:.3f}]"
             text += f", p = {m.p_value:.3g} that it is faster" if m.p_value is not None else ""
         out.append(text)
+    if case.current is not None:
+        out.append(
+            f"    as it runs now (its tuned entry, else the kernel's fallback): "
+            f"{case.current.median_ms:,.3f} ms"
+        )
     return out
 
 

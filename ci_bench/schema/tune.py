@@ -87,6 +87,17 @@ class Measured(Model):
     device_kind: str
 
 
+class Current(Model):
+    """``tune --measure``: the kernel's own subject as it runs before this tune writes (its
+    tuned entry for the case, else whatever the kernel falls back to), timed in the same
+    rounds: ``--write`` keeps it when no candidate measured faster (issue 53: a backward
+    entry tuned over a narrow space measured 11 % slower than the forward tiles it replaced)."""
+
+    median_ms: float = Field(ge=0)
+    samples: int = Field(ge=1)
+    device_kind: str
+
+
 class NotCompiled(Model):
     """``tune --measure``: a chosen config that did not compile on this chip (e.g. Mosaic's
     ``CompileTimeScopedVmemOom`` for a tiling the model counted as fitting); the next in
@@ -124,6 +135,9 @@ class TunedCase(Model):
     measured: list[Measured] = Field(default_factory=list)
     not_compiled: list[NotCompiled] = Field(
         default_factory=list, description="--measure: chosen configs that did not compile"
+    )
+    current: Current | None = Field(
+        None, description="--measure: the subject as it ran before this tune (v2, optional)"
     )
     notes: list[str] = Field(default_factory=list, description="what the search added (v2)")
     seconds: float = Field(ge=0)
