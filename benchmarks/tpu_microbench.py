@@ -307,13 +307,15 @@ PARTIAL = Path(tempfile.gettempdir()) / "microbench-vmem.json"
 
 
 def provenance() -> dict[str, Any]:
+    """Chip, jax, libtpu and date, and the script that ran (the command's own, not this
+    module's: the sweeps and probes import this)."""
     from ci_bench.measure.devices import fingerprint
 
     device = fingerprint()
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "device": device.model_dump(mode="json"),
-        "script": "benchmarks/tpu_microbench.py",
+        "script": f"benchmarks/{Path(sys.argv[0]).name}",
     }
 
 
