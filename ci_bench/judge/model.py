@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from ci_bench.schema import CaseModel, CaseVerdict, ChipChange, ModelChange, RunMeta, Thresholds
 from ci_bench.schema.chips import on_chips
 from ci_bench.schema.gpus import gpu_for_device_kind
-from ci_bench.schema.model import TPU_DEVICE_KINDS
+from ci_bench.schema.model import TPU_DEVICE_KINDS, TRACES_DIFFERENTLY
 
 KIB = 1024
 # A measured time under this share of the model's physical floor on the runner's chip is an
@@ -129,18 +129,18 @@ def judge_model(
         )
     worst = max(common, key=lambda c: changes[c].change)
     best = min(common, key=lambda c: changes[c].change)
-    figures, detail = _structure(head, base)
-    detail = f" ({detail})" if detail else ""
     if changes[worst].change > t.model_slowdown:
         chosen, verdict = worst, "structural"
-        reason = f"modelled {changes[worst].change:+.1%} on {worst}{detail}"
     elif changes[best].change < -t.model_slowdown:
         chosen, verdict = best, "improved"
-        reason = f"modelled {changes[best].change:+.1%} on {best}{detail}"
     else:
         chosen, verdict = worst, "pass"
-        reason = f"modelled {changes[worst].change:+.1%} on {worst}, within ±{t.model_slowdown:.0%}"
-        reason += detail
+    figures, detail = _structure(head, base, chosen)
+    detail = f" ({detail})" if detail else ""
+    reason = f"modelled {changes[chosen].change:+.1%} on {chosen}"
+    if verdict == "pass":
+        reason += f", within ±{t.model_slowdown:.0%}"
+    reason += detail
     return ModelChange(
         verdict=verdict,  # type: ignore[arg-type]
         reason=reason,
@@ -151,20 +151,48 @@ def judge_model(
     )
 
 
-def _structure(head: CaseModel, base: CaseModel) -> tuple[dict, str]:
-    """What the grid moved, head against base: ``ModelChange``'s byte, step and VMEM fields,
-    and the same said briefly (``structure_detail``)."""
-    hbm_ratio = _finite(head.hbm_bytes, base.hbm_bytes) if base.hbm_bytes else None
-    steps_ratio = _finite(head.grid_steps, base.grid_steps) if base.grid_steps else None
-    dv = (head.vmem_bytes or 0) - (base.vmem_bytes or 0)
+def _structure(head: CaseModel, base: CaseModel, chip: str | None = None) -> tuple[dict, str]:
+    """What the grid moved on ``chip``, head against base: ``ModelChange``'s byte, step and
+    VMEM fields, and the same said briefly (``structure_detail``). Each side's figures are
+    that chip's own trace's (a kernel may trace per chip: a tuned chunk); a side that kept
+    only its first chip's, and traced differently on others, has none for ``chip``: its
+    steps and bytes are left out, not set against another chip's."""
+    (h_hbm, h_steps, h_vmem), (b_hbm, b_steps, b_vmem) = (
+        _chip_figures(head, chip, both=_per_chip(base, chip)),
+        _chip_figures(base, chip, both=_per_chip(head, chip)),
+    )
+    known = None not in (h_steps, b_steps)
+    hbm_ratio = _finite(h_hbm, b_hbm) if known and b_hbm else None
+    steps_ratio = _finite(h_steps, b_steps) if known and b_steps else None
+    dv = h_vmem - b_vmem
     figures = {
-        "hbm_bytes": (head.hbm_bytes or 0) - (base.hbm_bytes or 0),
-        "grid_steps": (head.grid_steps or 0) - (base.grid_steps or 0),
+        "hbm_bytes": h_hbm - b_hbm if known else 0,
+        "grid_steps": (h_steps or 0) - (b_steps or 0) if known else 0,
         "vmem_bytes": dv,
         "hbm_ratio": hbm_ratio,
         "steps_ratio": steps_ratio,
     }
     return figures, structure_detail(hbm_ratio, steps_ratio, dv)
+
+
+def _per_chip(model: CaseModel, chip: str | None) -> bool:
+    """Whether ``model`` kept ``chip``'s own steps and bytes (since they were kept per chip)."""
+    own = model.chips.get(chip) if chip else None
+    return own is not None and own.grid_steps is not None
+
+
+def _chip_figures(model: CaseModel, chip: str | None, both: bool) -> tuple[int, int | None, int]:
+    """HBM bytes, grid steps and VMEM of ``model`` on ``chip``: its own trace's where it kept
+    them (the bytes where the other side did too, or where the case's are another chip's: a
+    chip's bytes are its megacore split's), else the case's, which are every chip's unless
+    the kernel traced differently (then the steps are None: unknown on ``chip``)."""
+    own = model.chips.get(chip) if chip else None
+    vmem = own.vmem_bytes if own is not None else (model.vmem_bytes or 0)
+    differs = any(note.startswith(TRACES_DIFFERENTLY) for note in model.notes)
+    if own is not None and own.grid_steps is not None:
+        hbm = own.hbm_bytes if both or differs else (model.hbm_bytes or 0)
+        return hbm, own.grid_steps, vmem
+    return model.hbm_bytes or 0, None if differs else model.grid_steps, vmem
 
 
 def structure_detail(hbm_ratio: float | None, steps_ratio: float | None, vmem_bytes: int) -> str:

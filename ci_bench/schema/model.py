@@ -109,9 +109,20 @@ class ChipModel(Model):
     mfu_ceiling: float | None = Field(None, description="flops / (modelled time x chip peak)")
     tensor_cores: int = Field(1, ge=1, description="TensorCores the grid spreads over")
     hbm_bytes: int = Field(0, ge=0, description="modelled bytes on this chip (megacore split)")
+    grid_steps: int | None = Field(
+        None,
+        ge=0,
+        description="grid steps of this chip's own trace (a kernel may trace differently per "
+        "chip: a tuned chunk); None: written before they were kept per chip",
+    )
     gpu: GpuDetail | None = Field(
         None, description="a GPU's wave model (its vmem_* fields are shared memory per block)"
     )
+
+
+# How ``merge_chips`` says a case's top-level bytes, steps and calls are one chip's trace
+# only: a model that says so has no structure valid for its other chips.
+TRACES_DIFFERENTLY = "the kernel traces differently on "
 
 
 class CallModel(Model):

@@ -20,6 +20,7 @@ from ci_bench.measure.model.pipeline import (
 )
 from ci_bench.schema.model import (
     MODEL_REVISION,
+    TRACES_DIFFERENTLY,
     CallModel,
     CaseModel,
     ChipModel,
@@ -118,6 +119,7 @@ def _chip_model(call: Call, chip: Chip, vmem: int, smem: int, flops: int) -> Chi
         mfu_ceiling=flops / (seconds * peak) if seconds > 0 and peak > 0 else None,
         tensor_cores=timing.cores_used,
         hbm_bytes=timing.hbm_bytes * call.count,
+        grid_steps=call.steps * call.count,
         mxu_fraction=chip.mxu_fraction,
     )
 
@@ -224,6 +226,7 @@ def _sum_chips(
             mfu_ceiling=flops / (seconds * peak) if seconds > 0 and peak > 0 else None,
             tensor_cores=max(p.tensor_cores for p in per),
             hbm_bytes=sum(p.hbm_bytes for p in per),
+            grid_steps=sum(p.grid_steps or 0 for p in per),
             mxu_fraction=chip.mxu_fraction,
         )
     return out
@@ -343,8 +346,8 @@ def merge_chips(models: Sequence[CaseModel], names: Sequence[str], model_ms: flo
     ]
     if differ:
         notes.append(
-            f"the kernel traces differently on {', '.join(differ)}: bytes, steps and calls "
-            f"are {names[0]}'s; each chip's time is its own trace's"
+            f"{TRACES_DIFFERENTLY}{', '.join(differ)}: bytes, steps and calls are "
+            f"{names[0]}'s; each chip's time, bytes and steps are its own trace's"
         )
     not_modelled_ = list(dict.fromkeys(n for m in models for n in m.not_modelled))
     partial = f"partial model, no modelled time: {'; '.join(not_modelled_)}"
