@@ -18,8 +18,9 @@
 #             4096³ (tiles 256-1024): what the fused backward's float32 entries came from
 #   mm-tune-1024-bf16  ci-bench tune --measure 4 --write over the full profile's bfloat16
 #             forward cases of 1024³ (tiles 128-1024), at the model revision checked out
-#   mm-tune-tail  ci-bench tune --measure 4 --write over the full profile's 513³ cases, forward
-#             (tiles 128-1024) and backward: the K-tail programs matmul 0.6.0 changed
+#   mm-tune-tail  ci-bench tune --measure 4 --write over the ci profile's B4-513³ cases, forward
+#             and backward, tiles 128, 640 and 1024 (640: one block per 513 dimension, which
+#             no power of two gives unfolded): what matmul 0.6.0's tuned file holds for them
 #   mm-promote  ci-bench run --profile ci --kernel matmul, promoted (--tag "$TAG", default v0.4.0)
 #   mm-1024-bf16  ci-bench run --profile full over 1024³ bfloat16, every mode
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
@@ -115,15 +116,11 @@ for name in "$@"; do
       -o "$out/tune_1024_bf16.json"
     cp baselines/matmul_v*.tuned.v5e.json "$out/" ;;
   mm-tune-tail)
-    sizes=128,256,512,1024
-    step 130 mm-tune-tail ci-bench tune --kernel matmul --profile full --chip v5e --measure 4 \
-      --case 'matmul/B*-M513-K513-N513/*[0-9]' --write --force \
+    sizes=128,640,1024
+    step 200 mm-tune-tail ci-bench tune --kernel matmul --profile ci --chip v5e --measure 4 \
+      --case 'matmul/B4-M513-K513-N513/*' --write --force \
       --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/tune_tail.json"
-    step 110 mm-tune-tail-bwd ci-bench tune --kernel matmul --profile full --chip v5e \
-      --measure 4 --case 'matmul/B*-M513-K513-N513/*/backward' --write --force \
-      --values block_m=512,1024 --values block_k=128,256,512 --values block_n=512,1024 \
-      -o "$out/tune_tail_bwd.json"
     cp "baselines/matmul_v$(kernel_version matmul).tuned.v5e.json" "$out/" ;;
   mm-promote)
     step 200 mm-promote ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json"
