@@ -189,7 +189,7 @@ def _chip_figures(model: CaseModel, chip: str | None, both: bool) -> tuple[int, 
     own = model.chips.get(chip) if chip else None
     vmem = own.vmem_bytes if own is not None else (model.vmem_bytes or 0)
     differs = any(note.startswith(TRACES_DIFFERENTLY) for note in model.notes)
-    if own is not None and own.grid_steps is not None:
+    if own is not None and _per_chip(model, chip):
         hbm = own.hbm_bytes if both or differs else (model.hbm_bytes or 0)
         return hbm, own.grid_steps, vmem
     return model.hbm_bytes or 0, None if differs else model.grid_steps, vmem
