@@ -23,6 +23,9 @@
 #             no power of two gives unfolded): what matmul 0.6.0's tuned file holds for them
 #   mm-promote  ci-bench run --profile ci --kernel matmul, promoted (--tag "$TAG", default v0.4.0)
 #   mm-1024-bf16  ci-bench run --profile full over 1024³ bfloat16, every mode
+#   mm-1024   the same over 1024³ in both dtypes (B1, B4, B16; every mode)
+#   mm-compare-prev  ci-bench compare of mm-promote's run against the baseline of the
+#             version before ($PREV), as markdown: what the version changed on the chip
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
 #   gla-tune-all  ci-bench tune --measure 5 --write over every GLA ci forward case, both dtypes
 #   gla-promote  ci-bench run --profile ci --kernel gla, promoted (--tag "$TAG", default v0.2.0)
@@ -130,6 +133,13 @@ for name in "$@"; do
     step 200 mm-1024-bf16 ci-bench run --profile full --kernel matmul \
       --case 'matmul/*-M1024-*/bfloat16' --case 'matmul/*-M1024-*/bfloat16/*' \
       -o "$out/mm_1024_bf16.json" ;;
+  mm-1024)
+    step 300 mm-1024 ci-bench run --profile full --kernel matmul \
+      --case 'matmul/*-M1024-*' --case 'matmul/*-M1024-*/*' -o "$out/mm_1024.json" ;;
+  mm-compare-prev)
+    step 60 mm-compare-prev ci-bench compare "$out/mm_ci.json" \
+      --baseline-version "${PREV:?PREV: the version to compare with}" \
+      --markdown "$out/mm_compare_prev.md" ;;
   mm-f32)
     step 280 mm-f32 ci-bench run --profile full --kernel matmul \
       --case 'matmul/*-M4096-*/float32' --case 'matmul/*-M4096-*/float32/*' \

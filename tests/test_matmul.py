@@ -62,19 +62,27 @@ def test_custom_block_sizes_are_used_and_still_exact():
         (100, 128),  # no aligned head: the strip is the whole block
     ],
 )
-def test_the_k_tail_is_zeroed_past_k_in_every_operand_layout(K, block_k, transpose_a, transpose_b):
+@pytest.mark.parametrize(("dtype", "tolerance"), [("float32", 1e-4), ("bfloat16", 2e-2)])
+def test_the_k_tail_is_zeroed_past_k_in_every_operand_layout(
+    K, block_k, transpose_a, transpose_b, dtype, tolerance
+):
     """The interpreter reads garbage past an array's end, as a TPU may: a mask that missed a
-    column of the edge strip, or cut the aligned head short, gives O(1) errors."""
+    column of the edge strip, or cut the aligned head short, gives O(1) errors. bfloat16
+    takes the other paths: a float32 accumulator over several K steps, and one K step
+    written to the output directly."""
     key_a, key_b = jax.random.split(jax.random.PRNGKey(4))
-    a = jax.random.normal(key_a, (2, 136, K), jnp.float32)
-    b = jax.random.normal(key_b, (2, K, 200), jnp.float32) * K**-0.5
+    a = jax.random.normal(key_a, (2, 136, K), jnp.float32).astype(dtype)
+    b = (jax.random.normal(key_b, (2, K, 200), jnp.float32) * K**-0.5).astype(dtype)
     stored_a = jnp.swapaxes(a, 1, 2) if transpose_a else a
     stored_b = jnp.swapaxes(b, 1, 2) if transpose_b else b
     blocks = BlockSizes(block_m=128, block_k=block_k, block_n=128)
     out = matmul_tiled(
         stored_a, stored_b, block_sizes=blocks, transpose_a=transpose_a, transpose_b=transpose_b
     )
-    np.testing.assert_allclose(out, reference(a, b), atol=1e-4, rtol=1e-4)
+    assert out.dtype == jnp.dtype(dtype)
+    np.testing.assert_allclose(
+        out.astype(jnp.float32), reference(a, b), atol=tolerance, rtol=tolerance
+    )
 
 
 @pytest.mark.parametrize(
@@ -161,6 +169,10 @@ def test_gradients_with_their_own_backward_tiles_are_exact_on_unaligned_shapes()
         (((256, 256), (256, 384)), (256, 256, 384), jnp.bfloat16, 2e-2),
         # Batch entries folded into one step (batch_block): 4 x 128³ in one block.
         (((4, 128, 128), (4, 128, 128)), (512, 512, 1024), jnp.float32, 1e-5),
+        # One product's contraction is one step (written directly), the other's two (a
+        # float32 accumulator): dB's alone, then dA's alone.
+        (((2, 256, 128), (2, 128, 256)), (128, 128, 256), jnp.bfloat16, 2e-2),
+        (((2, 256, 128), (2, 128, 256)), (256, 128, 128), jnp.bfloat16, 2e-2),
     ],
 )
 def test_the_fused_backward_gives_exact_gradients(shapes, tiles, dtype, tolerance):

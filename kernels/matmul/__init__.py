@@ -1,4 +1,4 @@
-"""Tiled matmul, version 0.6.0: the specification's worked example (``matmul_tiled``).
+"""Tiled matmul, version 0.7.0: the specification's worked example (``matmul_tiled``).
 
 Benchmarked forward and backward: ``matmul`` is ``matmul_tiled`` with a ``custom_vjp``
 whose backward is Pallas too (dA = g·Bᵀ, dB = Aᵀ·g: one call on a TPU since 0.5.0).
@@ -29,6 +29,14 @@ blocks, and a 513 K runs as one 640 block, so every grid step paid for it). On t
 this measured no change at the same tiles (B4 of 513³ float32, 40.1 µs before and after):
 that case's 1.54x XLA's time was its tiling's, and the tuned file's (640, 640, 640), one
 block per dimension and one batch entry per step, took it to 1.43x (docs/TPU.md).
+
+0.7.0: the first contraction step writes its product instead of adding it to a zeroed
+block, and a contraction of one step writes the output directly in its dtype, with no
+float32 accumulator (forward and fused backward). 16 of the 24 forward entries of the v5e
+tuned file hold K in one block, and every backward entry but three a contraction of one
+step: at each of those steps 0.6.0 zero-filled a float32 block the size of the output and
+read it back to add the product (4 MiB at the float32 backward's (1024, 1024, 1024)).
+The tuned file is 0.6.0's.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ from kernels.matmul.kernel import BlockSizes, matmul_tiled
 
 __all__ = ["SPEC", "TUNABLES", "BlockSizes", "matmul", "matmul_tiled", "tiled"]
 
-VERSION = "0.6.0"
+VERSION = "0.7.0"
 # Where `ci-bench tune --write` keeps the tuned configs (this repository's baselines).
 BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 DEFAULT_BLOCKS = dataclasses.asdict(BlockSizes())

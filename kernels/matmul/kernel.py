@@ -78,7 +78,8 @@ def round_up(n: int, multiple: int) -> int:
 
 
 # refs: a [bb, bm, bk] ([bb, bk, bm] transposed), b [bb, bk, bn] ([bb, bn, bk] transposed),
-# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] unless o is float32 itself.
+# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] where o is not float32 and K takes
+# more than one step.
 def _tpu_kernel(
     a_ref,
     b_ref,
@@ -88,13 +89,10 @@ def _tpu_kernel(
     transpose_b: bool,
     one_pass: bool,
     k_tail: int,
+    k_steps: int,
 ):
     acc_ref = scratch[0] if scratch else o_ref
-    k, last = pl.program_id(3), pl.num_programs(3) - 1
-
-    @pl.when(k == 0)
-    def _init():
-        acc_ref[...] = jnp.zeros_like(acc_ref)
+    k = pl.program_id(3)
 
     def product(a: jax.Array, b: jax.Array) -> jax.Array:
         if one_pass:  # float32 as XLA multiplies it on a TPU at DEFAULT: one bf16 pass
@@ -107,27 +105,44 @@ def _tpu_kernel(
 
     a_k, b_k = (0 if transpose_a else 1), (1 if transpose_b else 0)  # each block's K axis
 
-    def accumulate(valid_k: int | None) -> None:
-        for i in range(a_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
-            if valid_k is None:
-                acc_ref[i] += product(a_ref[i], b_ref[i])
-                continue
-            # The last K block reads past K: zero both operands there (0 x NaN is NaN), but
-            # only in the 128-wide strips that hold the edge; the aligned head needs no mask.
-            head = valid_k // 128 * 128
-            if head:
-                acc_ref[i] += product(
-                    _k_slice(a_ref, i, a_k, 0, head), _k_slice(b_ref, i, b_k, 0, head)
-                )
-            a = _keep_leading(_k_slice(a_ref, i, a_k, head, None), a_k, valid_k - head)
-            b = _keep_leading(_k_slice(b_ref, i, b_k, head, None), b_k, valid_k - head)
-            acc_ref[i] += product(a, b)
+    def parts(i: int, valid_k: int | None) -> list[jax.Array]:
+        """Batch entry ``i``'s products over this K block: one, or, where the block holds
+        K's edge, the aligned head unmasked and the 128-wide strips past it masked (the
+        block reads past K there: zero both operands, as 0 x NaN is NaN)."""
+        if valid_k is None:
+            return [product(a_ref[i], b_ref[i])]
+        head = valid_k // 128 * 128
+        tail_a = _keep_leading(_k_slice(a_ref, i, a_k, head, None), a_k, valid_k - head)
+        tail_b = _keep_leading(_k_slice(b_ref, i, b_k, head, None), b_k, valid_k - head)
+        tail = product(tail_a, tail_b)
+        if not head:
+            return [tail]
+        return [product(_k_slice(a_ref, i, a_k, 0, head), _k_slice(b_ref, i, b_k, 0, head)), tail]
 
-    if k_tail:  # K is not a multiple of bk: only the last step pays for the mask
-        pl.when(k < last)(lambda: accumulate(None))
-        pl.when(k == last)(lambda: accumulate(k_tail))
+    def step(first: bool, valid_k: int | None) -> None:
+        """The first K step writes its product (no zero fill, no read of the block); later
+        ones add to it. A product that is the whole contraction goes straight to the output
+        in its dtype: on a TPU v5e the fill and the read-modify-write of a 1024 x 1024
+        float32 block cost more than a grid step."""
+        for i in range(a_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
+            terms = parts(i, valid_k)
+            if k_steps == 1 and o_ref.dtype != jnp.float32:
+                o_ref[i] = sum(terms[1:], terms[0]).astype(o_ref.dtype)
+                continue
+            if first:
+                acc_ref[i] = terms.pop(0)
+            for term in terms:
+                acc_ref[i] += term
+
+    last = k_steps - 1
+    tail = k_tail or None  # K is not a multiple of bk: only the last step pays for the mask
+    if k_steps == 1:
+        step(True, tail)
     else:
-        accumulate(None)
+        pl.when(k == 0)(lambda: step(True, None))
+        if k_steps > 2:
+            pl.when((k > 0) & (k < last))(lambda: step(False, None))
+        pl.when(k == last)(lambda: step(False, tail))
 
     if scratch:
 
@@ -182,6 +197,10 @@ def _tpu_call(
     M = a.shape[2] if transpose_a else a.shape[1]
     N = b.shape[1] if transpose_b else b.shape[2]
     bm, bk, bn = blocks.block_m, blocks.block_k, blocks.block_n
+    k_steps = pl.cdiv(K, bk)
+    # A float32 output accumulates in its own block; another dtype needs a float32 scratch
+    # only where the contraction takes more than one step.
+    accumulator = a.dtype != jnp.float32 and k_steps > 1
     a_spec = (
         pl.BlockSpec((bb, bk, bm), lambda g, i, j, k: (g, k, i))
         if transpose_a
@@ -199,12 +218,13 @@ def _tpu_call(
             transpose_b=transpose_b,
             one_pass=a.dtype == jnp.float32 and not interpret,
             k_tail=K % bk,
+            k_steps=k_steps,
         ),
         out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
-        grid=(B // bb, pl.cdiv(M, bm), pl.cdiv(N, bn), pl.cdiv(K, bk)),
+        grid=(B // bb, pl.cdiv(M, bm), pl.cdiv(N, bn), k_steps),
         in_specs=[a_spec, b_spec],
         out_specs=pl.BlockSpec((bb, bm, bn), lambda g, i, j, k: (g, i, j)),
-        scratch_shapes=[] if a.dtype == jnp.float32 else [pltpu.VMEM((bb, bm, bn), jnp.float32)],
+        scratch_shapes=[pltpu.VMEM((bb, bm, bn), jnp.float32)] if accumulator else [],
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "parallel", "parallel", "arbitrary")
         ),
