@@ -21,6 +21,9 @@
 #   mm-tune-tail  ci-bench tune --measure 4 --write over the ci profile's B4-513³ cases, forward
 #             and backward, tiles 128, 640 and 1024 (640: one block per 513 dimension, which
 #             no power of two gives unfolded): what matmul 0.6.0's tuned file holds for them
+#   mm-tune-whole-bwd  ci-bench tune --measure 4 --write over the ci profile's 513³ backward
+#             cases, tiles 128, 512 and 1024 (1024: each dimension one whole 513 block, the
+#             fused backward since matmul 0.8.0)
 #   mm-promote  ci-bench run --profile ci --kernel matmul, promoted (--tag "$TAG", default v0.4.0)
 #   mm-1024-bf16  ci-bench run --profile full over 1024³ bfloat16, every mode
 #   mm-1024   the same over 1024³ in both dtypes (B1, B4, B16; every mode)
@@ -124,6 +127,13 @@ for name in "$@"; do
       --case 'matmul/B4-M513-K513-N513/*' --write --force \
       --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/tune_tail.json"
+    cp "baselines/matmul_v$(kernel_version matmul).tuned.v5e.json" "$out/" ;;
+  mm-tune-whole-bwd)
+    sizes=128,512,1024
+    step 200 mm-tune-whole-bwd ci-bench tune --kernel matmul --profile ci --chip v5e \
+      --measure 4 --case 'matmul/B*-M513-K513-N513/*/backward' --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
+      -o "$out/tune_whole_bwd.json"
     cp "baselines/matmul_v$(kernel_version matmul).tuned.v5e.json" "$out/" ;;
   mm-promote)
     step 200 mm-promote ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json"

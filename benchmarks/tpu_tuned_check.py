@@ -7,7 +7,7 @@ here as the kernel runs it there: the subject traced as on the chip (its tuned f
 for that chip, the fused backward's VMEM budget of that chip), lowered with inputs placed on
 the chip's topology and compiled by libtpu (``tpu_deviceless.py``). Nothing runs.
 
-    python benchmarks/tpu_tuned_check.py baselines/matmul_v0.7.0.tuned.v5e.json
+    python benchmarks/tpu_tuned_check.py baselines/matmul_v0.8.0.tuned.v5e.json
 
 Prints one row per case and exits 1 when any refuses.
 """

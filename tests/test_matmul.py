@@ -67,9 +67,8 @@ def test_the_k_tail_is_zeroed_past_k_in_every_operand_layout(
     K, block_k, transpose_a, transpose_b, dtype, tolerance
 ):
     """The interpreter reads garbage past an array's end, as a TPU may: a mask that missed a
-    column of the edge strip, or cut the aligned head short, gives O(1) errors. bfloat16
-    takes the other paths: a float32 accumulator over several K steps, and one K step
-    written to the output directly."""
+    column of the edge strip, or cut the aligned head short, gives O(1) errors; bfloat16
+    accumulates in a float32 scratch and stores it cast."""
     key_a, key_b = jax.random.split(jax.random.PRNGKey(4))
     a = jax.random.normal(key_a, (2, 136, K), jnp.float32).astype(dtype)
     b = (jax.random.normal(key_b, (2, K, 200), jnp.float32) * K**-0.5).astype(dtype)
@@ -169,8 +168,8 @@ def test_gradients_with_their_own_backward_tiles_are_exact_on_unaligned_shapes()
         (((256, 256), (256, 384)), (256, 256, 384), jnp.bfloat16, 2e-2),
         # Batch entries folded into one step (batch_block): 4 x 128³ in one block.
         (((4, 128, 128), (4, 128, 128)), (512, 512, 1024), jnp.float32, 1e-5),
-        # One product's contraction is one step (written directly), the other's two (a
-        # float32 accumulator): dB's alone, then dA's alone.
+        # One product's contraction is one step, the other's two: a float32 accumulator
+        # held through one product while the other's changes blocks.
         (((2, 256, 128), (2, 128, 256)), (128, 128, 256), jnp.bfloat16, 2e-2),
         (((2, 256, 128), (2, 128, 256)), (256, 128, 128), jnp.bfloat16, 2e-2),
     ],
@@ -223,8 +222,10 @@ def test_the_fused_backward_keeps_the_tpu_pipeline_rules(batch, bb):
     [
         ((1024, 1024), (1024, 256, 1024), 1),  # the tiles divide it: one fused call
         ((4, 256, 256), (128, 128, 128), 1),
-        ((513, 513), (1024, 256, 1024), 2),  # 513 runs as partial blocks: two calls
-        ((127, 127), (128, 128, 128), 2),
+        ((513, 513), (1024, 256, 1024), 2),  # K runs as partial blocks: two calls
+        ((513, 513), (1024, 1024, 1024), 1),  # each dimension one whole block (0.8.0)
+        ((127, 127), (128, 128, 128), 1),
+        ((127, 255), (128, 128, 128), 2),  # 255 in two partial blocks of 128
     ],
 )
 def test_the_tpu_backward_is_one_call_where_the_tiles_divide_the_problem(shape, tiles, calls):

@@ -16,6 +16,7 @@ from ci_bench.errors import ExitCode
 from kernels.matmul import SPEC as MATMUL
 from kernels.matmul import TUNABLES as MATMUL_TUNABLES
 from kernels.matmul import BlockSizes
+from kernels.matmul.kernel import Blocks
 from tests.conftest import REPO, run_cli, write_project
 
 SMALL = ("--values", "block_m=128,256", "--values", "block_k=128,256", "--values", "block_n=128")
@@ -82,9 +83,11 @@ def test_the_projects_matmul_declares_the_guides_tiling_and_keeps_its_case_ids()
     # runs as the dimension's share, so the one default serves 128³ and 4096³ alike.
     small = {"B": 1, "M": 128, "K": 128, "N": 128}
     assert MATMUL_TUNABLES.rejects(dict(MATMUL_TUNABLES.default), small) is None
-    assert BlockSizes(512, 512, 1024).within(128, 128, 128) == BlockSizes(128, 128, 128)
-    assert BlockSizes(512, 512, 1024).within(513, 513, 513) == BlockSizes(384, 384, 640)
-    assert BlockSizes(512, 512, 1024).within(4096, 4096, 4096) == BlockSizes(512, 512, 1024)
+    assert BlockSizes(512, 512, 1024).within(128, 128, 128) == Blocks(128, 128, 128)
+    # 513: two blocks of 384 where the tile is shorter, one whole 513 block where it is not
+    assert BlockSizes(512, 512, 1024).within(513, 513, 513) == Blocks(384, 384, 513)
+    assert BlockSizes(640, 640, 128).within(127, 513, 640) == Blocks(127, 513, 128)
+    assert BlockSizes(512, 512, 1024).within(4096, 4096, 4096) == Blocks(512, 512, 1024)
 
 
 def test_tune_ranks_every_candidate_per_chip_in_json_and_table(tmp_path):

@@ -25,8 +25,10 @@ Five blocks double-buffered can pass the 16 MiB scoped default where the two cal
 do not, so the call raises its ``vmem_limit_bytes`` (``vmem_limit``), but only within a
 budget the caller gives (``vmem_budget_of`` the chip): past it, two calls. Off a TPU the
 budget is the default itself, so what ``ci-bench lower`` checks there fits every chip.
-Only problems the tiles divide (and ``tm`` a multiple of 128, for the transpose of A's
-block in VMEM) take this path; the rest run the two calls.
+Only problems the tiles divide (and ``tm`` a multiple of 128 or all of M, for the
+transpose of A's block in VMEM) take this path; the rest run the two calls. A dimension one
+block covers is that block whole (``BlockSizes.within``), so 513³ at tiles of 1024 is one
+call since 0.8.0.
 """
 
 from __future__ import annotations
@@ -53,30 +55,17 @@ SCOPED_DEFAULT = 16 * MIB
 
 
 def fused_fits(M: int, K: int, N: int, tm: int, tk: int, tn: int) -> bool:
-    """Whether one call can run this backward with these per-dimension blocks."""
-    return M % tm == 0 and K % tk == 0 and N % tn == 0 and tm % 128 == 0
+    """Whether one call can run this backward with these per-dimension blocks: they divide
+    the problem, and A's transposed block has a lane dimension of 128s or all of M."""
+    return M % tm == 0 and K % tk == 0 and N % tn == 0 and (tm % 128 == 0 or tm == M)
 
 
-def accumulator_shapes(
-    dtype: jnp.dtype, bb: int, blocks: tuple[int, int, int], steps: tuple[int, int]
-) -> list[tuple[int, int, int]]:
-    """The float32 scratch blocks the fused call needs, dA's then dB's: none for a float32
-    output (it accumulates in its own block) or for a product whose contraction is one step
-    (it writes its output directly); ``steps`` is (N/tn, M/tm), dA's and dB's contraction."""
-    tm, tk, tn = blocks
-    if jnp.dtype(dtype) == jnp.float32:
-        return []
-    needed = [((bb, tm, tk), steps[0]), ((bb, tk, tn), steps[1])]
-    return [shape for shape, contraction in needed if contraction > 1]
-
-
-def vmem_limit(
-    bb: int, tm: int, tk: int, tn: int, itemsize: int, accumulators: list[tuple[int, int, int]]
-) -> int | None:
+def vmem_limit(bb: int, tm: int, tk: int, tn: int, itemsize: int, scratch: bool) -> int | None:
     """The fused call's ``vmem_limit_bytes``, None for the default: two buffers of each
     block (g, A, B, dA, dB) and the float32 accumulators, plus half."""
-    blocks = bb * (tm * tn + tm * tk + tk * tn + tm * tk + tk * tn) * itemsize * 2
-    count = blocks + sum(x * y * z * 4 for x, y, z in accumulators)
+    blocks = (tm * tn + tm * tk + tk * tn + tm * tk + tk * tn) * itemsize * 2
+    accumulators = (tm * tk + tk * tn) * 4 if scratch else 0
+    count = bb * (blocks + accumulators)
     if count + count // 2 <= SCOPED_DEFAULT:
         return None
     return -(-(count + count // 2) // MIB) * MIB
@@ -84,34 +73,20 @@ def vmem_limit(
 
 def _kernel(g_ref, b_ref, a_ref, da_ref, db_ref, *scratch, n_steps: int, m_steps: int, one_pass):
     # g [bb, tm, tn]; b [bb, tk, tn]; a [bb, tm, tk]; da [bb, tm, tk]; db [bb, tk, tn]
+    acc_da, acc_db = scratch if scratch else (da_ref, db_ref)
     product, step = pl.program_id(1), pl.program_id(2)
-    # the float32 accumulators (``accumulator_shapes``): dA's, dB's, each only where needed
-    accumulators = iter(scratch)
-    acc_da = next(accumulators) if scratch and n_steps > 1 else None
-    acc_db = next(accumulators) if scratch and m_steps > 1 else None
 
-    def run(out, acc, contraction_steps: int, dot) -> None:
-        """As the forward's steps (``kernel._tpu_kernel``): the first contraction step
-        writes its product, later ones add to it, and a product that is the whole
-        contraction goes straight to the output in its dtype."""
-        if contraction_steps == 1:
-            for i in range(g_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
-                out[i] = dot(i).astype(out.dtype)
-            return
-        acc = acc if acc is not None else out
+    def run(acc, out, contraction_steps: int, dot) -> None:
         c = jax.lax.rem(step, contraction_steps)
 
         @pl.when(c == 0)
-        def _first():
-            for i in range(g_ref.shape[0]):
-                acc[i] = dot(i)
+        def _init():
+            acc[...] = jnp.zeros_like(acc)
 
-        @pl.when(c > 0)
-        def _more():
-            for i in range(g_ref.shape[0]):
-                acc[i] += dot(i)
+        for i in range(g_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
+            acc[i] += dot(i)
 
-        if acc is not out:
+        if scratch:
 
             @pl.when(c == contraction_steps - 1)
             def _store():
@@ -132,8 +107,8 @@ def _kernel(g_ref, b_ref, a_ref, da_ref, db_ref, *scratch, n_steps: int, m_steps
             a.T, g, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32
         )
 
-    pl.when(product == 0)(lambda: run(da_ref, acc_da, n_steps, da_dot))
-    pl.when(product == 1)(lambda: run(db_ref, acc_db, m_steps, db_dot))
+    pl.when(product == 0)(lambda: run(acc_da, da_ref, n_steps, da_dot))
+    pl.when(product == 1)(lambda: run(acc_db, db_ref, m_steps, db_dot))
 
 
 def fused_backward(
@@ -187,7 +162,7 @@ def fused_backward(
         i2, j2, _ = db_step(s)
         return z, pick(p, 0, i2), pick(p, 0, j2)
 
-    accumulators = accumulator_shapes(a.dtype, bb, blocks, (nn, nm))
+    scratch = a.dtype != jnp.float32
     return pl.pallas_call(
         functools.partial(
             _kernel,
@@ -209,10 +184,14 @@ def fused_backward(
             pl.BlockSpec((bb, tm, tk), da_index),
             pl.BlockSpec((bb, tk, tn), db_index),
         ],
-        scratch_shapes=[pltpu.VMEM(shape, jnp.float32) for shape in accumulators],
+        scratch_shapes=(
+            [pltpu.VMEM((bb, tm, tk), jnp.float32), pltpu.VMEM((bb, tk, tn), jnp.float32)]
+            if scratch
+            else []
+        ),
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "arbitrary", "arbitrary"),
-            vmem_limit_bytes=vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, accumulators),
+            vmem_limit_bytes=vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, scratch),
         ),
         interpret=interpret,
     )(g, b, a)
@@ -274,8 +253,7 @@ def matmul_backward(
     tm, tk, tn = blocks.block_m, blocks.block_k, blocks.block_n
     a3, b3, g3 = (a, b, g) if lead else (a[None], b[None], g[None])
     bb = batch_block(a3.shape[0], tiles, blocks)
-    accumulators = accumulator_shapes(a.dtype, bb, (tm, tk, tn), (N // tn, M // tm))
-    limit = vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, accumulators)
+    limit = vmem_limit(bb, tm, tk, tn, a.dtype.itemsize, a.dtype != jnp.float32)
     within_budget = limit is None or vmem_budget is None or limit <= vmem_budget
     if backend == "tpu" and fused_fits(M, K, N, tm, tk, tn) and within_budget:
         interpret = jax.default_backend() == "cpu" if interpret is None else interpret

@@ -10,9 +10,10 @@ Two lowerings, picked from the backend:
 
 TPU tiles are upper bounds: each dimension is cut into as many blocks as the tile makes,
 each its even share rounded up to 128 (``BlockSizes.within``), so 513 runs as two blocks of
-384, never 1024. Nothing is padded or copied (0.3.0): an edge block past M or N is partial
-(Pallas drops its writes), and the last block past K is zeroed in the kernel on that step
-alone. Small problems fold batch entries into one step (``batch_block``): a grid step costs
+384, never 1024; a dimension the tile covers is one block of the whole dimension (0.8.0),
+513 wide, never partial. Nothing is padded or copied (0.3.0): an edge block past M or N is
+partial (Pallas drops its writes), and the last block past K is zeroed in the kernel on that
+step alone. Small problems fold batch entries into one step (``batch_block``): a grid step costs
 about 0.2 µs on a TPU v5e, ten times a 128³ dot's MXU time. float32 operands make one
 bfloat16 MXU pass on a TPU (XLA's DEFAULT precision there; interpreted on a CPU they stay
 float32, as XLA's are), and a float32 output accumulates in its own VMEM block (no scratch).
@@ -40,6 +41,16 @@ Backend = Literal["tpu", "gpu"]
 
 
 @dataclasses.dataclass(frozen=True)
+class Blocks:
+    """The blocks one problem runs with (``BlockSizes.within``): aligned shares of the
+    tiles, or a whole dimension of any length."""
+
+    block_m: int
+    block_k: int
+    block_n: int
+
+
+@dataclasses.dataclass(frozen=True)
 class BlockSizes:
     """Tile sizes, upper bounds (``within``). TPU tiles are (sublane 8·2 for bf16, lane 128)
     aligned. The default fits v5e's 16 MiB scoped VMEM in float32 and bfloat16 alike."""
@@ -59,18 +70,23 @@ class BlockSizes:
             if getattr(self, name) % 128:
                 raise ValueError(f"{name} must be a multiple of 128, got {getattr(self, name)}")
 
-    def within(self, M: int, K: int, N: int) -> BlockSizes:
+    def within(self, M: int, K: int, N: int) -> Blocks:
         """The tiles this problem runs with: as many blocks per dimension as these tiles
         make, each the dimension's even share rounded up to 128 (16 for a block_m that is
         not a multiple of 128). A tile is an upper bound, so one default serves 127³ and
-        4096³ alike: never more blocks, and 513 runs as one 640 block or two of 384 (the
-        edge block partial), not as 1024."""
+        4096³ alike: never more blocks, and 513 runs as two blocks of 384 (the edge block
+        partial), not as 1024. A dimension the tile covers is one block of the whole
+        dimension (a block as long as the array's axis is never partial, whatever its
+        alignment): 513, not 640. On a TPU v5e the batch entries of 4 x 513³ in 640 blocks,
+        each partial in every dimension, ran in 4.9x one entry's time (docs/TPU.md)."""
 
         def share(tile: int, dim: int) -> int:
+            if dim <= tile:
+                return dim
             align = 128 if tile % 128 == 0 else 16
             return min(tile, round_up(-(-dim // -(-dim // tile)), align))
 
-        return BlockSizes(share(self.block_m, M), share(self.block_k, K), share(self.block_n, N))
+        return Blocks(share(self.block_m, M), share(self.block_k, K), share(self.block_n, N))
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -78,8 +94,7 @@ def round_up(n: int, multiple: int) -> int:
 
 
 # refs: a [bb, bm, bk] ([bb, bk, bm] transposed), b [bb, bk, bn] ([bb, bn, bk] transposed),
-# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] where o is not float32 and K takes
-# more than one step.
+# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] unless o is float32 itself.
 def _tpu_kernel(
     a_ref,
     b_ref,
@@ -89,10 +104,13 @@ def _tpu_kernel(
     transpose_b: bool,
     one_pass: bool,
     k_tail: int,
-    k_steps: int,
 ):
     acc_ref = scratch[0] if scratch else o_ref
-    k = pl.program_id(3)
+    k, last = pl.program_id(3), pl.num_programs(3) - 1
+
+    @pl.when(k == 0)
+    def _init():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
 
     def product(a: jax.Array, b: jax.Array) -> jax.Array:
         if one_pass:  # float32 as XLA multiplies it on a TPU at DEFAULT: one bf16 pass
@@ -105,44 +123,27 @@ def _tpu_kernel(
 
     a_k, b_k = (0 if transpose_a else 1), (1 if transpose_b else 0)  # each block's K axis
 
-    def parts(i: int, valid_k: int | None) -> list[jax.Array]:
-        """Batch entry ``i``'s products over this K block: one, or, where the block holds
-        K's edge, the aligned head unmasked and the 128-wide strips past it masked (the
-        block reads past K there: zero both operands, as 0 x NaN is NaN)."""
-        if valid_k is None:
-            return [product(a_ref[i], b_ref[i])]
-        head = valid_k // 128 * 128
-        tail_a = _keep_leading(_k_slice(a_ref, i, a_k, head, None), a_k, valid_k - head)
-        tail_b = _keep_leading(_k_slice(b_ref, i, b_k, head, None), b_k, valid_k - head)
-        tail = product(tail_a, tail_b)
-        if not head:
-            return [tail]
-        return [product(_k_slice(a_ref, i, a_k, 0, head), _k_slice(b_ref, i, b_k, 0, head)), tail]
-
-    def step(first: bool, valid_k: int | None) -> None:
-        """The first K step writes its product (no zero fill, no read of the block); later
-        ones add to it. A product that is the whole contraction goes straight to the output
-        in its dtype: on a TPU v5e the fill and the read-modify-write of a 1024 x 1024
-        float32 block cost more than a grid step."""
+    def accumulate(valid_k: int | None) -> None:
         for i in range(a_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
-            terms = parts(i, valid_k)
-            if k_steps == 1 and o_ref.dtype != jnp.float32:
-                o_ref[i] = sum(terms[1:], terms[0]).astype(o_ref.dtype)
+            if valid_k is None:
+                acc_ref[i] += product(a_ref[i], b_ref[i])
                 continue
-            if first:
-                acc_ref[i] = terms.pop(0)
-            for term in terms:
-                acc_ref[i] += term
+            # The last K block reads past K: zero both operands there (0 x NaN is NaN), but
+            # only in the 128-wide strips that hold the edge; the aligned head needs no mask.
+            head = valid_k // 128 * 128
+            if head:
+                acc_ref[i] += product(
+                    _k_slice(a_ref, i, a_k, 0, head), _k_slice(b_ref, i, b_k, 0, head)
+                )
+            a = _keep_leading(_k_slice(a_ref, i, a_k, head, None), a_k, valid_k - head)
+            b = _keep_leading(_k_slice(b_ref, i, b_k, head, None), b_k, valid_k - head)
+            acc_ref[i] += product(a, b)
 
-    last = k_steps - 1
-    tail = k_tail or None  # K is not a multiple of bk: only the last step pays for the mask
-    if k_steps == 1:
-        step(True, tail)
+    if k_tail:  # K is not a multiple of bk: only the last step pays for the mask
+        pl.when(k < last)(lambda: accumulate(None))
+        pl.when(k == last)(lambda: accumulate(k_tail))
     else:
-        pl.when(k == 0)(lambda: step(True, None))
-        if k_steps > 2:
-            pl.when((k > 0) & (k < last))(lambda: step(False, None))
-        pl.when(k == last)(lambda: step(False, tail))
+        accumulate(None)
 
     if scratch:
 
@@ -165,13 +166,13 @@ def _k_slice(ref, entry: int, axis: int, start: int, stop: int | None) -> jax.Ar
     return ref[entry, cut, :] if axis == 0 else ref[entry, :, cut]
 
 
-def batch_block(B: int, tile: BlockSizes, blocks: BlockSizes) -> int:
+def batch_block(B: int, tile: BlockSizes, blocks: Blocks) -> int:
     """How many batch entries one grid step multiplies: the largest divisor of B whose
     blocks together hold no more elements than one tile of ``tile`` (a, b and the output).
     Small problems (B16 of 128³) then take a few steps, not one per entry: on a TPU v5e a
     grid step costs about 0.2 µs, ten times a 128³ dot's MXU time."""
 
-    def elements(t: BlockSizes) -> int:
+    def elements(t: BlockSizes | Blocks) -> int:
         m, k, n = t.block_m, t.block_k, t.block_n
         return m * k + k * n + m * n
 
@@ -182,7 +183,7 @@ def batch_block(B: int, tile: BlockSizes, blocks: BlockSizes) -> int:
 def _tpu_call(
     a,
     b,
-    blocks: BlockSizes,
+    blocks: Blocks,
     bb: int,
     K: int,
     interpret: bool,
@@ -197,10 +198,6 @@ def _tpu_call(
     M = a.shape[2] if transpose_a else a.shape[1]
     N = b.shape[1] if transpose_b else b.shape[2]
     bm, bk, bn = blocks.block_m, blocks.block_k, blocks.block_n
-    k_steps = pl.cdiv(K, bk)
-    # A float32 output accumulates in its own block; another dtype needs a float32 scratch
-    # only where the contraction takes more than one step.
-    accumulator = a.dtype != jnp.float32 and k_steps > 1
     a_spec = (
         pl.BlockSpec((bb, bk, bm), lambda g, i, j, k: (g, k, i))
         if transpose_a
@@ -218,13 +215,12 @@ def _tpu_call(
             transpose_b=transpose_b,
             one_pass=a.dtype == jnp.float32 and not interpret,
             k_tail=K % bk,
-            k_steps=k_steps,
         ),
         out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
-        grid=(B // bb, pl.cdiv(M, bm), pl.cdiv(N, bn), k_steps),
+        grid=(B // bb, pl.cdiv(M, bm), pl.cdiv(N, bn), pl.cdiv(K, bk)),
         in_specs=[a_spec, b_spec],
         out_specs=pl.BlockSpec((bb, bm, bn), lambda g, i, j, k: (g, i, j)),
-        scratch_shapes=[pltpu.VMEM((bb, bm, bn), jnp.float32)] if accumulator else [],
+        scratch_shapes=[] if a.dtype == jnp.float32 else [pltpu.VMEM((bb, bm, bn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "parallel", "parallel", "arbitrary")
         ),
@@ -322,8 +318,8 @@ def matmul_tiled(
         return out if batched else out[0]
     blocks = tile.within(M, K, N)
     # A transposed block of a is [bk, bm]: its lane dimension bm must be a multiple of 128
-    # on TPU; a smaller bm multiplies an XLA transpose instead.
-    if transpose_a and blocks.block_m % 128:
+    # on TPU, or all of M; another bm multiplies an XLA transpose instead.
+    if transpose_a and blocks.block_m % 128 and blocks.block_m != M:
         a3, transpose_a = jnp.swapaxes(a3, 1, 2), False
     bb = batch_block(a3.shape[0], tile, blocks)
     out = _tpu_call(a3, b3, blocks, bb, K, interpret, transpose_a, transpose_b)
