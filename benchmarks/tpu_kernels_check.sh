@@ -27,6 +27,8 @@
 #   mm-promote  ci-bench run --profile ci --kernel matmul, promoted (--tag "$TAG", default v0.4.0)
 #   mm-1024-bf16  ci-bench run --profile full over 1024³ bfloat16, every mode
 #   mm-1024   the same over 1024³ in both dtypes (B1, B4, B16; every mode)
+#   mm-layouts  benchmarks/tpu_matmul_layouts.py: the matmul and XLA's at 513³ in the layouts
+#             XLA stores them in, and row-major (what XLA's relayout copies cost)
 #   mm-compare-prev  ci-bench compare of mm-promote's run against the baseline of the
 #             version before ($PREV), as markdown: what the version changed on the chip
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
@@ -146,6 +148,7 @@ for name in "$@"; do
   mm-1024)
     step 300 mm-1024 ci-bench run --profile full --kernel matmul \
       --case 'matmul/*-M1024-*' --case 'matmul/*-M1024-*/*' -o "$out/mm_1024.json" ;;
+  mm-layouts) step 200 mm-layouts python benchmarks/tpu_matmul_layouts.py --out "$out" ;;
   mm-compare-prev)
     step 60 mm-compare-prev ci-bench compare "$out/mm_ci.json" \
       --baseline-version "${PREV:?PREV: the version to compare with}" \
