@@ -24,6 +24,8 @@
 #   mm-tune-whole-bwd  ci-bench tune --measure 4 --write over the ci profile's 513³ backward
 #             cases, tiles 128, 512 and 1024 (1024: each dimension one whole 513 block, the
 #             fused backward since matmul 0.8.0)
+#   mm-tune-b16-f32-bwd  ci-bench tune --measure 8 --write over B16-1024³ float32's backward
+#             (tiles 256-1024), then that case's full-profile run
 #   mm-promote  ci-bench run --profile ci --kernel matmul, promoted (--tag "$TAG", default v0.4.0)
 #   mm-1024-bf16  ci-bench run --profile full over 1024³ bfloat16, every mode
 #   mm-1024   the same over 1024³ in both dtypes (B1, B4, B16; every mode)
@@ -137,6 +139,15 @@ for name in "$@"; do
       --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
       -o "$out/tune_whole_bwd.json"
     cp "baselines/matmul_v$(kernel_version matmul).tuned.v5e.json" "$out/" ;;
+  mm-tune-b16-f32-bwd)
+    sizes=256,512,1024
+    step 240 mm-tune-b16-f32-bwd ci-bench tune --kernel matmul --profile full --chip v5e \
+      --measure 8 --case 'matmul/B16-M1024-K1024-N1024/float32/backward' --write --force \
+      --values block_m=$sizes --values block_k=$sizes --values block_n=$sizes \
+      -o "$out/tune_b16_f32_bwd.json"
+    cp "baselines/matmul_v$(kernel_version matmul).tuned.v5e.json" "$out/"
+    step 120 mm-b16-f32-bwd ci-bench run --profile full --kernel matmul \
+      --case 'matmul/B16-M1024-K1024-N1024/float32/backward' -o "$out/mm_b16_f32_bwd.json" ;;
   mm-promote)
     step 200 mm-promote ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json"
     step 60 mm-promote-write ci-bench promote "$out/mm_ci.json" --tag "${TAG:-v0.4.0}"
