@@ -44,6 +44,7 @@
 #   vmem-probe  benchmarks/tpu_vmem_probe.py: the VMEM Mosaic needs per matmul tiling
 #   vmem-probe-narrow  the same for bn 128 and one k step (to OUT/narrow/vmem_probe.json)
 #   mm-ci     ci-bench run --profile ci --kernel matmul    (reads the tuned file if written)
+#   mm-ci-compare  the same, then ci-bench compare against the shipped baseline (markdown)
 #   gla-variants  benchmarks/tpu_gla_variants.py: the forward body's variants, timed and checked
 #   model-validation  benchmarks/tpu_model_validation.py: the cost model against the chip
 #   ci-run    ci-bench run --profile ci (every kernel), to OUT/ci_N.json: N counts the runs
@@ -202,6 +203,9 @@ for name in "$@"; do
     n=1; while [ -e "$out/ci_$n.json" ]; do n=$((n + 1)); done
     step 400 "ci-run-$n" ci-bench run --profile ci -o "$out/ci_$n.json" ;;
   mm-ci) step 150 mm-ci ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json" ;;
+  mm-ci-compare)
+    step 230 mm-ci-compare-run ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json"
+    step 60 mm-ci-compare ci-bench compare "$out/mm_ci.json" --markdown "$out/mm_compare.md" ;;
   gla-variants) step 300 gla-variants python benchmarks/tpu_gla_variants.py --out "$out" ;;
   model-validation)
     step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \
