@@ -80,7 +80,7 @@ def set_values(items: list[str]) -> dict[str, int | str | bool]:
 
 
 def _show(profiled: Profiled, fmt: str, out: TextIO) -> None:
-    from ci_bench.report.unit_metrics import SOURCE, metrics_table
+    from ci_bench.report.unit_metrics import SOURCE, metrics_table, outside_line
 
     if fmt == "json":
         return
@@ -91,6 +91,8 @@ def _show(profiled: Profiled, fmt: str, out: TextIO) -> None:
     if profiled.metrics:
         out.write("\n" + metrics_table(profiled.metrics) + "\n")
         out.write(f"({SOURCE})\n")
+    if profiled.outside is not None:
+        out.write(outside_line(profiled.outside) + "\n")
     if profiled.note:
         out.write(profiled.note + "\n")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci_bench.schema.unit_metrics import UNITS, KernelUnitMetrics
+from ci_bench.schema.unit_metrics import UNITS, KernelUnitMetrics, OutsideKernels
 
 TRACE_FLAGS = (
     "--xla_enable_custom_call_region_trace=true",
@@ -138,6 +138,40 @@ def _kernel(
         spills=None if spills is None else int(spills),
         fills=None if fills is None else int(fills),
     )
+
+
+def _kind(event_name: str) -> str:
+    """``%copy.2 = f32[...] copy(...)`` -> ``copy``; ``copy-start.1`` -> ``copy-start``."""
+    return re.sub(r"\.\d+$", "", op_name(event_name))
+
+
+def read_outside(profile: Any) -> OutsideKernels | None:
+    """What ran beside the Pallas kernels on the first TPU device plane that ran one (the
+    plane ``read_trace`` reads); None when no Pallas kernel ran on a TPU."""
+    ops: dict[str, dict[str, list[float]]] = {}
+    modules: dict[str, float] = {}
+    kernels: dict[str, dict[str, int]] = {}
+    for plane, line in _device_lines(profile):
+        if line.name == "XLA Modules":
+            modules[plane] = modules.get(plane, 0.0) + sum(e.duration_ns for e in line.events)
+        elif line.name == "XLA Ops":
+            for event in line.events:
+                if PALLAS_TARGET in event.name:
+                    calls = kernels.setdefault(plane, {})
+                    calls[op_name(event.name)] = calls.get(op_name(event.name), 0) + 1
+                else:
+                    tally = ops.setdefault(plane, {}).setdefault(_kind(event.name), [0, 0.0])
+                    tally[0] += 1
+                    tally[1] += event.duration_ns
+    chosen = next((plane for plane, _ in _device_lines(profile) if plane in kernels), None)
+    if chosen is None:
+        return None
+    calls = max(kernels[chosen].values())
+    per_call = {
+        kind: (count / calls, ns / calls / 1e3)
+        for kind, (count, ns) in sorted(ops.get(chosen, {}).items())
+    }
+    return OutsideKernels(calls, modules.get(chosen, 0.0) / calls / 1e3, per_call)
 
 
 def has_counters(profile: Any) -> bool:

@@ -23,6 +23,7 @@ from ci_bench.measure.unit_metrics import (
     libtpu_args,
     metric_env,
     read_dumps,
+    read_outside,
     read_trace,
     with_dumps,
 )
@@ -30,7 +31,7 @@ from ci_bench.pipeline.kernels import HEAD, BaseWhere, describe_head, read_devic
 from ci_bench.pipeline.request import Request
 from ci_bench.schema.report import CaseVerdict, Report, UnitMetricsPair
 from ci_bench.schema.results import DeviceFingerprint
-from ci_bench.schema.unit_metrics import KernelUnitMetrics
+from ci_bench.schema.unit_metrics import KernelUnitMetrics, OutsideKernels
 from ci_bench.text import one_line
 
 NEEDS_TPU = "unit metrics (MXU, scalar ALU, spills, DMA) need a TPU: this trace ran on {platform}"
@@ -51,15 +52,27 @@ class Profiled:
     note: str | None = None
     files: tuple[Path, ...] = field(default_factory=tuple)
     module: str | None = None  # the kernel module that defines the case's kernel
+    outside: OutsideKernels | None = None  # the XLA operations beside the kernels
 
     def as_json(self) -> dict[str, Any]:
         from ci_bench.report.unit_metrics import hints
 
+        outside = self.outside
         return {
             "case": self.case,
             "trace": [str(p) for p in self.files],
             "metrics": [{**m.model_dump(mode="json"), "hints": hints(m)} for m in self.metrics],
             "note": self.note,
+            "outside": None
+            if outside is None
+            else {
+                "calls": outside.calls,
+                "program_us": round(outside.program_us, 3),
+                "us": round(outside.us, 3),
+                "ops": {
+                    k: {"per_call": n, "us": round(us, 3)} for k, (n, us) in outside.ops.items()
+                },
+            },
         }
 
 
@@ -107,7 +120,7 @@ def read_saved(trace: Path, dumps: Path | None, case: str | None = None) -> Prof
         note = None
         if dumps is not None:
             metrics = with_dumps(metrics, read_dumps(dumps, [m.kernel for m in metrics]))
-    return Profiled(case, None, tuple(metrics), note, (trace,))
+    return Profiled(case, None, tuple(metrics), note, (trace,), outside=read_outside(profile))
 
 
 def profile_cases(

@@ -17,7 +17,7 @@ from tabulate import tabulate
 from ci_bench.report.comment_tables import case_cell
 from ci_bench.report.escape import md_inline
 from ci_bench.schema.report import CaseVerdict
-from ci_bench.schema.unit_metrics import UNITS, KernelUnitMetrics
+from ci_bench.schema.unit_metrics import UNITS, KernelUnitMetrics, OutsideKernels
 
 SCALAR_HIGH = 50.0  # % of scalar ALU slots: index arithmetic dominates
 MXU_LOW = 50.0  # % of MXU slots, for a kernel that uses the MXU at all
@@ -113,6 +113,29 @@ def metrics_table(metrics: Sequence[KernelUnitMetrics], tablefmt: str = "simple"
     low = [m for m in metrics if m.utilisation and m.covered < 0.9]
     notes += [f"{m.kernel}: the counters cover {m.covered:.0%} of its time" for m in low]
     return "\n".join([table, *notes])
+
+
+def outside_line(outside: OutsideKernels) -> str:
+    """One line on the XLA operations beside the kernels, per call of the program: the
+    time they take of the program's, by kind, and what copies there usually mean."""
+    if not outside.ops:
+        program = f"{outside.program_us:.1f} µs a call"
+        return f"beside the Pallas kernels: nothing (the program, {program}, is its kernels)"
+
+    def count(n: float) -> str:
+        return f"{n:.0f}" if n == int(n) else f"{n:.1f}"
+
+    kinds = ", ".join(f"{kind} x{count(n)} {us:.1f} µs" for kind, (n, us) in outside.ops.items())
+    line = (
+        f"beside the Pallas kernels: {outside.us:.1f} µs a call of the program's "
+        f"{outside.program_us:.1f} ({kinds})"
+    )
+    if any(kind.startswith("copy") for kind in outside.ops):
+        line += (
+            "; copies around a kernel are usually XLA changing an operand's or the result's "
+            "layout for it (a pallas_call takes its arrays row-major)"
+        )
+    return line
 
 
 SOURCE = (

@@ -10,6 +10,8 @@ absent, never zero. docs/USING.md, "Profiling metrics", says how each is read.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import Field
 
 from ci_bench.schema.base import Model
@@ -48,3 +50,19 @@ class KernelUnitMetrics(Model):
         default_factory=dict,
         description="DMA instructions in the code by kind: hbm_to_vmem, vmem_to_hbm, done.wait",
     )
+
+
+@dataclass(frozen=True)
+class OutsideKernels:
+    """The XLA operations that ran beside the Pallas kernels in a traced program, per call
+    of it: the copies XLA's layout assignment puts around a custom call (an operand stored
+    batch-minor, ``{2,0,1:T(4,128)}``, handed to a kernel that takes it row-major), the
+    fusions of the jnp code around it. The kernels' own table never shows them."""
+
+    calls: int  # the program's traced calls (the most calls of one Pallas kernel)
+    program_us: float  # the whole program's device time per call (XLA Modules)
+    ops: dict[str, tuple[float, float]]  # kind (copy, fusion, ...) -> (ops, µs) per call
+
+    @property
+    def us(self) -> float:
+        return sum(us for _, us in self.ops.values())
