@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,33 +36,13 @@ for _path in (str(HERE.parent), str(HERE)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from tpu_microbench import provenance  # noqa: E402
+from tpu_microbench import jitted_device_us, provenance  # noqa: E402
 
 from kernels.matmul.kernel import BlockSizes, matmul_tiled  # noqa: E402
 
 # (B, M, K, N): the ci profile's unaligned batched case, its B1 form, and an aligned control.
 SHAPES = ((4, 513, 513, 513), (1, 513, 513, 513), (4, 512, 512, 512))
 TILES = BlockSizes(640, 640, 640)  # one whole block per dimension, one batch entry a step
-
-
-def timed_us(jitted: Any, args: tuple[Any, ...], repeats: int) -> float:
-    """Median device time of one call of an already jitted function (tpu_microbench's
-    device_us, for a jit with its own layouts)."""
-    from ci_bench.measure.timers import executions_in
-
-    jax.block_until_ready(jitted(*args))
-    jax.block_until_ready(jitted(*args))
-    with tempfile.TemporaryDirectory(prefix="layouts-") as folder:
-        jax.profiler.start_trace(folder)
-        try:
-            for _ in range(repeats):
-                jax.block_until_ready(jitted(*args))
-        finally:
-            jax.profiler.stop_trace()
-        (trace,) = Path(folder).rglob("*.xplane.pb")
-        profile = jax.profiler.ProfileData.from_file(str(trace))
-    runs = executions_in(profile, repeats)
-    return statistics.median(r.device_ns for r in runs[-repeats:]) / 1e3
 
 
 def copies_and_layout(jitted: Any, args: tuple[Any, ...]) -> tuple[int, str]:
@@ -96,7 +74,7 @@ def measure(shape: tuple[int, int, int, int], dtype: Any, repeats: int, interpre
                 jitted = jax.jit(fn, in_shardings=(row_major, row_major), out_shardings=row_major)
                 args = (jax.device_put(a, row_major), jax.device_put(b, row_major))
             copies, layout = copies_and_layout(jitted, args)
-            us = timed_us(jitted, args, repeats)
+            us = jitted_device_us(jitted, args, repeats)
             rows.append(
                 {
                     "shape": list(shape),

@@ -55,9 +55,13 @@ BENCHMARKS = ("dot", "step", "hbm", "vector", "vmem")
 def device_us(fn: Callable[..., Any], args: tuple[Any, ...], repeats: int) -> float:
     """Median device time of one call, in µs (wall time on a CPU, which has no device
     plane: ``executions_in`` then reads the CPU client's ops)."""
+    return jitted_device_us(jax.jit(fn), args, repeats)
+
+
+def jitted_device_us(jitted: Any, args: tuple[Any, ...], repeats: int) -> float:
+    """``device_us`` of a function already jitted (with layouts or shardings of its own)."""
     from ci_bench.measure.timers import executions_in
 
-    jitted = jax.jit(fn)
     jax.block_until_ready(jitted(*args))  # compile and warm up outside the trace
     jax.block_until_ready(jitted(*args))
     with tempfile.TemporaryDirectory(prefix="microbench-") as folder:
