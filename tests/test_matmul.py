@@ -56,10 +56,13 @@ def test_custom_block_sizes_are_used_and_still_exact():
 @pytest.mark.parametrize(
     ("K", "block_k"),
     [
-        (300, 384),  # one K block of 384: an aligned head of 256, 44 valid in the strip
-        (513, 1024),  # one block of 640: head 512, one valid column in the strip
-        (700, 256),  # three blocks, the last holding 188: head 128, 60 in the strip
-        (100, 128),  # no aligned head: the strip is the whole block
+        # A K the tile covers is one whole block (0.8.0): no mask, Mosaic's own edge.
+        (513, 1024),
+        # Several blocks, the last past K: masked there.
+        (684, 384),  # two of 384, the last holding 300: an aligned head of 256, 44 in the strip
+        (1153, 640),  # two of 640, the last holding 513: head 512, one valid column
+        (700, 256),  # three of 256, the last holding 188: head 128, 60 in the strip
+        (228, 128),  # two of 128, the last holding 100: no aligned head, the strip is all
     ],
 )
 @pytest.mark.parametrize(("dtype", "tolerance"), [("float32", 1e-4), ("bfloat16", 2e-2)])
