@@ -6,10 +6,8 @@ had none)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-from pathlib import Path
 
 import pytest
 from jax.profiler import ProfileData
@@ -17,8 +15,8 @@ from jax.profiler import ProfileData
 from ci_bench.measure.unit_metrics import read_outside
 from ci_bench.report.unit_metrics import outside_line
 from tests.conftest import run_cli
+from tests.test_unit_metrics import CHIP, recorded
 
-CHIP = Path(__file__).parent / "fixtures" / "tpu_v5e"
 COPIES = (  # (offset, duration) in ps after the kernel, and XLA's own instruction text
     (
         1_000_000,
@@ -39,11 +37,6 @@ COPIES = (  # (offset, duration) in ps after the kernel, and XLA's own instructi
 
 
 SPAN = 9_500_000  # ps: the copies' span after the kernel
-
-
-def recorded(name: str) -> str:
-    with gzip.open(CHIP / f"{name}.trace.textproto.gz", "rt") as f:
-        return f.read()
 
 
 def _first_duration(text: str, line: str) -> tuple[int, int]:

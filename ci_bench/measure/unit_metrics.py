@@ -148,30 +148,35 @@ def _kind(event_name: str) -> str:
 def read_outside(profile: Any) -> OutsideKernels | None:
     """What ran beside the Pallas kernels on the first TPU device plane that ran one (the
     plane ``read_trace`` reads); None when no Pallas kernel ran on a TPU."""
-    ops: dict[str, dict[str, list[float]]] = {}
-    modules: dict[str, float] = {}
-    kernels: dict[str, dict[str, int]] = {}
+    chosen = next(
+        (
+            plane
+            for plane, line in _device_lines(profile)
+            if line.name == "XLA Ops" and any(PALLAS_TARGET in e.name for e in line.events)
+        ),
+        None,
+    )
+    if chosen is None:
+        return None
+    module_ns = 0.0
+    kernels: dict[str, int] = {}  # each Pallas kernel's calls
+    ops: dict[str, list[float]] = {}  # each other kind's count and nanoseconds
     for plane, line in _device_lines(profile):
+        if plane != chosen:
+            continue
         if line.name == "XLA Modules":
-            modules[plane] = modules.get(plane, 0.0) + sum(e.duration_ns for e in line.events)
+            module_ns += sum(e.duration_ns for e in line.events)
         elif line.name == "XLA Ops":
             for event in line.events:
                 if PALLAS_TARGET in event.name:
-                    calls = kernels.setdefault(plane, {})
-                    calls[op_name(event.name)] = calls.get(op_name(event.name), 0) + 1
-                else:
-                    tally = ops.setdefault(plane, {}).setdefault(_kind(event.name), [0, 0.0])
-                    tally[0] += 1
-                    tally[1] += event.duration_ns
-    chosen = next((plane for plane, _ in _device_lines(profile) if plane in kernels), None)
-    if chosen is None:
-        return None
-    calls = max(kernels[chosen].values())
-    per_call = {
-        kind: (count / calls, ns / calls / 1e3)
-        for kind, (count, ns) in sorted(ops.get(chosen, {}).items())
-    }
-    return OutsideKernels(calls, modules.get(chosen, 0.0) / calls / 1e3, per_call)
+                    kernels[op_name(event.name)] = kernels.get(op_name(event.name), 0) + 1
+                    continue
+                tally = ops.setdefault(_kind(event.name), [0, 0.0])
+                tally[0] += 1
+                tally[1] += event.duration_ns
+    calls = max(kernels.values())
+    per_call = {kind: (n / calls, ns / calls / 1e3) for kind, (n, ns) in sorted(ops.items())}
+    return OutsideKernels(calls, module_ns / calls / 1e3, per_call)
 
 
 def has_counters(profile: Any) -> bool:
