@@ -31,6 +31,9 @@
 #   mm-1024   the same over 1024³ in both dtypes (B1, B4, B16; every mode)
 #   mm-layouts  benchmarks/tpu_matmul_layouts.py: the matmul and XLA's at 513³ in the layouts
 #             XLA stores them in, and row-major (what XLA's relayout copies cost)
+#   mm-middle  benchmarks/tpu_matmul_batch_middle.py: the layouts the chip stores the profile's
+#             batched shapes in, and the matmul at 513³ reading XLA's batch-middle layout
+#             (no relayout copies) over several tilings, beside the shipped kernel and XLA's
 #   mm-compare-prev  ci-bench compare of mm-promote's run against the baseline of the
 #             version before ($PREV), as markdown: what the version changed on the chip
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
@@ -161,6 +164,7 @@ for name in "$@"; do
     step 300 mm-1024 ci-bench run --profile full --kernel matmul \
       --case 'matmul/*-M1024-*' --case 'matmul/*-M1024-*/*' -o "$out/mm_1024.json" ;;
   mm-layouts) step 200 mm-layouts python benchmarks/tpu_matmul_layouts.py --out "$out" ;;
+  mm-middle) step 300 mm-middle python benchmarks/tpu_matmul_batch_middle.py --out "$out" ;;
   mm-compare-prev)
     step 60 mm-compare-prev ci-bench compare "$out/mm_ci.json" \
       --baseline-version "${PREV:?PREV: the version to compare with}" \

@@ -94,7 +94,10 @@ def round_up(n: int, multiple: int) -> int:
 
 
 # refs: a [bb, bm, bk] ([bb, bk, bm] transposed), b [bb, bk, bn] ([bb, bn, bk] transposed),
-# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] unless o is float32 itself.
+# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] unless o is float32 itself. With
+# ``batch_axis`` 1 the batch is each block's middle axis instead ([bm, bb, bk], ...): the
+# layout XLA stores some unaligned batched arrays in (``batch_middle``); the accumulator
+# scratch stays [bb, bm, bn].
 def _tpu_kernel(
     a_ref,
     b_ref,
@@ -104,8 +107,11 @@ def _tpu_kernel(
     transpose_b: bool,
     one_pass: bool,
     k_tail: int,
+    batch_axis: int = 0,
 ):
     acc_ref = scratch[0] if scratch else o_ref
+    acc_axis = 0 if scratch else batch_axis
+    entries = a_ref.shape[batch_axis]
     k, last = pl.program_id(3), pl.num_programs(3) - 1
 
     @pl.when(k == 0)
@@ -121,23 +127,27 @@ def _tpu_kernel(
             a, b, (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
         )
 
-    a_k, b_k = (0 if transpose_a else 1), (1 if transpose_b else 0)  # each block's K axis
+    def add(i: int, product: jax.Array) -> None:
+        at = _entry(i, acc_axis)
+        acc_ref[at] += product
+
+    a_k, b_k = (0 if transpose_a else 1), (1 if transpose_b else 0)  # each entry's K axis
 
     def accumulate(valid_k: int | None) -> None:
-        for i in range(a_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
+        for i in range(entries):  # the batch block, unrolled: one 2-D dot each
             if valid_k is None:
-                acc_ref[i] += product(a_ref[i], b_ref[i])
+                add(i, product(a_ref[_entry(i, batch_axis)], b_ref[_entry(i, batch_axis)]))
                 continue
             # The last K block reads past K: zero both operands there (0 x NaN is NaN), but
             # only in the 128-wide strips that hold the edge; the aligned head needs no mask.
             head = valid_k // 128 * 128
+            a_cut = functools.partial(_k_slice, a_ref, i, a_k, batch_axis=batch_axis)
+            b_cut = functools.partial(_k_slice, b_ref, i, b_k, batch_axis=batch_axis)
             if head:
-                acc_ref[i] += product(
-                    _k_slice(a_ref, i, a_k, 0, head), _k_slice(b_ref, i, b_k, 0, head)
-                )
-            a = _keep_leading(_k_slice(a_ref, i, a_k, head, None), a_k, valid_k - head)
-            b = _keep_leading(_k_slice(b_ref, i, b_k, head, None), b_k, valid_k - head)
-            acc_ref[i] += product(a, b)
+                add(i, product(a_cut(0, head), b_cut(0, head)))
+            a = _keep_leading(a_cut(head, None), a_k, valid_k - head)
+            b = _keep_leading(b_cut(head, None), b_k, valid_k - head)
+            add(i, product(a, b))
 
     if k_tail:  # K is not a multiple of bk: only the last step pays for the mask
         pl.when(k < last)(lambda: accumulate(None))
@@ -149,7 +159,16 @@ def _tpu_kernel(
 
         @pl.when(k == last)
         def _store():
-            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+            if batch_axis == 0:
+                o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+                return
+            for i in range(entries):
+                o_ref[_entry(i, 1)] = acc_ref[i].astype(o_ref.dtype)
+
+
+def _entry(i: int, batch_axis: int) -> tuple[int | slice, ...]:
+    """The index of batch entry ``i`` of a 3-D block whose batch is axis ``batch_axis``."""
+    return (i, slice(None), slice(None)) if batch_axis == 0 else (slice(None), i, slice(None))
 
 
 def _keep_leading(x: jax.Array, axis: int, n: int) -> jax.Array:
@@ -159,11 +178,14 @@ def _keep_leading(x: jax.Array, axis: int, n: int) -> jax.Array:
     return jnp.where(index < n, x, jnp.zeros_like(x))
 
 
-def _k_slice(ref, entry: int, axis: int, start: int, stop: int | None) -> jax.Array:
-    """Batch entry ``entry`` of a block, cut along its K ``axis`` (0 or 1) at 128-aligned
-    bounds: a load of just that part, no copy of the rest."""
+def _k_slice(
+    ref, entry: int, axis: int, start: int, stop: int | None, *, batch_axis: int = 0
+) -> jax.Array:
+    """Batch entry ``entry`` of a block, cut along its K ``axis`` (0 or 1 of the entry) at
+    128-aligned bounds: a load of just that part, no copy of the rest."""
     cut = slice(start, stop)
-    return ref[entry, cut, :] if axis == 0 else ref[entry, :, cut]
+    rows, cols = (cut, slice(None)) if axis == 0 else (slice(None), cut)
+    return ref[(entry, rows, cols) if batch_axis == 0 else (rows, entry, cols)]
 
 
 def batch_block(B: int, tile: BlockSizes, blocks: Blocks) -> int:
@@ -189,25 +211,45 @@ def _tpu_call(
     interpret: bool,
     transpose_a: bool = False,
     transpose_b: bool = False,
+    batch_axis: int = 0,
+    vmem_limit_bytes: int | None = None,
 ) -> jax.Array:
     """Edge blocks past M or N are partial (Pallas drops their writes); past K they are
-    zeroed in the kernel (``k_tail``): no operand is padded or copied."""
+    zeroed in the kernel (``k_tail``): no operand is padded or copied. ``batch_axis`` 1:
+    every operand and the result hold the batch as their middle axis (``batch_middle``)."""
     from jax.experimental.pallas import tpu as pltpu
 
-    B = a.shape[0]
-    M = a.shape[2] if transpose_a else a.shape[1]
-    N = b.shape[1] if transpose_b else b.shape[2]
+    def stored(x: jax.Array) -> tuple[int, int, int]:  # (batch, rows, columns)
+        return (x.shape[1], x.shape[0], x.shape[2]) if batch_axis else x.shape
+
+    def spec(block: tuple[int, int, int], index) -> pl.BlockSpec:
+        if not batch_axis:
+            return pl.BlockSpec(block, index)
+
+        def middle(*grid):
+            g, r, c = index(*grid)
+            return r, g, c
+
+        return pl.BlockSpec((block[1], block[0], block[2]), middle)
+
+    B, a_rows, a_cols = stored(a)
+    _, b_rows, b_cols = stored(b)
+    M = a_cols if transpose_a else a_rows
+    N = b_rows if transpose_b else b_cols
     bm, bk, bn = blocks.block_m, blocks.block_k, blocks.block_n
     a_spec = (
-        pl.BlockSpec((bb, bk, bm), lambda g, i, j, k: (g, k, i))
+        spec((bb, bk, bm), lambda g, i, j, k: (g, k, i))
         if transpose_a
-        else pl.BlockSpec((bb, bm, bk), lambda g, i, j, k: (g, i, k))
+        else spec((bb, bm, bk), lambda g, i, j, k: (g, i, k))
     )
     b_spec = (
-        pl.BlockSpec((bb, bn, bk), lambda g, i, j, k: (g, j, k))
+        spec((bb, bn, bk), lambda g, i, j, k: (g, j, k))
         if transpose_b
-        else pl.BlockSpec((bb, bk, bn), lambda g, i, j, k: (g, k, j))
+        else spec((bb, bk, bn), lambda g, i, j, k: (g, k, j))
     )
+    params = {"dimension_semantics": ("parallel", "parallel", "parallel", "arbitrary")}
+    if vmem_limit_bytes is not None:
+        params["vmem_limit_bytes"] = vmem_limit_bytes
     return pl.pallas_call(
         functools.partial(
             _tpu_kernel,
@@ -215,15 +257,14 @@ def _tpu_call(
             transpose_b=transpose_b,
             one_pass=a.dtype == jnp.float32 and not interpret,
             k_tail=K % bk,
+            batch_axis=batch_axis,
         ),
-        out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
+        out_shape=jax.ShapeDtypeStruct((M, B, N) if batch_axis else (B, M, N), a.dtype),
         grid=(B // bb, pl.cdiv(M, bm), pl.cdiv(N, bn), pl.cdiv(K, bk)),
         in_specs=[a_spec, b_spec],
-        out_specs=pl.BlockSpec((bb, bm, bn), lambda g, i, j, k: (g, i, j)),
+        out_specs=spec((bb, bm, bn), lambda g, i, j, k: (g, i, j)),
         scratch_shapes=[] if a.dtype == jnp.float32 else [pltpu.VMEM((bb, bm, bn), jnp.float32)],
-        compiler_params=pltpu.CompilerParams(
-            dimension_semantics=("parallel", "parallel", "parallel", "arbitrary")
-        ),
+        compiler_params=pltpu.CompilerParams(**params),
         interpret=interpret,
     )(a, b)
 
