@@ -32,8 +32,10 @@
 #   mm-layouts  benchmarks/tpu_matmul_layouts.py: the matmul and XLA's at 513³ in the layouts
 #             XLA stores them in, and row-major (what XLA's relayout copies cost)
 #   mm-middle  benchmarks/tpu_matmul_batch_middle.py: the layouts the chip stores the profile's
-#             batched shapes in, and the matmul at 513³ reading XLA's batch-middle layout
-#             (no relayout copies) over several tilings, beside the shipped kernel and XLA's
+#             batched shapes in, and a matmul at 513³ reading XLA's batch-middle layout by DMA
+#             (no relayout copies), beside the shipped kernel and XLA's
+#   mm-profile-513  ci-bench profile of B4-513³'s float32 forward and backward, table and
+#             JSON: the line on what runs beside the Pallas kernels (XLA's relayout copies)
 #   mm-compare-prev  ci-bench compare of mm-promote's run against the baseline of the
 #             version before ($PREV), as markdown: what the version changed on the chip
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
@@ -165,6 +167,13 @@ for name in "$@"; do
       --case 'matmul/*-M1024-*' --case 'matmul/*-M1024-*/*' -o "$out/mm_1024.json" ;;
   mm-layouts) step 200 mm-layouts python benchmarks/tpu_matmul_layouts.py --out "$out" ;;
   mm-middle) step 300 mm-middle python benchmarks/tpu_matmul_batch_middle.py --out "$out" ;;
+  mm-profile-513)
+    for mode in float32 float32/backward; do
+      step 120 "mm-profile-513 $mode" ci-bench profile --kernel matmul --profile ci \
+        --case "matmul/B4-M513-K513-N513/$mode" --out "$out/profile_513"
+      step 120 "mm-profile-513 $mode json" ci-bench profile --kernel matmul --profile ci \
+        --case "matmul/B4-M513-K513-N513/$mode" --format json --out "$out/profile_513_json"
+    done ;;
   mm-compare-prev)
     step 60 mm-compare-prev ci-bench compare "$out/mm_ci.json" \
       --baseline-version "${PREV:?PREV: the version to compare with}" \

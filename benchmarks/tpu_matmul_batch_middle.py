@@ -1,16 +1,23 @@
-"""The matmul reading XLA's own layout of unaligned batched arrays: chip time, per tiling.
+"""The matmul reading XLA's own layout of unaligned batched arrays: chip time.
 
 On a TPU, XLA stores ``f32[4, 513, 513]`` (and ``f32[1, 513, 513]``, ``bf16[4, 513, 513]``) as
 ``{2,0,1}``: the batch axis second minor, so no row is padded from 513 to 520. A
 ``pallas_call`` takes its operands row-major, so XLA copies both operands in and the result
 out around it (``tpu_matmul_layouts.py``: 8.8-9.0 µs of B4-513³'s 23.6-34.3). Swapped to
-``[M, B, K]``, the same bytes are a row-major array: XLA passes it as a bitcast, and the
-kernel reads each batch entry as the middle axis of its blocks (``kernel._tpu_call``'s
-``batch_axis=1``). This script asks the chip which layout it stores each profile shape in,
-then times, per shape and dtype where that layout is batch-middle, the forward and the
-backward (two calls: dA = g·Bᵀ, dB = Aᵀ·g) read that way over several tilings, beside the
-kernel as it ships (its tuned tiles, XLA's copies included) and ``jnp.matmul``, and checks
-each output against ``jnp.matmul`` at HIGHEST precision.
+``[M, B, K]``, the same bytes are a row-major array: XLA passes it as a bitcast. This script
+asks the chip which layout it stores each profile shape in, then times ways of reading that
+layout without XLA's copies, beside the kernel as it ships (its tuned tiles, the copies
+included) and ``jnp.matmul``, each output checked against ``jnp.matmul`` at HIGHEST:
+
+- ``dma``: each batch entry's ``[M, K]`` matrix is DMAed from the stored array
+  (``a.at[:, i, :]``, a strided read) into a VMEM buffer, multiplied whole, and DMAed back
+  (``seq``: one entry at a time; ``2buf``: the next entry's reads and the last one's write
+  overlap the multiply). Forward only: a feasibility measurement, not the shipped kernel.
+
+The first version of this script (commit 4a147a1, data
+``benchmarks/data/tpu_v5e_matmul_batch_middle_2026-12-07.json``) read the layout through
+block specs with the batch as each block's middle axis (strided vector loads in the kernel):
+slower than XLA's copies (B4 float32 forward 45.4 against 34.3 µs, bfloat16 6x).
 
 Run from the repository's root on a TPU host (device time from the profiler):
 
@@ -23,6 +30,7 @@ Writes ``matmul_batch_middle.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -41,11 +49,9 @@ for _path in (str(HERE.parent), str(HERE)):
 from tpu_microbench import jitted_device_us, provenance  # noqa: E402
 
 import kernels.matmul as matmul_kernel  # noqa: E402
-from kernels.matmul.kernel import Blocks, _tpu_call  # noqa: E402
 
 SHAPES = ((4, 513, 513, 513), (1, 513, 513, 513))
 LAYOUT_SHAPES = [(b, s, s) for b in (1, 4, 16) for s in (127, 128, 513, 1024)]
-LIMIT = 64 << 20  # every tiling below within it on a v5e (128 MiB of VMEM)
 
 
 def default_layout(shape: tuple[int, ...], dtype: Any) -> str:
@@ -58,24 +64,73 @@ def swap(x: jax.Array) -> jax.Array:
     return jnp.swapaxes(x, 0, 1)
 
 
-def forward_middle(blocks: Blocks, interpret: bool):
+def _dma_kernel(a_hbm, b_hbm, o_hbm, a_v, b_v, o_v, sem, *, entries: int, buffers: int):
+    """Entry i of [M, B, K] x [K, B, N] -> [M, B, N]: DMA in, multiply whole, DMA out."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    def copy(src, dst, which: int, slot: int):
+        return pltpu.make_async_copy(src, dst, sem.at[which, slot])
+
+    def fetch(i: int):
+        slot = i % buffers
+        copy(a_hbm.at[:, i, :], a_v.at[slot], 0, slot).start()
+        copy(b_hbm.at[:, i, :], b_v.at[slot], 1, slot).start()
+
+    def store(i: int):
+        slot = i % buffers
+        return copy(o_v.at[slot], o_hbm.at[:, i, :], 2, slot)
+
+    def multiply(i: int) -> None:
+        slot = i % buffers
+        copy(a_hbm.at[:, i, :], a_v.at[slot], 0, slot).wait()
+        copy(b_hbm.at[:, i, :], b_v.at[slot], 1, slot).wait()
+        a, b = a_v[slot], b_v[slot]
+        if a.dtype == jnp.float32:  # one bfloat16 pass, as XLA's DEFAULT on a TPU
+            a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
+        o_v[slot] = jnp.dot(a, b, preferred_element_type=jnp.float32).astype(o_v.dtype)
+
+    if buffers == 1:  # in, multiply, out: nothing overlaps
+        for i in range(entries):
+            fetch(i)
+            multiply(i)
+            store(i).start()
+            store(i).wait()
+        return
+    fetch(0)
+    for i in range(entries):  # the next entry's reads and the last write overlap this one
+        if i + 1 < entries:
+            fetch(i + 1)
+        if i >= buffers:
+            store(i - buffers).wait()  # its output buffer, reused now
+        multiply(i)
+        store(i).start()
+    for i in range(max(0, entries - buffers), entries):
+        store(i).wait()
+
+
+def forward_dma(buffers: int, interpret: bool):
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
     def run(a, b):
-        B, K = a.shape[0], a.shape[2]
-        out = _tpu_call(
-            swap(a), swap(b), blocks, B, K, interpret, batch_axis=1, vmem_limit_bytes=LIMIT
-        )
+        B, M, K = a.shape
+        N = b.shape[2]
+        kernel = functools.partial(_dma_kernel, entries=B, buffers=buffers)
+        any_space = pl.BlockSpec(memory_space=pl.ANY)
+        out = pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((M, B, N), a.dtype),
+            in_specs=[any_space, any_space],
+            out_specs=any_space,
+            scratch_shapes=[
+                pltpu.VMEM((buffers, M, K), a.dtype),
+                pltpu.VMEM((buffers, K, N), a.dtype),
+                pltpu.VMEM((buffers, M, N), a.dtype),
+                pltpu.SemaphoreType.DMA((3, buffers)),
+            ],
+            interpret=interpret,
+        )(swap(a), swap(b))
         return swap(out)
-
-    return run
-
-
-def backward_middle(da_blocks: Blocks, db_blocks: Blocks, interpret: bool):
-    def run(a, b, g):
-        B, M, N = g.shape
-        options = {"batch_axis": 1, "vmem_limit_bytes": LIMIT}
-        da = _tpu_call(swap(g), swap(b), da_blocks, B, N, interpret, transpose_b=True, **options)
-        db = _tpu_call(swap(a), swap(g), db_blocks, B, M, interpret, transpose_a=True, **options)
-        return swap(da), swap(db)
 
     return run
 
@@ -90,35 +145,15 @@ def error(got: Any, want: Any) -> float:
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
 
-# Per (B, dtype): forward tilings (bm, bn) and backward ones (dA's bm, dB's bk), K whole.
-# Few: Mosaic takes 20-75 s to compile each of these on a 2-core host (bfloat16's packed rows
-# the slowest; a whole 513-row bfloat16 block about 5 minutes, so none is timed here).
-TILINGS: dict[tuple[int, str], tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]] = {
-    (4, "float32"): (((513, 513), (171, 513)), ((513, 513), (171, 256))),
-    (1, "float32"): (((513, 513),), ((513, 513),)),
-    (4, "bfloat16"): (((128, 513), (257, 256)), ((128, 256),)),
-}
-
-
-def subjects(shape, dtype: str, quick: bool, interpret: bool) -> dict[str, tuple[str, Any]]:
+def subjects(shape, quick: bool, interpret: bool) -> dict[str, tuple[str, Any]]:
     """Each subject's mode (``fwd``: ``(a, b)``, ``bwd``: ``(a, b, g)``) and function."""
-    B, M, K, N = shape
     found: dict[str, tuple[str, Any]] = {
         "shipped fwd": ("fwd", matmul_kernel.pallas),
         "xla fwd": ("fwd", jnp.matmul),
-        "shipped bwd": ("bwd", lambda a, b, g: jax.vjp(matmul_kernel.pallas, a, b)[1](g)),
-        "xla bwd": ("bwd", lambda a, b, g: jax.vjp(jnp.matmul, a, b)[1](g)),
+        "dma seq fwd": ("fwd", forward_dma(1, interpret)),
     }
-    forward, backward = ((M, N),), ((M, K),)
-    if not quick:
-        forward, backward = TILINGS.get((B, dtype), ((), ()))
-    for bm, bn in forward:
-        found[f"middle fwd bm={bm} bn={bn}"] = ("fwd", forward_middle(Blocks(bm, K, bn), interpret))
-    for bm, bk in backward:
-        found[f"middle bwd da bm={bm} db bk={bk}"] = (
-            "bwd",
-            backward_middle(Blocks(bm, N, K), Blocks(bk, M, N), interpret),
-        )
+    if shape[0] > 1:
+        found["dma 2buf fwd"] = ("fwd", forward_dma(2, interpret))
     return found
 
 
@@ -135,7 +170,7 @@ def measure(shape, dtype, repeats: int, quick: bool) -> list[dict[str, Any]]:
     want_db = jnp.matmul(swap_last(f32[0]), f32[2], precision=hi)
     rows = []
     interpret = jax.default_backend() == "cpu"
-    for name, (mode, fn) in subjects(shape, jnp.dtype(dtype).name, quick, interpret).items():
+    for name, (mode, fn) in subjects(shape, quick, interpret).items():
         args = (a, b) if mode == "fwd" else (a, b, g)
         jitted = jax.jit(fn)
         try:
@@ -177,8 +212,7 @@ def main() -> int:
     rows = []
     for shape in shapes:
         for dtype in (jnp.float32, jnp.bfloat16):
-            if args.quick or (shape[0], jnp.dtype(dtype).name) in TILINGS:
-                rows += measure(shape, dtype, repeats, args.quick)
+            rows += measure(shape, dtype, repeats, args.quick)
     record = {"provenance": provenance(), "default_layouts": layouts, "rows": rows}
     (args.out / "matmul_batch_middle.json").write_text(json.dumps(record, indent=1) + "\n")
     for row in rows:

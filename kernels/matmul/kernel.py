@@ -21,6 +21,8 @@ float32, as XLA's are), and a float32 output accumulates in its own VMEM block (
 ``transpose_a`` / ``transpose_b`` multiply by a stored operand's transpose. The TPU tiling
 reads the transposed blocks straight from the stored array (a ``[bk, bm]`` block of ``a``
 transposed in VMEM, or a dot contracting ``b``'s last axis), so no transposed copy is made.
+A float32 forward whose arrays the chip stores batch-middle takes ``kernels.matmul.entrywise``
+instead (0.9.0): each entry DMAed whole, no relayout copies around the call.
 The differentiable op, ``matmul``, is in ``kernels.matmul.backward``: its backward is one
 fused call on a TPU where the tiles divide the problem, else two of these matmuls.
 """
@@ -35,6 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from kernels.matmul import entrywise
 from kernels.matmul.gpu import GpuTiles, gpu_matmul, gpu_tiles_of
 
 Backend = Literal["tpu", "gpu"]
@@ -94,10 +97,7 @@ def round_up(n: int, multiple: int) -> int:
 
 
 # refs: a [bb, bm, bk] ([bb, bk, bm] transposed), b [bb, bk, bn] ([bb, bn, bk] transposed),
-# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] unless o is float32 itself. With
-# ``batch_axis`` 1 the batch is each block's middle axis instead ([bm, bb, bk], ...): the
-# layout XLA stores some unaligned batched arrays in (``batch_middle``); the accumulator
-# scratch stays [bb, bm, bn].
+# o [bb, bm, bn], and a float32 accumulator [bb, bm, bn] unless o is float32 itself.
 def _tpu_kernel(
     a_ref,
     b_ref,
@@ -107,11 +107,8 @@ def _tpu_kernel(
     transpose_b: bool,
     one_pass: bool,
     k_tail: int,
-    batch_axis: int = 0,
 ):
     acc_ref = scratch[0] if scratch else o_ref
-    acc_axis = 0 if scratch else batch_axis
-    entries = a_ref.shape[batch_axis]
     k, last = pl.program_id(3), pl.num_programs(3) - 1
 
     @pl.when(k == 0)
@@ -127,27 +124,23 @@ def _tpu_kernel(
             a, b, (((1,), (contract_b,)), ((), ())), preferred_element_type=jnp.float32
         )
 
-    def add(i: int, product: jax.Array) -> None:
-        at = _entry(i, acc_axis)
-        acc_ref[at] += product
-
-    a_k, b_k = (0 if transpose_a else 1), (1 if transpose_b else 0)  # each entry's K axis
+    a_k, b_k = (0 if transpose_a else 1), (1 if transpose_b else 0)  # each block's K axis
 
     def accumulate(valid_k: int | None) -> None:
-        for i in range(entries):  # the batch block, unrolled: one 2-D dot each
+        for i in range(a_ref.shape[0]):  # the batch block, unrolled: one 2-D dot each
             if valid_k is None:
-                add(i, product(a_ref[_entry(i, batch_axis)], b_ref[_entry(i, batch_axis)]))
+                acc_ref[i] += product(a_ref[i], b_ref[i])
                 continue
             # The last K block reads past K: zero both operands there (0 x NaN is NaN), but
             # only in the 128-wide strips that hold the edge; the aligned head needs no mask.
             head = valid_k // 128 * 128
-            a_cut = functools.partial(_k_slice, a_ref, i, a_k, batch_axis=batch_axis)
-            b_cut = functools.partial(_k_slice, b_ref, i, b_k, batch_axis=batch_axis)
             if head:
-                add(i, product(a_cut(0, head), b_cut(0, head)))
-            a = _keep_leading(a_cut(head, None), a_k, valid_k - head)
-            b = _keep_leading(b_cut(head, None), b_k, valid_k - head)
-            add(i, product(a, b))
+                acc_ref[i] += product(
+                    _k_slice(a_ref, i, a_k, 0, head), _k_slice(b_ref, i, b_k, 0, head)
+                )
+            a = _keep_leading(_k_slice(a_ref, i, a_k, head, None), a_k, valid_k - head)
+            b = _keep_leading(_k_slice(b_ref, i, b_k, head, None), b_k, valid_k - head)
+            acc_ref[i] += product(a, b)
 
     if k_tail:  # K is not a multiple of bk: only the last step pays for the mask
         pl.when(k < last)(lambda: accumulate(None))
@@ -159,16 +152,7 @@ def _tpu_kernel(
 
         @pl.when(k == last)
         def _store():
-            if batch_axis == 0:
-                o_ref[...] = acc_ref[...].astype(o_ref.dtype)
-                return
-            for i in range(entries):
-                o_ref[_entry(i, 1)] = acc_ref[i].astype(o_ref.dtype)
-
-
-def _entry(i: int, batch_axis: int) -> tuple[int | slice, ...]:
-    """The index of batch entry ``i`` of a 3-D block whose batch is axis ``batch_axis``."""
-    return (i, slice(None), slice(None)) if batch_axis == 0 else (slice(None), i, slice(None))
+            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
 def _keep_leading(x: jax.Array, axis: int, n: int) -> jax.Array:
@@ -178,14 +162,11 @@ def _keep_leading(x: jax.Array, axis: int, n: int) -> jax.Array:
     return jnp.where(index < n, x, jnp.zeros_like(x))
 
 
-def _k_slice(
-    ref, entry: int, axis: int, start: int, stop: int | None, *, batch_axis: int = 0
-) -> jax.Array:
-    """Batch entry ``entry`` of a block, cut along its K ``axis`` (0 or 1 of the entry) at
-    128-aligned bounds: a load of just that part, no copy of the rest."""
+def _k_slice(ref, entry: int, axis: int, start: int, stop: int | None) -> jax.Array:
+    """Batch entry ``entry`` of a block, cut along its K ``axis`` (0 or 1) at 128-aligned
+    bounds: a load of just that part, no copy of the rest."""
     cut = slice(start, stop)
-    rows, cols = (cut, slice(None)) if axis == 0 else (slice(None), cut)
-    return ref[(entry, rows, cols) if batch_axis == 0 else (rows, entry, cols)]
+    return ref[entry, cut, :] if axis == 0 else ref[entry, :, cut]
 
 
 def batch_block(B: int, tile: BlockSizes, blocks: Blocks) -> int:
@@ -211,45 +192,25 @@ def _tpu_call(
     interpret: bool,
     transpose_a: bool = False,
     transpose_b: bool = False,
-    batch_axis: int = 0,
-    vmem_limit_bytes: int | None = None,
 ) -> jax.Array:
     """Edge blocks past M or N are partial (Pallas drops their writes); past K they are
-    zeroed in the kernel (``k_tail``): no operand is padded or copied. ``batch_axis`` 1:
-    every operand and the result hold the batch as their middle axis (``batch_middle``)."""
+    zeroed in the kernel (``k_tail``): no operand is padded or copied."""
     from jax.experimental.pallas import tpu as pltpu
 
-    def stored(x: jax.Array) -> tuple[int, int, int]:  # (batch, rows, columns)
-        return (x.shape[1], x.shape[0], x.shape[2]) if batch_axis else x.shape
-
-    def spec(block: tuple[int, int, int], index) -> pl.BlockSpec:
-        if not batch_axis:
-            return pl.BlockSpec(block, index)
-
-        def middle(*grid):
-            g, r, c = index(*grid)
-            return r, g, c
-
-        return pl.BlockSpec((block[1], block[0], block[2]), middle)
-
-    B, a_rows, a_cols = stored(a)
-    _, b_rows, b_cols = stored(b)
-    M = a_cols if transpose_a else a_rows
-    N = b_rows if transpose_b else b_cols
+    B = a.shape[0]
+    M = a.shape[2] if transpose_a else a.shape[1]
+    N = b.shape[1] if transpose_b else b.shape[2]
     bm, bk, bn = blocks.block_m, blocks.block_k, blocks.block_n
     a_spec = (
-        spec((bb, bk, bm), lambda g, i, j, k: (g, k, i))
+        pl.BlockSpec((bb, bk, bm), lambda g, i, j, k: (g, k, i))
         if transpose_a
-        else spec((bb, bm, bk), lambda g, i, j, k: (g, i, k))
+        else pl.BlockSpec((bb, bm, bk), lambda g, i, j, k: (g, i, k))
     )
     b_spec = (
-        spec((bb, bn, bk), lambda g, i, j, k: (g, j, k))
+        pl.BlockSpec((bb, bn, bk), lambda g, i, j, k: (g, j, k))
         if transpose_b
-        else spec((bb, bk, bn), lambda g, i, j, k: (g, k, j))
+        else pl.BlockSpec((bb, bk, bn), lambda g, i, j, k: (g, k, j))
     )
-    params = {"dimension_semantics": ("parallel", "parallel", "parallel", "arbitrary")}
-    if vmem_limit_bytes is not None:
-        params["vmem_limit_bytes"] = vmem_limit_bytes
     return pl.pallas_call(
         functools.partial(
             _tpu_kernel,
@@ -257,14 +218,15 @@ def _tpu_call(
             transpose_b=transpose_b,
             one_pass=a.dtype == jnp.float32 and not interpret,
             k_tail=K % bk,
-            batch_axis=batch_axis,
         ),
-        out_shape=jax.ShapeDtypeStruct((M, B, N) if batch_axis else (B, M, N), a.dtype),
+        out_shape=jax.ShapeDtypeStruct((B, M, N), a.dtype),
         grid=(B // bb, pl.cdiv(M, bm), pl.cdiv(N, bn), pl.cdiv(K, bk)),
         in_specs=[a_spec, b_spec],
-        out_specs=spec((bb, bm, bn), lambda g, i, j, k: (g, i, j)),
+        out_specs=pl.BlockSpec((bb, bm, bn), lambda g, i, j, k: (g, i, j)),
         scratch_shapes=[] if a.dtype == jnp.float32 else [pltpu.VMEM((bb, bm, bn), jnp.float32)],
-        compiler_params=pltpu.CompilerParams(**params),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "parallel", "arbitrary")
+        ),
         interpret=interpret,
     )(a, b)
 
@@ -357,6 +319,8 @@ def matmul_tiled(
             transpose_b,
         )
         return out if batched else out[0]
+    if batched and not (transpose_a or transpose_b) and entrywise.applies(a, b):
+        return entrywise.entrywise_matmul(a, b, interpret=interpret)  # no relayout copies
     blocks = tile.within(M, K, N)
     # A transposed block of a is [bk, bm]: its lane dimension bm must be a multiple of 128
     # on TPU, or all of M; another bm multiplies an XLA transpose instead.

@@ -1,0 +1,96 @@
+"""The float32 matmul that reads XLA's batch-middle layout by DMA (``kernels.matmul.entrywise``):
+interpreted here; which arrays take it is the chip's answer, faked only at that edge."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kernels.matmul import entrywise
+from kernels.matmul.kernel import matmul_tiled
+
+
+def _operands(B: int, M: int, K: int, N: int, seed: int = 0):
+    keys = jax.random.split(jax.random.PRNGKey(seed))
+    a = jax.random.normal(keys[0], (B, M, K), jnp.float32)
+    b = jax.random.normal(keys[1], (B, K, N), jnp.float32) * K**-0.5
+    return a, b
+
+
+@pytest.mark.parametrize(
+    ("layout", "middle"),
+    [
+        ("{2,0,1:T(4,128)}", True),  # f32[4,513,513] on a v5e
+        ("{2,0,1:T(1,128)}", True),  # f32[1,513,513]
+        ("{2,0,1:T(4,128)(2,1)}", True),  # bf16[4,513,513]
+        ("{2,1,0:T(8,128)}", False),  # row-major
+        ("{2,1,0:T(8,128)(2,1)}", False),
+        ("{1,0:T(8,128)}", False),  # rank 2
+        ("{0,2,1}", False),
+        ("", False),
+    ],
+)
+def test_a_layout_is_batch_middle_when_its_minor_to_major_order_starts_2_0(layout, middle):
+    assert entrywise.is_batch_middle(layout) is middle
+
+
+@pytest.mark.parametrize("shape", [(4, 37, 300, 130), (1, 40, 129, 7), (3, 16, 128, 256)])
+def test_every_entry_is_multiplied_exactly(shape):
+    B, M, _, N = shape
+    a, b = _operands(*shape)
+    out = entrywise.entrywise_matmul(a, b, interpret=True)
+    want = jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+    assert out.shape == (B, M, N)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_an_entry_fits_when_its_matrices_twice_and_the_dots_temporaries_fit_the_budget():
+    assert entrywise.fits(513, 513, 513)  # about 10.7 MiB: the v5e case measured
+    assert not entrywise.fits(1025, 1025, 1025)  # about 42 MiB
+    assert not entrywise.fits(8, 1 << 20, 8)  # one long row pair: K whole is 8 MiB per copy
+
+
+def test_off_a_tpu_no_array_is_stored_batch_middle():
+    assert not entrywise.stored_batch_middle((4, 513, 513), jnp.float32)
+
+
+def _stored_so(monkeypatch, middle: set[tuple[int, ...]]) -> None:
+    """The chip's answer for each shape, at the one edge that asks it."""
+    monkeypatch.setattr(
+        entrywise, "stored_batch_middle", lambda shape, dtype: tuple(shape) in middle
+    )
+    jax.clear_caches()  # matmul_tiled's traces asked the chip before
+
+
+def _takes_dma(fn, *args) -> bool:
+    """Whether the traced program runs the DMA kernel (else the tiled one, a pallas_call too)."""
+    text = str(jax.make_jaxpr(fn)(*args))
+    assert "pallas_call" in text
+    return "name=entrywise_matmul" in text
+
+
+def test_the_matmul_takes_the_dma_kernel_only_when_every_array_is_stored_batch_middle(
+    monkeypatch,
+):
+    a, b = _operands(2, 24, 136, 40, seed=1)
+    tiled = lambda x, y: matmul_tiled(x, y, backend="tpu", interpret=True)  # noqa: E731
+    _stored_so(monkeypatch, {(2, 24, 136), (2, 136, 40), (2, 24, 40)})
+    assert _takes_dma(tiled, a, b)
+    out = jax.jit(tiled)(a, b)
+    want = jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5, atol=1e-5)
+    _stored_so(monkeypatch, {(2, 24, 136), (2, 136, 40)})  # the product row-major: copies
+    assert not _takes_dma(tiled, a, b)
+
+
+def test_bfloat16_and_transposed_operands_keep_the_tiled_kernel(monkeypatch):
+    a, b = _operands(2, 24, 136, 40, seed=2)
+    _stored_so(monkeypatch, {(2, 24, 136), (2, 136, 40), (2, 24, 40), (2, 40, 136)})
+    half = lambda x, y: matmul_tiled(x, y, backend="tpu", interpret=True)  # noqa: E731
+    assert not _takes_dma(half, a.astype(jnp.bfloat16), b.astype(jnp.bfloat16))
+    nt = lambda x, y: matmul_tiled(x, y, backend="tpu", interpret=True, transpose_b=True)  # noqa: E731
+    assert not _takes_dma(nt, a, jnp.swapaxes(b, 1, 2))
+    tiled = lambda x, y: matmul_tiled(x, y, backend="tpu", interpret=True)  # noqa: E731
+    assert _takes_dma(tiled, a, b)  # the same float32 operands, untransposed: the DMA kernel
