@@ -94,3 +94,55 @@ def test_bfloat16_and_transposed_operands_keep_the_tiled_kernel(monkeypatch):
     assert not _takes_dma(nt, a, jnp.swapaxes(b, 1, 2))
     tiled = lambda x, y: matmul_tiled(x, y, backend="tpu", interpret=True)  # noqa: E731
     assert _takes_dma(tiled, a, b)  # the same float32 operands, untransposed: the DMA kernel
+
+
+@pytest.mark.parametrize("shape", [(3, 37, 300, 130), (1, 40, 129, 7)])
+def test_the_backward_gives_both_gradients_of_every_entry_exactly(shape):
+    B, M, _, N = shape
+    a, b = _operands(*shape, seed=3)
+    g = jax.random.normal(jax.random.PRNGKey(4), (B, M, N), jnp.float32)
+    da, db = entrywise.entrywise_backward(a, b, g, vmem_limit=64 << 20, interpret=True)
+    hi = jax.lax.Precision.HIGHEST
+    want_da = jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=hi)
+    want_db = jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=hi)
+    for got, want in ((da, want_da), (db, want_db)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_the_backward_asks_for_its_vmem_and_half_again_only_within_the_budget(monkeypatch):
+    a, b = _operands(4, 513, 513, 513)
+    g = jnp.zeros((4, 513, 513), jnp.float32)
+    _stored_so(monkeypatch, {(4, 513, 513)})
+    need = entrywise.vmem_need([(513, 513)] * 3, [(513, 513)] * 2)
+    assert entrywise.backward_limit(a, b, g, None) == need * 3 // 2
+    assert entrywise.backward_limit(a, b, g, need * 3 // 2) == need * 3 // 2
+    assert entrywise.backward_limit(a, b, g, 16 << 20) is None  # past the scoped default
+    half = [x.astype(jnp.bfloat16) for x in (a, b, g)]
+    assert entrywise.backward_limit(*half, None) is None
+    _stored_so(monkeypatch, set())
+    assert entrywise.backward_limit(a, b, g, None) is None
+
+
+def test_the_gradient_of_the_matmul_takes_the_dma_backward_where_the_chip_stores_so(
+    monkeypatch,
+):
+    from kernels.matmul.backward import matmul
+
+    a, b = _operands(2, 24, 136, 40, seed=5)
+    _stored_so(monkeypatch, {(2, 24, 136), (2, 136, 40), (2, 24, 40)})
+
+    def loss(x, y):
+        return jnp.sum(jnp.sin(matmul(x, y)))
+
+    grads = jax.grad(loss, argnums=(0, 1))
+    text = str(jax.make_jaxpr(grads)(a, b))
+    assert "name=entrywise_backward" in text
+    assert "name=entrywise_matmul" in text
+    got = jax.jit(grads)(a, b)
+
+    def exact(x, y):
+        return jnp.sum(jnp.sin(jnp.matmul(x, y, precision=jax.lax.Precision.HIGHEST)))
+
+    for mine, want in zip(got, jax.grad(exact, argnums=(0, 1))(a, b), strict=True):
+        np.testing.assert_allclose(np.asarray(mine), np.asarray(want), rtol=1e-4, atol=1e-4)

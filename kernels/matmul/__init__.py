@@ -1,4 +1,4 @@
-"""Tiled matmul, version 0.9.0: the specification's worked example (``matmul_tiled``).
+"""Tiled matmul, version 0.10.0: the specification's worked example (``matmul_tiled``).
 
 Benchmarked forward and backward: ``matmul`` is ``matmul_tiled`` with a ``custom_vjp``
 whose backward is Pallas too (dA = g·Bᵀ, dB = Aᵀ·g: one call on a TPU since 0.5.0).
@@ -55,6 +55,10 @@ chip, beside 0.8.0 with XLA's copies (benchmarks/tpu_matmul_batch_middle.py): B4
 against 34.4 µs (XLA 22.3), B1-513³ 8.3 against 11.6 (XLA 10.0). bfloat16 arrays stored so
 pack two entries' rows into one word; Mosaic refuses a DMA of one entry, so they, the
 backward, and every array stored row-major run as 0.8.0 did.
+
+0.10.0: the backward of such float32 arrays too: each entry's A, B and g DMAed whole into
+VMEM, dA = g·Bᵀ and dB = Aᵀ·g, both DMAed back (``entrywise.entrywise_backward``; its VMEM
+limit raised within the chip's budget, as the fused tiled backward's).
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ from kernels.matmul.kernel import BlockSizes, matmul_tiled
 
 __all__ = ["SPEC", "TUNABLES", "BlockSizes", "matmul", "matmul_tiled", "tiled"]
 
-VERSION = "0.9.0"
+VERSION = "0.10.0"
 # Where `ci-bench tune --write` keeps the tuned configs (this repository's baselines).
 BASELINES = Path(__file__).resolve().parents[2] / "baselines"
 DEFAULT_BLOCKS = dataclasses.asdict(BlockSizes())

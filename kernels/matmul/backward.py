@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from kernels.matmul import entrywise
 from kernels.matmul.kernel import (
     BlockSizes,
     batch_block,
@@ -233,7 +234,9 @@ def matmul_backward(
     backend: str | None = None,
     interpret: bool | None = None,
 ) -> tuple[jax.Array, jax.Array]:
-    """``(dA, dB)``: one fused call (``fused_backward``) on a TPU (interpreted on a CPU) when
+    """``(dA, dB)``: float32 arrays the chip stores batch-middle by DMA, each entry whole
+    (``entrywise.entrywise_backward``, within ``vmem_budget``); else one fused call
+    (``fused_backward``) on a TPU (interpreted on a CPU) when
     the tiles divide the problem and its VMEM limit is within ``vmem_budget`` (None: any),
     else two ``matmul_tiled`` calls (``backward_tiles``, each within the default limit as
     the forward's tiles are); chosen where jax lowers, as ``matmul_tiled`` chooses."""
@@ -249,6 +252,10 @@ def matmul_backward(
     backend = backend or default_backend()
     *lead, M, K = a.shape
     N = b.shape[-1]
+    dma_limit = entrywise.backward_limit(a, b, g, vmem_budget) if backend == "tpu" else None
+    if dma_limit is not None:  # float32 the chip stores batch-middle: no relayout copies
+        interpret = jax.default_backend() == "cpu" if interpret is None else interpret
+        return entrywise.entrywise_backward(a, b, g, vmem_limit=dma_limit, interpret=interpret)
     blocks = tiles.within(M, K, N)
     tm, tk, tn = blocks.block_m, blocks.block_k, blocks.block_n
     a3, b3, g3 = (a, b, g) if lead else (a[None], b[None], g[None])

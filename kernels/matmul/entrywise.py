@@ -52,98 +52,175 @@ def stored_batch_middle(shape: tuple[int, ...], dtype: jnp.dtype) -> bool:
     return is_batch_middle(str(layout))
 
 
-def _padded(rows: int, cols: int) -> int:
+def _padded(shape: tuple[int, int]) -> int:
+    rows, cols = shape
     return -(-rows // 8) * 8 * (-(-cols // 128) * 128)
 
 
+def vmem_need(inputs: list[tuple[int, int]], outputs: list[tuple[int, int]]) -> int:
+    """Bytes of VMEM one float32 entry's matrices take, twice (two buffers), with the dots'
+    temporaries: the inputs in bfloat16, the float32 products (each (8, 128)-tile padded)."""
+    held = sum(map(_padded, inputs)) + sum(map(_padded, outputs))
+    temporaries = sum(map(_padded, inputs)) // 2 + sum(map(_padded, outputs))
+    return 4 * (2 * held + temporaries)
+
+
 def fits(M: int, K: int, N: int) -> bool:
-    """Whether one float32 entry's three matrices, twice, and the dot's temporaries fit
-    ``VMEM_BUDGET`` (each padded to (8, 128) tiles)."""
-    operands = _padded(M, K) + _padded(K, N) + _padded(M, N)
-    temporaries = (_padded(M, K) + _padded(K, N)) // 2 + _padded(M, N)
-    return 4 * (2 * operands + temporaries) <= VMEM_BUDGET
+    """Whether the forward's entry (``vmem_need``) fits ``VMEM_BUDGET``."""
+    return vmem_need([(M, K), (K, N)], [(M, N)]) <= VMEM_BUDGET
+
+
+def _float32_batch_middle(*shapes: tuple[int, ...], dtype: jnp.dtype) -> bool:
+    return dtype == jnp.float32 and all(stored_batch_middle(s, dtype) for s in shapes)
 
 
 def applies(a: jax.Array, b: jax.Array) -> bool:
     """This kernel serves ``a @ b`` when both are float32 ``[B, M, K]`` / ``[B, K, N]`` the
     chip stores batch-middle, as it stores their product, and an entry fits VMEM."""
-    if a.ndim != 3 or a.dtype != jnp.float32 or b.dtype != jnp.float32:
+    if a.ndim != 3 or b.dtype != a.dtype:
         return False
     B, M, K = a.shape
     N = b.shape[2]
     shapes = ((B, M, K), (B, K, N), (B, M, N))
-    return fits(M, K, N) and all(stored_batch_middle(s, a.dtype) for s in shapes)
+    return fits(M, K, N) and _float32_batch_middle(*shapes, dtype=a.dtype)
 
 
-def _kernel(a_hbm, b_hbm, o_hbm, a_v, b_v, o_v, sem, *, entries: int, buffers: int, one_pass: bool):
-    """Entry i of ``[M, B, K] x [K, B, N] -> [M, B, N]``: DMA in, multiply, DMA out."""
+def backward_limit(a: jax.Array, b: jax.Array, g: jax.Array, budget: int | None) -> int | None:
+    """The VMEM limit the backward asks for (its need and half again, as the fused tiled
+    backward asks: Mosaic's own copies), or None when it does not serve these arrays: not
+    float32 batch-middle (``applies``' rule, for a, b, g, dA and dB) or past ``budget``."""
+    if a.ndim != 3 or not (a.dtype == b.dtype == g.dtype):
+        return None
+    B, M, K = a.shape
+    N = b.shape[2]
+    if not _float32_batch_middle((B, M, K), (B, K, N), (B, M, N), dtype=a.dtype):
+        return None
+    limit = max(vmem_need([(M, K), (K, N), (M, N)], [(M, K), (K, N)]) * 3 // 2, 16 * MIB)
+    return limit if budget is None or limit <= budget else None
+
+
+def _kernel(*refs, inputs: int, outputs: int, entries: int, buffers: int, one_pass: bool, products):
+    """Entry i of ``[rows, B, cols]`` arrays: DMA the inputs in, ``products`` of them (one
+    bfloat16 pass where ``one_pass``), DMA the outputs out; refs: the inputs and outputs in
+    HBM, their VMEM buffers, the DMA semaphores."""
     from jax.experimental.pallas import tpu as pltpu
 
-    def copy(src, dst, which: int, slot: int):
-        return pltpu.make_async_copy(src, dst, sem.at[which, slot])
+    hbm_in, hbm_out = refs[:inputs], refs[inputs : inputs + outputs]
+    vmem = refs[inputs + outputs : -1]
+    vmem_in, vmem_out, sem = vmem[:inputs], vmem[inputs:], refs[-1]
 
-    def reads(i: int):
+    def reads(i: int) -> list:
         slot = i % buffers
-        return (
-            copy(a_hbm.at[:, i, :], a_v.at[slot], 0, slot),
-            copy(b_hbm.at[:, i, :], b_v.at[slot], 1, slot),
-        )
+        return [
+            pltpu.make_async_copy(src.at[:, i, :], dst.at[slot], sem.at[j, slot])
+            for j, (src, dst) in enumerate(zip(hbm_in, vmem_in, strict=True))
+        ]
 
-    def write(i: int):
+    def writes(i: int) -> list:
         slot = i % buffers
-        return copy(o_v.at[slot], o_hbm.at[:, i, :], 2, slot)
+        return [
+            pltpu.make_async_copy(src.at[slot], dst.at[:, i, :], sem.at[inputs + j, slot])
+            for j, (src, dst) in enumerate(zip(vmem_out, hbm_out, strict=True))
+        ]
 
     def multiply(i: int) -> None:
         slot = i % buffers
         for read in reads(i):
             read.wait()
-        a, b = a_v[slot], b_v[slot]
+        xs = [ref[slot] for ref in vmem_in]
         if one_pass:  # as XLA multiplies float32 at DEFAULT on a TPU (on a CPU: float32)
-            a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
-        o_v[slot] = jnp.dot(a, b, preferred_element_type=jnp.float32)
+            xs = [x.astype(jnp.bfloat16) for x in xs]
+        for ref, out in zip(vmem_out, products(*xs), strict=True):
+            ref[slot] = out.astype(ref.dtype)
+
+    def start(copies: list) -> None:
+        for copy in copies:
+            copy.start()
+
+    def wait(copies: list) -> None:
+        for copy in copies:
+            copy.wait()
 
     if buffers == 1:  # one entry: in, multiply, out
         for i in range(entries):
-            for read in reads(i):
-                read.start()
+            start(reads(i))
             multiply(i)
-            write(i).start()
-            write(i).wait()
+            start(writes(i))
+            wait(writes(i))
         return
-    for read in reads(0):
-        read.start()
+    start(reads(0))
     for i in range(entries):  # unrolled: B is small where XLA stores arrays so
         if i + 1 < entries:
-            for read in reads(i + 1):
-                read.start()
+            start(reads(i + 1))
         if i >= buffers:
-            write(i - buffers).wait()  # its buffer is reused now
+            wait(writes(i - buffers))  # its buffers are reused now
         multiply(i)
-        write(i).start()
+        start(writes(i))
     for i in range(max(0, entries - buffers), entries):
-        write(i).wait()
+        wait(writes(i))
+
+
+def _dot(x: jax.Array, y: jax.Array, contract: tuple[int, int]) -> jax.Array:
+    dims = (((contract[0],), (contract[1],)), ((), ()))
+    return jax.lax.dot_general(x, y, dims, preferred_element_type=jnp.float32)
+
+
+def _forward_products(a: jax.Array, b: jax.Array) -> tuple[jax.Array]:
+    return (_dot(a, b, (1, 0)),)
+
+
+def _backward_products(a: jax.Array, b: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return _dot(g, b, (1, 1)), _dot(a.T, g, (1, 0))  # dA = g·Bᵀ, dB = Aᵀ·g
+
+
+def _entrywise(products, inputs, out_shapes, interpret: bool, vmem_limit: int | None):
+    """``products`` of each batch entry of ``inputs`` (``[B, rows, cols]``), one call."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    B = inputs[0].shape[0]
+    buffers = min(B, 2)  # one entry needs no second buffer
+    anywhere = pl.BlockSpec(memory_space=pl.ANY)
+    kernel = functools.partial(
+        _kernel,
+        inputs=len(inputs),
+        outputs=len(out_shapes),
+        entries=B,
+        buffers=buffers,
+        one_pass=not interpret,
+        products=products,
+    )
+    dtype = inputs[0].dtype
+    outs = pl.pallas_call(
+        kernel,
+        out_shape=[jax.ShapeDtypeStruct((r, B, c), dtype) for r, c in out_shapes],
+        in_specs=[anywhere] * len(inputs),
+        out_specs=[anywhere] * len(out_shapes),
+        scratch_shapes=[
+            *(pltpu.VMEM((buffers, *x.shape[1:]), dtype) for x in inputs),
+            *(pltpu.VMEM((buffers, *shape), dtype) for shape in out_shapes),
+            pltpu.SemaphoreType.DMA((len(inputs) + len(out_shapes), buffers)),
+        ],
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=vmem_limit),
+        interpret=interpret,
+    )(*(jnp.swapaxes(x, 0, 1) for x in inputs))
+    return [jnp.swapaxes(out, 0, 1) for out in outs]
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
 def entrywise_matmul(a: jax.Array, b: jax.Array, *, interpret: bool = False) -> jax.Array:
     """``a @ b`` for float32 ``[B, M, K] x [B, K, N]``, each entry whole in VMEM (``fits``)."""
-    from jax.experimental.pallas import tpu as pltpu
+    (out,) = _entrywise(
+        _forward_products, [a, b], [(a.shape[1], b.shape[2])], interpret, vmem_limit=None
+    )
+    return out
 
-    B, M, K = a.shape
-    N = b.shape[2]
-    buffers = min(B, 2)  # one entry needs no second buffer
-    anywhere = pl.BlockSpec(memory_space=pl.ANY)
-    out = pl.pallas_call(
-        functools.partial(_kernel, entries=B, buffers=buffers, one_pass=not interpret),
-        out_shape=jax.ShapeDtypeStruct((M, B, N), a.dtype),
-        in_specs=[anywhere, anywhere],
-        out_specs=anywhere,
-        scratch_shapes=[
-            pltpu.VMEM((buffers, M, K), a.dtype),
-            pltpu.VMEM((buffers, K, N), a.dtype),
-            pltpu.VMEM((buffers, M, N), a.dtype),
-            pltpu.SemaphoreType.DMA((3, buffers)),
-        ],
-        interpret=interpret,
-    )(jnp.swapaxes(a, 0, 1), jnp.swapaxes(b, 0, 1))
-    return jnp.swapaxes(out, 0, 1)
+
+@functools.partial(jax.jit, static_argnames=("interpret", "vmem_limit"))
+def entrywise_backward(
+    a: jax.Array, b: jax.Array, g: jax.Array, *, vmem_limit: int, interpret: bool = False
+) -> tuple[jax.Array, jax.Array]:
+    """``(dA, dB) = (g·Bᵀ, Aᵀ·g)`` for float32 ``[B, M, K]``, ``[B, K, N]``, ``[B, M, N]``,
+    each entry's five matrices whole in VMEM (``backward_limit``)."""
+    M, K, N = a.shape[1], a.shape[2], b.shape[2]
+    da, db = _entrywise(_backward_products, [a, b, g], [(M, K), (K, N)], interpret, vmem_limit)
+    return da, db
