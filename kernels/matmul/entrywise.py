@@ -1,4 +1,5 @@
-"""The matmul of float32 arrays XLA stores batch-middle, one batch entry at a time by DMA.
+"""The matmul of float32 arrays XLA stores batch-middle, one batch entry at a time by DMA,
+forward and backward.
 
 On a TPU, XLA stores some unaligned batched arrays with the batch axis second minor:
 ``f32[4, 513, 513]`` as ``{2,0,1:T(4,128)}`` and ``f32[1, 513, 513]`` as
@@ -11,7 +12,9 @@ This kernel takes them so, in HBM (``pl.ANY``), and DMAs each batch entry's whol
 (``a.at[:, i, :]``: the DMA engine gathers the strided rows) into VMEM, multiplies them (one
 bfloat16 pass, as XLA's DEFAULT), and DMAs the product back, the next entry's reads and the
 last one's write overlapping the multiply (two buffers). On the same chip: B4-513³ float32
-24.7 µs, B1-513³ 8.3 µs against XLA's 10.0 (benchmarks/tpu_matmul_batch_middle.py).
+24.7 µs, B1-513³ 8.3 µs against XLA's 10.0 (benchmarks/tpu_matmul_batch_middle.py). The
+backward (``entrywise_backward``) is the same call over A, B and g, writing dA and dB: the
+ci profile's B4-513³ float32 backward 43.0 µs against 61.3 with XLA's copies (XLA: 52.9).
 
 Two other ways measured slower there: XLA's copies with the tiled kernel (above), and
 block specs with the batch as each block's middle axis (strided vector loads: 45.4 µs;

@@ -21,8 +21,8 @@ float32, as XLA's are), and a float32 output accumulates in its own VMEM block (
 ``transpose_a`` / ``transpose_b`` multiply by a stored operand's transpose. The TPU tiling
 reads the transposed blocks straight from the stored array (a ``[bk, bm]`` block of ``a``
 transposed in VMEM, or a dot contracting ``b``'s last axis), so no transposed copy is made.
-A float32 forward whose arrays the chip stores batch-middle takes ``kernels.matmul.entrywise``
-instead (0.9.0): each entry DMAed whole, no relayout copies around the call.
+Float32 arrays the chip stores batch-middle take ``kernels.matmul.entrywise`` instead (the
+forward since 0.9.0, the backward since 0.10.0): each entry DMAed whole, no relayout copies.
 The differentiable op, ``matmul``, is in ``kernels.matmul.backward``: its backward is one
 fused call on a TPU where the tiles divide the problem, else two of these matmuls.
 """
