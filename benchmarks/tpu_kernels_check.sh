@@ -34,6 +34,8 @@
 #   mm-middle  benchmarks/tpu_matmul_batch_middle.py: the layouts the chip stores the profile's
 #             batched shapes in, and a matmul at 513³ reading XLA's batch-middle layout by DMA
 #             (no relayout copies), beside the shipped kernel and XLA's
+#   mm-middle-full  ci-bench run --profile full over the float32 cases whose arrays the chip
+#             stores batch-middle (B4 and B16 of 127³, B16 of 513³; every mode): the DMA kernel
 #   mm-profile-513  ci-bench profile of B4-513³'s float32 forward and backward, table and
 #             JSON: the line on what runs beside the Pallas kernels (XLA's relayout copies)
 #   mm-compare-prev  ci-bench compare of mm-promote's run against the baseline of the
@@ -167,6 +169,10 @@ for name in "$@"; do
       --case 'matmul/*-M1024-*' --case 'matmul/*-M1024-*/*' -o "$out/mm_1024.json" ;;
   mm-layouts) step 200 mm-layouts python benchmarks/tpu_matmul_layouts.py --out "$out" ;;
   mm-middle) step 300 mm-middle python benchmarks/tpu_matmul_batch_middle.py --out "$out" ;;
+  mm-middle-full)
+    step 200 mm-middle-full ci-bench run --profile full --kernel matmul \
+      --case 'matmul/B4-M127-K127-N127/float32*' --case 'matmul/B16-M127-K127-N127/float32*' \
+      --case 'matmul/B16-M513-K513-N513/float32*' -o "$out/mm_middle_full.json" ;;
   mm-profile-513)
     for mode in float32 float32/backward; do
       step 120 "mm-profile-513 $mode" ci-bench profile --kernel matmul --profile ci \
