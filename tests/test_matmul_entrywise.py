@@ -12,6 +12,14 @@ from kernels.matmul import entrywise
 from kernels.matmul.kernel import matmul_tiled
 
 
+@pytest.fixture(autouse=True)
+def _fresh_traces():
+    """matmul_tiled's traces ask the chip's layouts: none made under a faked answer outlives
+    its test."""
+    yield
+    jax.clear_caches()
+
+
 def _operands(B: int, M: int, K: int, N: int, seed: int = 0):
     keys = jax.random.split(jax.random.PRNGKey(seed))
     a = jax.random.normal(keys[0], (B, M, K), jnp.float32)
@@ -47,11 +55,33 @@ def test_every_entry_is_multiplied_exactly(shape):
 
 
 def test_an_entry_fits_when_its_matrices_twice_and_the_dots_temporaries_fit_the_budget():
-    assert entrywise.fits(513, 513, 513)  # about 10.7 MiB: the v5e case measured
-    assert not entrywise.fits(1025, 1025, 1025)  # about 42 MiB
-    assert not entrywise.fits(8, 1 << 20, 8)  # one long row pair: K whole is 8 MiB per copy
+    assert entrywise.fits(513, 513, 513)  # about 10.2 MiB: the v5e case measured
+    assert not entrywise.fits(1025, 1025, 1025)  # about 36 MiB
+    assert not entrywise.fits(8, 1 << 20, 8)  # a's rows alone 32 MiB a copy, b's far more
 
 
+@pytest.mark.parametrize("batch", [2, 3])
+def test_no_buffer_is_reused_before_its_dma_completed(batch):
+    """jax's TPU interpreter executing each DMA only when it is waited on: a buffer read or
+    overwritten before its copy was waited for gives a wrong (NaN) product here."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    strict = pltpu.InterpretParams(detect_races=True, dma_execution_mode="on_wait")
+    a, b = _operands(batch, 24, 136, 40, seed=6)
+    g = jax.random.normal(jax.random.PRNGKey(7), (batch, 24, 40), jnp.float32)
+    hi = jax.lax.Precision.HIGHEST
+    out = entrywise.entrywise_matmul(a, b, interpret=strict)
+    da, db = entrywise.entrywise_backward(a, b, g, vmem_limit=64 << 20, interpret=strict)
+    wants = (
+        jnp.matmul(a, b, precision=hi),
+        jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=hi),
+        jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=hi),
+    )
+    for got, want in zip((out, da, db), wants, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(jax.default_backend() == "tpu", reason="a TPU answers for itself")
 def test_off_a_tpu_no_array_is_stored_batch_middle():
     assert not entrywise.stored_batch_middle((4, 513, 513), jnp.float32)
 
@@ -81,8 +111,9 @@ def test_the_matmul_takes_the_dma_kernel_only_when_every_array_is_stored_batch_m
     out = jax.jit(tiled)(a, b)
     want = jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
     np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5, atol=1e-5)
-    _stored_so(monkeypatch, {(2, 24, 136), (2, 136, 40)})  # the product row-major: copies
-    assert not _takes_dma(tiled, a, b)
+    for row_major in ((2, 24, 136), (2, 136, 40), (2, 24, 40)):  # one stored so: copies
+        _stored_so(monkeypatch, {(2, 24, 136), (2, 136, 40), (2, 24, 40)} - {row_major})
+        assert not _takes_dma(tiled, a, b)
 
 
 def test_bfloat16_and_transposed_operands_keep_the_tiled_kernel(monkeypatch):
@@ -118,6 +149,10 @@ def test_the_backward_asks_for_its_vmem_and_half_again_only_within_the_budget(mo
     assert entrywise.backward_limit(a, b, g, None) == need * 3 // 2
     assert entrywise.backward_limit(a, b, g, need * 3 // 2) == need * 3 // 2
     assert entrywise.backward_limit(a, b, g, 16 << 20) is None  # past the scoped default
+    big = [jnp.zeros((2, 2049, 2049), jnp.float32)] * 3  # its limit: about 345 MiB
+    _stored_so(monkeypatch, {(2, 2049, 2049)})
+    assert entrywise.backward_limit(*big, None) is None  # no budget given: BACKWARD_CAP
+    _stored_so(monkeypatch, {(4, 513, 513)})
     half = [x.astype(jnp.bfloat16) for x in (a, b, g)]
     assert entrywise.backward_limit(*half, None) is None
     _stored_so(monkeypatch, set())

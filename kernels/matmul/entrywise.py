@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +35,9 @@ MIB = 1 << 20
 # Two buffers of each operand and the product, and the dot's own temporaries (both operands
 # in bfloat16, the float32 product), within v5e's 16 MiB scoped default with room to spare.
 VMEM_BUDGET = 12 * MIB
+# The backward's limit with no budget given (``matmul``'s default): what the fused tiled
+# backward may ask for at most (``backward.vmem_budget_of``), so a shape past it falls back.
+BACKWARD_CAP = 96 * MIB
 
 
 def is_batch_middle(layout: str) -> bool:
@@ -63,8 +67,9 @@ def _padded(shape: tuple[int, int]) -> int:
 
 
 def vmem_need(inputs: list[tuple[int, int]], outputs: list[tuple[int, int]]) -> int:
-    """Bytes of VMEM one float32 entry's matrices take, twice (two buffers), with the dots'
-    temporaries: the inputs in bfloat16, the float32 products (each (8, 128)-tile padded)."""
+    """Bytes of VMEM one float32 entry's matrices take, twice (two buffers; counted twice at
+    B = 1 too, which allocates one), with the dots' temporaries: the inputs in bfloat16, the
+    float32 products (each (8, 128)-tile padded)."""
     held = sum(map(_padded, inputs)) + sum(map(_padded, outputs))
     temporaries = sum(map(_padded, inputs)) // 2 + sum(map(_padded, outputs))
     return 4 * (2 * held + temporaries)
@@ -92,8 +97,9 @@ def applies(a: jax.Array, b: jax.Array) -> bool:
 
 def backward_limit(a: jax.Array, b: jax.Array, g: jax.Array, budget: int | None) -> int | None:
     """The VMEM limit the backward asks for (its need and half again, as the fused tiled
-    backward asks: Mosaic's own copies), or None when it does not serve these arrays: not
-    float32 batch-middle (``applies``' rule, for a, b, g, dA and dB) or past ``budget``."""
+    backward asks: Mosaic's own copies; at least the 16 MiB scoped default), or None when it
+    does not serve these arrays: not float32 batch-middle (``applies``' rule, for a, b, g,
+    dA and dB) or past ``budget`` (None: ``BACKWARD_CAP``)."""
     if a.ndim != 3 or not (a.dtype == b.dtype == g.dtype):
         return None
     B, M, K = a.shape
@@ -101,7 +107,7 @@ def backward_limit(a: jax.Array, b: jax.Array, g: jax.Array, budget: int | None)
     if not _float32_batch_middle((B, M, K), (B, K, N), (B, M, N), dtype=a.dtype):
         return None
     limit = max(vmem_need([(M, K), (K, N), (M, N)], [(M, K), (K, N)]) * 3 // 2, 16 * MIB)
-    return limit if budget is None or limit <= budget else None
+    return limit if limit <= (BACKWARD_CAP if budget is None else budget) else None
 
 
 def _kernel(*refs, inputs: int, outputs: int, entries: int, buffers: int, one_pass: bool, products):
@@ -178,8 +184,9 @@ def _backward_products(a: jax.Array, b: jax.Array, g: jax.Array) -> tuple[jax.Ar
     return _dot(g, b, (1, 1)), _dot(a.T, g, (1, 0))  # dA = g·Bᵀ, dB = Aᵀ·g
 
 
-def _entrywise(products, inputs, out_shapes, interpret: bool, vmem_limit: int | None):
-    """``products`` of each batch entry of ``inputs`` (``[B, rows, cols]``), one call."""
+def _entrywise(products, inputs, out_shapes, interpret: Any, vmem_limit: int | None):
+    """``products`` of each batch entry of ``inputs`` (``[B, rows, cols]``), one call;
+    ``interpret``: False on a TPU, True or ``pltpu.InterpretParams`` (float32 kept) else."""
     from jax.experimental.pallas import tpu as pltpu
 
     B = inputs[0].shape[0]
@@ -212,7 +219,7 @@ def _entrywise(products, inputs, out_shapes, interpret: bool, vmem_limit: int | 
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
-def entrywise_matmul(a: jax.Array, b: jax.Array, *, interpret: bool = False) -> jax.Array:
+def entrywise_matmul(a: jax.Array, b: jax.Array, *, interpret: Any = False) -> jax.Array:
     """``a @ b`` for float32 ``[B, M, K] x [B, K, N]``, each entry whole in VMEM (``fits``)."""
     (out,) = _entrywise(
         _forward_products, [a, b], [(a.shape[1], b.shape[2])], interpret, vmem_limit=None
@@ -222,7 +229,7 @@ def entrywise_matmul(a: jax.Array, b: jax.Array, *, interpret: bool = False) -> 
 
 @functools.partial(jax.jit, static_argnames=("interpret", "vmem_limit"))
 def entrywise_backward(
-    a: jax.Array, b: jax.Array, g: jax.Array, *, vmem_limit: int, interpret: bool = False
+    a: jax.Array, b: jax.Array, g: jax.Array, *, vmem_limit: int, interpret: Any = False
 ) -> tuple[jax.Array, jax.Array]:
     """``(dA, dB) = (g·Bᵀ, Aᵀ·g)`` for float32 ``[B, M, K]``, ``[B, K, N]``, ``[B, M, N]``,
     each entry's five matrices whole in VMEM (``backward_limit``)."""
