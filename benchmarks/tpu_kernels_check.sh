@@ -32,8 +32,8 @@
 #   mm-layouts  benchmarks/tpu_matmul_layouts.py: the matmul and XLA's at 513³ in the layouts
 #             XLA stores them in, and row-major (what XLA's relayout copies cost)
 #   mm-middle  benchmarks/tpu_matmul_batch_middle.py: the layouts the chip stores the profile's
-#             batched shapes in, and a matmul at 513³ reading XLA's batch-middle layout by DMA
-#             (no relayout copies), beside the shipped kernel and XLA's
+#             batched shapes in, and the DMA kernel at 513³ reading XLA's batch-middle layout
+#             (no relayout copies), forward and backward, beside the shipped kernel and XLA's
 #   mm-middle-full  ci-bench run --profile full over the float32 cases whose arrays the chip
 #             stores batch-middle (B4 and B16 of 127³, B16 of 513³; every mode): the DMA kernel
 #   mm-profile-513  ci-bench profile of B4-513³'s float32 forward and backward, table and

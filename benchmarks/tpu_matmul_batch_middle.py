@@ -3,21 +3,19 @@
 On a TPU, XLA stores ``f32[4, 513, 513]`` (and ``f32[1, 513, 513]``, ``bf16[4, 513, 513]``) as
 ``{2,0,1}``: the batch axis second minor, so no row is padded from 513 to 520. A
 ``pallas_call`` takes its operands row-major, so XLA copies both operands in and the result
-out around it (``tpu_matmul_layouts.py``: 8.8-9.0 µs of B4-513³'s 23.6-34.3). Swapped to
-``[M, B, K]``, the same bytes are a row-major array: XLA passes it as a bitcast. This script
-asks the chip which layout it stores each profile shape in, then times ways of reading that
-layout without XLA's copies, beside the kernel as it ships (its tuned tiles, the copies
-included) and ``jnp.matmul``, each output checked against ``jnp.matmul`` at HIGHEST:
+out around the tiled kernel (``tpu_matmul_layouts.py``: 8.8-9.0 µs of B4-513³'s 23.6-34.3).
+This script asks the chip which layout it stores each profile shape in, then times the
+kernel as it ships (``kernels.matmul.pallas``: since 0.9.0 the DMA kernel where it applies),
+the DMA kernel itself (``kernels.matmul.entrywise``: each batch entry's matrices DMAed
+whole from the stored array, ``a.at[:, i, :]``, no copies; forward and backward), and XLA's
+``jnp.matmul``, each output checked against ``jnp.matmul`` at HIGHEST precision.
 
-- ``dma``: each batch entry's ``[M, K]`` matrix is DMAed from the stored array
-  (``a.at[:, i, :]``, a strided read) into a VMEM buffer, multiplied whole, and DMAed back
-  (``seq``: one entry at a time; ``2buf``: the next entry's reads and the last one's write
-  overlap the multiply). Forward only: a feasibility measurement, not the shipped kernel.
-
-The first version of this script (commit 4a147a1, data
-``benchmarks/data/tpu_v5e_matmul_batch_middle_2026-12-07.json``) read the layout through
-block specs with the batch as each block's middle axis (strided vector loads in the kernel):
-slower than XLA's copies (B4 float32 forward 45.4 against 34.3 µs, bfloat16 6x).
+Two earlier versions of this script measured what led there, on a TPU v5e on 2026-12-07:
+commit 4a147a1 read the layout through block specs with the batch as each block's middle
+axis (``benchmarks/data/tpu_v5e_matmul_batch_middle_2026-12-07.json``: slower than XLA's
+copies, B4 float32 forward 45.4 against 34.3 µs, bfloat16 6x), and commit db453c9 held the
+DMA kernel's prototype, one buffer or two, beside matmul 0.8.0's tiled kernel
+(``tpu_v5e_matmul_batch_middle_dma_2026-12-07.json``: B4-513³ float32 24.7 against 34.4 µs).
 
 Run from the repository's root on a TPU host (device time from the profiler):
 
@@ -30,9 +28,7 @@ Writes ``matmul_batch_middle.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,98 +42,18 @@ for _path in (str(HERE.parent), str(HERE)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+from tpu_matmul_layouts import copies_and_layout  # noqa: E402
 from tpu_microbench import jitted_device_us, provenance  # noqa: E402
 
 import kernels.matmul as matmul_kernel  # noqa: E402
+from kernels.matmul import entrywise  # noqa: E402
 
 SHAPES = ((4, 513, 513, 513), (1, 513, 513, 513))
 LAYOUT_SHAPES = [(b, s, s) for b in (1, 4, 16) for s in (127, 128, 513, 1024)]
 
 
-def default_layout(shape: tuple[int, ...], dtype: Any) -> str:
-    """The layout the chip's client stores a new array of this shape in."""
-    device = jax.devices()[0]
-    return str(device.client.get_default_layout(np.dtype(dtype), shape, device))
-
-
-def swap(x: jax.Array) -> jax.Array:
-    return jnp.swapaxes(x, 0, 1)
-
-
-def _dma_kernel(a_hbm, b_hbm, o_hbm, a_v, b_v, o_v, sem, *, entries: int, buffers: int):
-    """Entry i of [M, B, K] x [K, B, N] -> [M, B, N]: DMA in, multiply whole, DMA out."""
-    from jax.experimental.pallas import tpu as pltpu
-
-    def copy(src, dst, which: int, slot: int):
-        return pltpu.make_async_copy(src, dst, sem.at[which, slot])
-
-    def fetch(i: int):
-        slot = i % buffers
-        copy(a_hbm.at[:, i, :], a_v.at[slot], 0, slot).start()
-        copy(b_hbm.at[:, i, :], b_v.at[slot], 1, slot).start()
-
-    def store(i: int):
-        slot = i % buffers
-        return copy(o_v.at[slot], o_hbm.at[:, i, :], 2, slot)
-
-    def multiply(i: int) -> None:
-        slot = i % buffers
-        copy(a_hbm.at[:, i, :], a_v.at[slot], 0, slot).wait()
-        copy(b_hbm.at[:, i, :], b_v.at[slot], 1, slot).wait()
-        a, b = a_v[slot], b_v[slot]
-        if a.dtype == jnp.float32:  # one bfloat16 pass, as XLA's DEFAULT on a TPU
-            a, b = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
-        o_v[slot] = jnp.dot(a, b, preferred_element_type=jnp.float32).astype(o_v.dtype)
-
-    if buffers == 1:  # in, multiply, out: nothing overlaps
-        for i in range(entries):
-            fetch(i)
-            multiply(i)
-            store(i).start()
-            store(i).wait()
-        return
-    fetch(0)
-    for i in range(entries):  # the next entry's reads and the last write overlap this one
-        if i + 1 < entries:
-            fetch(i + 1)
-        if i >= buffers:
-            store(i - buffers).wait()  # its output buffer, reused now
-        multiply(i)
-        store(i).start()
-    for i in range(max(0, entries - buffers), entries):
-        store(i).wait()
-
-
-def forward_dma(buffers: int, interpret: bool):
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    def run(a, b):
-        B, M, K = a.shape
-        N = b.shape[2]
-        kernel = functools.partial(_dma_kernel, entries=B, buffers=buffers)
-        any_space = pl.BlockSpec(memory_space=pl.ANY)
-        out = pl.pallas_call(
-            kernel,
-            out_shape=jax.ShapeDtypeStruct((M, B, N), a.dtype),
-            in_specs=[any_space, any_space],
-            out_specs=any_space,
-            scratch_shapes=[
-                pltpu.VMEM((buffers, M, K), a.dtype),
-                pltpu.VMEM((buffers, K, N), a.dtype),
-                pltpu.VMEM((buffers, M, N), a.dtype),
-                pltpu.SemaphoreType.DMA((3, buffers)),
-            ],
-            interpret=interpret,
-        )(swap(a), swap(b))
-        return swap(out)
-
-    return run
-
-
-def copies(jitted: Any, args: tuple[Any, ...]) -> int:
-    text = jitted.lower(*args).compile().as_text()
-    return len(re.findall(r"= \S+ copy(?:-start)?\(", text))
+def swap_last(x: jax.Array) -> jax.Array:
+    return jnp.swapaxes(x, -1, -2)
 
 
 def error(got: Any, want: Any) -> float:
@@ -145,19 +61,24 @@ def error(got: Any, want: Any) -> float:
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
 
-def subjects(shape, quick: bool, interpret: bool) -> dict[str, tuple[str, Any]]:
+def subjects(interpret: bool) -> dict[str, tuple[str, Any]]:
     """Each subject's mode (``fwd``: ``(a, b)``, ``bwd``: ``(a, b, g)``) and function."""
-    found: dict[str, tuple[str, Any]] = {
+
+    def dma_backward(a, b, g):
+        limit = 64 << 20  # within a v5e's VMEM for every shape here
+        return entrywise.entrywise_backward(a, b, g, vmem_limit=limit, interpret=interpret)
+
+    return {
         "shipped fwd": ("fwd", matmul_kernel.pallas),
+        "dma fwd": ("fwd", lambda a, b: entrywise.entrywise_matmul(a, b, interpret=interpret)),
         "xla fwd": ("fwd", jnp.matmul),
-        "dma seq fwd": ("fwd", forward_dma(1, interpret)),
+        "shipped bwd": ("bwd", lambda a, b, g: jax.vjp(matmul_kernel.pallas, a, b)[1](g)),
+        "dma bwd": ("bwd", dma_backward),
+        "xla bwd": ("bwd", lambda a, b, g: jax.vjp(jnp.matmul, a, b)[1](g)),
     }
-    if shape[0] > 1:
-        found["dma 2buf fwd"] = ("fwd", forward_dma(2, interpret))
-    return found
 
 
-def measure(shape, dtype, repeats: int, quick: bool) -> list[dict[str, Any]]:
+def measure(shape, dtype, repeats: int) -> list[dict[str, Any]]:
     B, M, K, N = shape
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     a = jax.random.normal(keys[0], (B, M, K), jnp.float32).astype(dtype)
@@ -170,7 +91,7 @@ def measure(shape, dtype, repeats: int, quick: bool) -> list[dict[str, Any]]:
     want_db = jnp.matmul(swap_last(f32[0]), f32[2], precision=hi)
     rows = []
     interpret = jax.default_backend() == "cpu"
-    for name, (mode, fn) in subjects(shape, quick, interpret).items():
+    for name, (mode, fn) in subjects(interpret).items():
         args = (a, b) if mode == "fwd" else (a, b, g)
         jitted = jax.jit(fn)
         try:
@@ -180,17 +101,14 @@ def measure(shape, dtype, repeats: int, quick: bool) -> list[dict[str, Any]]:
                 if mode == "fwd"
                 else max(error(got[0], want_da), error(got[1], want_db))
             )
-            row = {"copies": copies(jitted, args), "us": jitted_device_us(jitted, args, repeats)}
+            copies = copies_and_layout(jitted, args)[0]
+            row = {"copies": copies, "us": jitted_device_us(jitted, args, repeats)}
             row["max_rel_error"] = err
         except Exception as exc:  # a tiling the chip refuses: say so, go on
             row = {"error": " ".join(str(exc).split())[:300]}
         rows.append({"shape": list(shape), "dtype": jnp.dtype(dtype).name, "subject": name, **row})
         print(json.dumps(rows[-1]), flush=True)
     return rows
-
-
-def swap_last(x: jax.Array) -> jax.Array:
-    return jnp.swapaxes(x, -1, -2)
 
 
 def main() -> int:
@@ -205,14 +123,14 @@ def main() -> int:
         for shape in LAYOUT_SHAPES:
             for dtype in (jnp.float32, jnp.bfloat16):
                 key = f"{jnp.dtype(dtype).name}{list(shape)}"
-                layouts[key] = default_layout(shape, dtype)
+                layouts[key] = entrywise.default_layout(shape, dtype)
         print(json.dumps(layouts, indent=1), flush=True)
     shapes = ((2, 40, 300, 130),) if args.quick else SHAPES
     repeats = 3 if args.quick else args.repeats
     rows = []
     for shape in shapes:
         for dtype in (jnp.float32, jnp.bfloat16):
-            rows += measure(shape, dtype, repeats, args.quick)
+            rows += measure(shape, dtype, repeats)
     record = {"provenance": provenance(), "default_layouts": layouts, "rows": rows}
     (args.out / "matmul_batch_middle.json").write_text(json.dumps(record, indent=1) + "\n")
     for row in rows:

@@ -47,18 +47,25 @@ def is_batch_middle(layout: str) -> bool:
     return bool(found) and found.group(1, 2) == ("2", "0")
 
 
-def stored_batch_middle(shape: tuple[int, ...], dtype: jnp.dtype) -> bool:
-    """Whether this process's TPU stores a new array of this shape batch-middle (its client's
-    default layout). False off a TPU: a CPU tracing for a TPU (``ci-bench lower``) cannot ask
-    the chip, and takes the tiled kernel."""
-    if len(shape) != 3 or jax.default_backend() != "tpu":
-        return False
+def default_layout(shape: tuple[int, ...], dtype: jnp.dtype) -> str | None:
+    """The layout this process's TPU stores a new array of this shape in, as XLA prints it
+    (its client's default); None off a TPU or with a jax whose client cannot tell."""
+    if jax.default_backend() != "tpu":
+        return None
     device = jax.devices()[0]
     try:
         layout = device.client.get_default_layout(jnp.dtype(dtype), tuple(shape), device)
-    except (AttributeError, TypeError, RuntimeError):  # a jax without it: the tiled kernel
-        return False
-    return is_batch_middle(str(layout))
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+    return str(layout)
+
+
+def stored_batch_middle(shape: tuple[int, ...], dtype: jnp.dtype) -> bool:
+    """Whether this process's TPU stores a new array of this shape batch-middle. False off a
+    TPU: a CPU tracing for a TPU (``ci-bench lower``) cannot ask the chip, and takes the
+    tiled kernel."""
+    layout = default_layout(shape, dtype) if len(shape) == 3 else None
+    return layout is not None and is_batch_middle(layout)
 
 
 def _padded(shape: tuple[int, int]) -> int:
