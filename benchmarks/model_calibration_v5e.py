@@ -229,11 +229,32 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--variants", default="current,hbm-measured,step-measured,both")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="write figures")
     parser.add_argument("--point-timeout", type=int, default=300, help="seconds per point")
+    parser.add_argument(
+        "--layouts",
+        choices=("row-major", "libtpu"),
+        default="row-major",
+        help="the inputs' and outputs' stored layouts: row-major (a host without the chip) "
+        "or libtpu's for a v5e, compiled here without one (the chip's own, as its run models; "
+        "needs jax[tpu] installed)",
+    )
     return parser.parse_args()
+
+
+def use_layouts(which: str) -> None:
+    """Model with libtpu's v5e layouts, as ``analyze_case`` on the chip asks its client."""
+    if which == "row-major":
+        return
+    import tpu_deviceless
+
+    from ci_bench.measure import chip as chip_edge
+
+    ask = tpu_deviceless.stored_layouts(tpu_deviceless.target("v5e"))
+    chip_edge.stored_layouts = lambda: ask  # type: ignore[assignment]
 
 
 def main() -> int:
     opts = parse()
+    use_layouts(opts.layouts)
     start = time.monotonic()
     found = json.loads(VALIDATION.read_text())
     constants = microbench_constants(MICROBENCH)
@@ -246,6 +267,7 @@ def main() -> int:
             raise SystemExit(f"unknown {unknown}; known: {', '.join(known)}")
     chosen = {name: table[name] for name in variants}
     print(f"validation: {VALIDATION.name}; microbenchmark: {MICROBENCH.name}")
+    print(f"layouts: {opts.layouts}")
     for name, overrides in chosen.items():
         with chip_variant(overrides) as seen:
             print(
@@ -297,6 +319,7 @@ def main() -> int:
                     "microbench_constants": constants,
                     "variants": chosen,
                     "families": families,
+                    "layouts": opts.layouts,
                     "reproduction_max_rel_diff": worst,
                     "seconds": round(seconds, 1),
                     "summary": tables,

@@ -60,3 +60,59 @@ def compiled_for(chip: str, sharding: Any) -> dict[str, Any]:
         "libtpu": importlib.metadata.version("libtpu"),
         "how": "deviceless compile (jax.experimental.topologies), nothing run",
     }
+
+
+def stored_layouts(sharding: Any) -> Any:
+    """The layouts libtpu gives a function's inputs when compiling for ``sharding``'s chip
+    (its default: what the chip's own client answers), as the cost model takes them
+    (``ci_bench.measure.model.layouts.Stored``): a CPU host modelling a v5e's layouts."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+
+    @functools.cache
+    def ask(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
+        if not shape:
+            return ()
+        arg = jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=sharding)
+        try:
+            compiled = jax.jit(lambda x: x).lower(arg).compile()
+            return tuple(compiled.input_formats[0][0].layout.major_to_minor)
+        except Exception:  # a dtype or shape the compiler will not take alone: unknown
+            return None
+
+    return ask
+
+
+def main() -> int:
+    """``--against FILE``: libtpu's layouts beside the ones a chip's client answered
+    (``default_layouts`` of ``tpu_matmul_batch_middle.py``'s JSON); exits 1 on a mismatch."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--chip", default="v5e", choices=sorted(TOPOLOGIES))
+    parser.add_argument("--against", type=Path, required=True)
+    opts = parser.parse_args()
+    ask = stored_layouts(target(opts.chip))
+    from ci_bench.measure.model.layouts import parse_major_to_minor
+
+    wrong = 0
+    answered = json.loads(opts.against.read_text())["default_layouts"]
+    for key, printed in answered.items():
+        dtype, dims = key.rstrip("]").split("[")
+        shape = tuple(int(d) for d in dims.split(","))
+        chip, here = parse_major_to_minor(printed), ask(shape, dtype)
+        wrong += chip != here
+        print(f"{key}: chip {chip}, libtpu here {here}{'' if chip == here else '  MISMATCH'}")
+    print(f"{len(answered) - wrong} of {len(answered)} agree")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    raise SystemExit(main())

@@ -9,6 +9,9 @@ config it would run with there, not the host's.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 _answered_as_chip = 0  # how often this_chip() answered for a traced-as chip
 
 
@@ -51,3 +54,30 @@ def _traced_as() -> str | None:
     from ci_bench.schema.model import TPU_DEVICE_KINDS
 
     return TPU_DEVICE_KINDS.get(str(device.device_kind).strip())
+
+
+def stored_layouts() -> Callable[[tuple[int, ...], str], tuple[int, ...] | None] | None:
+    """The layouts this process's TPU stores a new array in (its client's default, as a
+    major-to-minor order), for the cost model's XLA operations; None off a TPU, where the
+    model takes every input and output row-major (docs/MODEL.md, "Outside the kernels")."""
+    import jax
+
+    if jax.default_backend() != "tpu":
+        return None
+    return _client_layout
+
+
+@functools.cache
+def _client_layout(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
+    """The chip client's default layout of ``dtype[shape]``; None when it cannot tell."""
+    import jax
+    import numpy as np
+
+    from ci_bench.measure.model.layouts import parse_major_to_minor
+
+    device = jax.devices()[0]
+    try:
+        printed = str(device.client.get_default_layout(np.dtype(dtype), shape, device))
+    except (AttributeError, TypeError, RuntimeError, ValueError):  # a jax that cannot tell
+        return None
+    return parse_major_to_minor(printed)

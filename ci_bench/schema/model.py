@@ -185,7 +185,10 @@ class GpuBound(Model):
 # operand as bfloat16, any other dot keeps its float32 result, an unrolled loop's values
 # count per copy; a scratch the grid cannot carry from step to step is forwarded within
 # the step (temporaries.py).
-MODEL_REVISION = 8
+# 9: the chip's stored layouts (its client's default, asked on a TPU): a transpose that
+# reads a function input's stored bytes row-major (or writes an output's) is a bitcast and
+# moves nothing (matmul 0.9.0's swaps, compiled with no copy on a v5e; layouts.py).
+MODEL_REVISION = 9
 
 
 class CaseModel(Model):

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ci_bench.contract.spec import Case, KernelSpec, as_inputs
+from ci_bench.measure.model.layouts import Stored
 from ci_bench.schema.model import CaseModel, not_modelled
 
 Clock = Callable[[], float]
@@ -139,10 +140,12 @@ def analyze_case(
     seed: int = 42,
     flops_factor: float = 2.0,
     clock: Clock = time.perf_counter,
+    layouts: Stored | None = None,
 ) -> CaseModel:
     """The case's model on ``chips``, each traced *as that chip* (``aschip``: jax's chip
     queries answer for it; GPUs through ``asgpu`` and ``gpu``); any failure is "not
-    modelled: why", never zeros."""
+    modelled: why", never zeros. ``layouts``: how the chip stores the function's inputs and
+    outputs (None: this process's TPU's, row-major off a TPU), for every target alike."""
     from ci_bench.schema.chips import split_targets
 
     tpus, gpus = split_targets(list(chips))
@@ -150,6 +153,7 @@ def analyze_case(
         from ci_bench.measure.model.gpu_case import with_gpus
 
         return with_gpus(spec, case, tpus, gpus, seed, flops_factor, clock, analyze_case)
+    from ci_bench.measure.chip import stored_layouts
     from ci_bench.measure.model.aschip import as_chip
     from ci_bench.measure.model.case import case_model, merge_chips
     from ci_bench.measure.model.chips import chip
@@ -157,6 +161,7 @@ def analyze_case(
     from ci_bench.measure.model.outside import outside_bytes
 
     start = clock()
+    stored = layouts if layouts is not None else stored_layouts()
     try:
         targets = [chip(name) for name in chips]
         # A vector kernel's SPEC FLOPs are VPU work, not MXU: never checked against dots.
@@ -176,7 +181,7 @@ def analyze_case(
                 if text not in walks:
                     top = Scope(closed.jaxpr, closed.consts, inputs)
                     walks[text] = walk(closed.jaxpr, top, "tpu")
-                    outside[text] = outside_bytes(closed.jaxpr)
+                    outside[text] = outside_bytes(closed.jaxpr, stored)
                 if not gpu:
                     top = Scope(closed.jaxpr, closed.consts, inputs)
                     gpu.append(walk(closed.jaxpr, top, "gpu"))

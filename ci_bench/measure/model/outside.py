@@ -16,6 +16,10 @@ branch; any other control-flow or primitive holding sub-jaxprs (``cond``, ``scan
 ``while``, ``shard_map``) is a boundary whose inside is not counted here. Work is not
 counted either: a matmul left to XLA is bounded by its bytes alone (docs/MODEL.md, "Outside
 the kernels").
+
+Given the chip's stored layouts (``layouts``), the function's own inputs and outputs are
+read in them: a transpose that reads one's bytes row-major (or writes an output's) is a
+bitcast, free.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ci_bench.measure.model.extract import _CALLS, _CUSTOM, _branch_for, called
+from ci_bench.measure.model.layouts import Stored, read_as_bitcast, written_as_bitcast
 
 _VIEWS = {"reshape", "squeeze", "expand_dims", "copy", "copy_p", "stop_gradient"}
 # Reads of part of an array: what they take out is what moves (x[0, 0] reads 4 bytes).
@@ -113,17 +118,57 @@ def _is_xla(eqn: Any) -> bool:
     return not list(jcore.jaxprs_in_params(eqn.params))
 
 
-def outside_bytes(jaxpr: Any) -> int:
+def _order(var: Any, stored: Stored) -> tuple[int, ...] | None:
+    """The stored major-to-minor order of an array the function takes or returns."""
+    aval = var.aval
+    order = stored(tuple(aval.shape), np.dtype(aval.dtype).name)
+    return order if order is not None and len(order) == len(aval.shape) else None
+
+
+def _free_transpose(eqn: Any, ins: list[Any], ends: tuple[set[Any], set[Any]], stored: Stored):
+    """Whether an XLA transpose is a bitcast of a function input or output's stored bytes."""
+    if eqn.primitive.name != "transpose" or len(ins) != 1:
+        return False
+    entries, exits = ends
+    perm, shape = eqn.params["permutation"], eqn.invars[0].aval.shape
+    source = ins[0]
+    if source in entries and tuple(source.aval.shape) == tuple(shape):
+        order = _order(source, stored)
+        if order is not None and read_as_bitcast(perm, order, shape):
+            return True
+    if eqn.outvars[0] in exits:
+        order = _order(eqn.outvars[0], stored)
+        return order is not None and written_as_bitcast(perm, order, shape)
+    return False
+
+
+def _laid_out(
+    eqns: list[tuple[bool, list[Any], Any]], ends: tuple[set[Any], set[Any]], stored: Stored
+) -> list[tuple[bool, list[Any], Any]]:
+    """The operations left once the stored layouts' bitcasts are dropped. The copy XLA makes
+    between a kernel and an input or output stored otherwise is not counted: XLA stages it
+    in VMEM, where its read replaces the kernel's own (docs/MODEL.md, "Outside the kernels")."""
+    return [e for e in eqns if not (e[0] and _free_transpose(e[2], e[1], ends, stored))]
+
+
+def outside_bytes(jaxpr: Any, layouts: Stored | None = None) -> int:
     """HBM bytes the XLA operations of ``jaxpr`` (a case's function) move under perfect
     fusion: each array they read from outside (an input, a kernel's or a loop's result)
     once (a slice of it: the slice), each array they make for outside (a kernel's or a
-    loop's operand, an output) once. 0 when the function is its kernels alone."""
+    loop's operand, an output) once. 0 when the function is its kernels alone. With the
+    chip's stored ``layouts`` (None: every input and output row-major), a transpose that is
+    a bitcast of an input's or output's stored bytes moves nothing."""
     flow = _Flow()
     flow.inline(jaxpr)
-    made_by_xla = {out for xla, _, eqn in flow.eqns if xla for out in eqn.outvars}
+    eqns = flow.eqns
+    if layouts is not None:
+        entries = {flow.name(v) for v in jaxpr.invars}
+        exits = {flow.name(v) for v in jaxpr.outvars if not hasattr(v, "val")}
+        eqns = _laid_out(eqns, (entries, exits), layouts)
+    made_by_xla = {out for xla, _, eqn in eqns if xla for out in eqn.outvars}
     read: dict[Any, int] = {}  # an array from outside -> the bytes XLA reads of it
     written: set[Any] = set()
-    for xla, ins, eqn in flow.eqns:
+    for xla, ins, eqn in eqns:
         for var in ins:
             if xla and var not in made_by_xla:
                 part = eqn.primitive.name in _SLICES and var is ins[0]
