@@ -43,6 +43,10 @@
 #   mm-f32    ci-bench run --profile full over 4096³ and B16-1024³ float32, every mode
 #   gla-tune-all  ci-bench tune --measure 5 --write over every GLA ci forward case, both dtypes
 #   gla-promote  ci-bench run --profile ci --kernel gla, promoted (--tag "$TAG", default v0.2.0)
+#   gla-repromote  the GLA ci run (resumed once if its limit stops it), compared with the
+#             shipped baseline, then promoted over it (--force, --tag "$TAG"): a new model
+#             revision's figures for the same kernel
+#   mm-depth  benchmarks/tpu_matmul_entrywise_depth.py: the DMA matmul by entries in VMEM
 #   gla-precision  benchmarks/tpu_gla_precision.py: float32 GLA at HIGHEST against one pass
 #   ci-compare  ci-bench run --profile ci, then ci-bench compare against baselines/ (markdown)
 #   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
@@ -198,6 +202,17 @@ for name in "$@"; do
     step 300 gla-promote ci-bench run --profile ci --kernel gla -o "$out/gla_ci.json"
     step 60 gla-promote-write ci-bench promote "$out/gla_ci.json" --tag "${TAG:-v0.2.0}"
     cp baselines/gla_v*.json "$out/" ;;
+  gla-repromote)  # the same kernel at a new model revision: compared, then promoted over it
+    step 330 gla-repromote-run ci-bench run --profile ci --kernel gla -o "$out/gla_ci.json"
+    step 150 gla-repromote-resume ci-bench run --profile ci --kernel gla --resume \
+      -o "$out/gla_ci.json"
+    step 60 gla-repromote-compare ci-bench compare "$out/gla_ci.json" \
+      --markdown "$out/gla_compare.md"
+    step 60 gla-repromote-write ci-bench promote "$out/gla_ci.json" \
+      --tag "${TAG:?TAG: the release tag to record}" --force
+    cp "baselines/gla_v$(kernel_version gla).json" "$out/" ;;
+  mm-depth)
+    step 200 mm-depth python benchmarks/tpu_matmul_entrywise_depth.py --out "$out" --repeats 30 ;;
   gla-precision)
     step 300 gla-precision python benchmarks/tpu_gla_precision.py --out "$out" ;;
   ci-compare)
