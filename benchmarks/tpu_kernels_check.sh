@@ -162,6 +162,8 @@ for name in "$@"; do
       --case 'matmul/B16-M1024-K1024-N1024/float32/backward' -o "$out/mm_b16_f32_bwd.json" ;;
   mm-promote)
     step 200 mm-promote ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json"
+    step 120 mm-promote-resume ci-bench run --profile ci --kernel matmul \
+      --resume "$out/mm_ci.json"
     step 60 mm-promote-write ci-bench promote "$out/mm_ci.json" --tag "${TAG:-v0.4.0}"
     cp "baselines/matmul_v$(kernel_version matmul).json" "$out/" ;;
   mm-1024-bf16)
@@ -204,8 +206,8 @@ for name in "$@"; do
     cp baselines/gla_v*.json "$out/" ;;
   gla-repromote)  # the same kernel at a new model revision: compared, then promoted over it
     step 330 gla-repromote-run ci-bench run --profile ci --kernel gla -o "$out/gla_ci.json"
-    step 150 gla-repromote-resume ci-bench run --profile ci --kernel gla --resume \
-      -o "$out/gla_ci.json"
+    step 150 gla-repromote-resume ci-bench run --profile ci --kernel gla \
+      --resume "$out/gla_ci.json"
     step 60 gla-repromote-compare ci-bench compare "$out/gla_ci.json" \
       --markdown "$out/gla_compare.md"
     step 60 gla-repromote-write ci-bench promote "$out/gla_ci.json" \

@@ -10,7 +10,8 @@ Swapped to ``[M, B, K]`` the same bytes are a row-major array, which XLA passes 
 This kernel takes them so, in HBM (``pl.ANY``), and DMAs each batch entry's whole matrices
 (``a.at[:, i, :]``: the DMA engine gathers the strided rows) into VMEM, multiplies them (one
 bfloat16 pass, as XLA's DEFAULT), and DMAs the product back, the next entry's reads and the
-last one's write overlapping the multiply (two buffers). On the same chip: B4-513³ float32
+last one's write overlapping the multiply (two buffers; four where an entry is small, since
+matmul 0.11.0: ``depth``). On the same chip: B4-513³ float32
 24.7 µs, B1-513³ 8.3 µs against XLA's 10.0 (benchmarks/tpu_matmul_batch_middle.py). The
 backward (``entrywise_backward``) is the same call over A, B and g, writing dA and dB: the
 ci profile's B4-513³ float32 backward 43.0 µs against 61.3 with XLA's copies (XLA: 52.9).
@@ -35,6 +36,11 @@ MIB = 1 << 20
 # Two buffers of each operand and the product, and the dot's own temporaries (both operands
 # in bfloat16, the float32 product), within v5e's 16 MiB scoped default with room to spare.
 VMEM_BUDGET = 12 * MIB
+# Entries in VMEM at once where they are small: each entry's reads are then a round trip the
+# multiply does not hide. On a TPU v5e (benchmarks/tpu_matmul_entrywise_depth.py) B16-127³
+# float32 ran 9.1 µs with two and 6.1 with four (XLA: 5.0; eight: 5.8, sixteen: 6.0), its
+# backward 12.9 and 9.1 (XLA: 11.2); at 513³ a third entry gained nothing.
+DEPTH = 4
 # The backward's limit with no budget given (``matmul``'s default): what the fused tiled
 # backward may ask for at most (``backward.vmem_budget_of``), so a shape past it falls back.
 BACKWARD_CAP = 96 * MIB
@@ -73,13 +79,24 @@ def _padded(shape: tuple[int, int]) -> int:
     return -(-rows // 8) * 8 * (-(-cols // 128) * 128)
 
 
-def vmem_need(inputs: list[tuple[int, int]], outputs: list[tuple[int, int]]) -> int:
-    """Bytes of VMEM one float32 entry's matrices take, twice (two buffers; counted twice at
-    B = 1 too, which allocates one), with the dots' temporaries: the inputs in bfloat16, the
+def vmem_need(
+    inputs: list[tuple[int, int]], outputs: list[tuple[int, int]], buffers: int = 2
+) -> int:
+    """Bytes of VMEM one float32 entry's matrices take, once per buffer (two counted at B = 1
+    too, which allocates one), with the dots' temporaries: the inputs in bfloat16, the
     float32 products (each (8, 128)-tile padded)."""
     held = sum(map(_padded, inputs)) + sum(map(_padded, outputs))
     temporaries = sum(map(_padded, inputs)) // 2 + sum(map(_padded, outputs))
-    return 4 * (2 * held + temporaries)
+    return 4 * (buffers * held + temporaries)
+
+
+def depth(batch: int, inputs: list[tuple[int, int]], outputs: list[tuple[int, int]]) -> int:
+    """How many entries the kernel keeps in VMEM (its reads run that many less one ahead of
+    the multiply): ``DEPTH`` where that many fit ``VMEM_BUDGET``, else two, one at B = 1."""
+    deep = min(batch, DEPTH)
+    if deep > 2 and vmem_need(inputs, outputs, deep) <= VMEM_BUDGET:
+        return deep
+    return min(batch, 2)
 
 
 def fits(M: int, K: int, N: int) -> bool:
@@ -113,7 +130,9 @@ def backward_limit(a: jax.Array, b: jax.Array, g: jax.Array, budget: int | None)
     N = b.shape[2]
     if not _float32_batch_middle((B, M, K), (B, K, N), (B, M, N), dtype=a.dtype):
         return None
-    limit = max(vmem_need([(M, K), (K, N), (M, N)], [(M, K), (K, N)]) * 3 // 2, 16 * MIB)
+    inputs, outputs = [(M, K), (K, N), (M, N)], [(M, K), (K, N)]
+    buffers = depth(B, inputs, outputs)
+    limit = max(vmem_need(inputs, outputs, buffers) * 3 // 2, 16 * MIB)
     return limit if limit <= (BACKWARD_CAP if budget is None else budget) else None
 
 
@@ -166,10 +185,11 @@ def _kernel(*refs, inputs: int, outputs: int, entries: int, buffers: int, one_pa
             start(writes(i))
             wait(writes(i))
         return
-    start(reads(0))
+    for i in range(buffers - 1):  # the reads run buffers - 1 entries ahead of the multiply
+        start(reads(i))
     for i in range(entries):  # unrolled: B is small where XLA stores arrays so
-        if i + 1 < entries:
-            start(reads(i + 1))
+        if i + buffers - 1 < entries:  # into the slot entry i - 1's multiply has freed
+            start(reads(i + buffers - 1))
         if i >= buffers:
             wait(writes(i - buffers))  # its buffers are reused now
         multiply(i)
@@ -191,13 +211,17 @@ def _backward_products(a: jax.Array, b: jax.Array, g: jax.Array) -> tuple[jax.Ar
     return _dot(g, b, (1, 1)), _dot(a.T, g, (1, 0))  # dA = g·Bᵀ, dB = Aᵀ·g
 
 
-def _entrywise(products, inputs, out_shapes, interpret: Any, vmem_limit: int | None):
-    """``products`` of each batch entry of ``inputs`` (``[B, rows, cols]``), one call;
-    ``interpret``: False on a TPU, True or ``pltpu.InterpretParams`` (float32 kept) else."""
+def _entrywise(
+    products, inputs, out_shapes, interpret: Any, vmem_limit: int | None, buffers: int | None
+):
+    """``products`` of each batch entry of ``inputs`` (``[B, rows, cols]``), one call, with
+    ``buffers`` entries in VMEM at once (None: ``depth``'s); ``interpret``: False on a TPU,
+    True or ``pltpu.InterpretParams`` (float32 kept) else."""
     from jax.experimental.pallas import tpu as pltpu
 
     B = inputs[0].shape[0]
-    buffers = min(B, 2)  # one entry needs no second buffer
+    entry = [tuple(x.shape[1:]) for x in inputs]
+    buffers = min(B, buffers or depth(B, entry, list(out_shapes)))
     anywhere = pl.BlockSpec(memory_space=pl.ANY)
     kernel = functools.partial(
         _kernel,
@@ -225,21 +249,30 @@ def _entrywise(products, inputs, out_shapes, interpret: Any, vmem_limit: int | N
     return [jnp.swapaxes(out, 0, 1) for out in outs]
 
 
-@functools.partial(jax.jit, static_argnames=("interpret",))
-def entrywise_matmul(a: jax.Array, b: jax.Array, *, interpret: Any = False) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("interpret", "buffers"))
+def entrywise_matmul(
+    a: jax.Array, b: jax.Array, *, interpret: Any = False, buffers: int | None = None
+) -> jax.Array:
     """``a @ b`` for float32 ``[B, M, K] x [B, K, N]``, each entry whole in VMEM (``fits``)."""
     (out,) = _entrywise(
-        _forward_products, [a, b], [(a.shape[1], b.shape[2])], interpret, vmem_limit=None
+        _forward_products, [a, b], [(a.shape[1], b.shape[2])], interpret, None, buffers
     )
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("interpret", "vmem_limit"))
+@functools.partial(jax.jit, static_argnames=("interpret", "vmem_limit", "buffers"))
 def entrywise_backward(
-    a: jax.Array, b: jax.Array, g: jax.Array, *, vmem_limit: int, interpret: Any = False
+    a: jax.Array,
+    b: jax.Array,
+    g: jax.Array,
+    *,
+    vmem_limit: int,
+    interpret: Any = False,
+    buffers: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """``(dA, dB) = (g·Bᵀ, Aᵀ·g)`` for float32 ``[B, M, K]``, ``[B, K, N]``, ``[B, M, N]``,
     each entry's five matrices whole in VMEM (``backward_limit``)."""
     M, K, N = a.shape[1], a.shape[2], b.shape[2]
-    da, db = _entrywise(_backward_products, [a, b, g], [(M, K), (K, N)], interpret, vmem_limit)
+    outs = [(M, K), (K, N)]
+    da, db = _entrywise(_backward_products, [a, b, g], outs, interpret, vmem_limit, buffers)
     return da, db
