@@ -1,8 +1,9 @@
 """The structure a model verdict quotes is the judged chip's own (issue 51): GLA's tuned
 chunk makes a v5e trace of half the grid steps of v4i's default one, and comparing GLA 0.7.0
 with 0.6.0 quoted "(steps x2.00)" from v4i's trace against 0.6.0's v5e trace. The models
-here are cases of the shipped ``baselines/gla_v0.7.0.json``, as promoted, and copies of
-them given the per-chip steps a model now keeps."""
+here are cases of ``baselines/gla_v0.7.0.json`` as first promoted (a fixture: the shipped
+file was re-promoted since, with each chip's own steps), and copies of them given the
+per-chip steps a model now keeps."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ from ci_bench.judge.model import judge_model
 from ci_bench.schema import CaseModel, Thresholds
 from ci_bench.schema.model import TRACES_DIFFERENTLY
 
-BASELINE = Path(__file__).resolve().parents[1] / "baselines" / "gla_v0.7.0.json"
+FIRST = Path(__file__).resolve().parent / "fixtures" / "gla_v0.7.0_rev8_models.json"
+SHIPPED = Path(__file__).resolve().parents[1] / "baselines" / "gla_v0.7.0.json"
 
 
 def _promoted(case_id: str) -> CaseModel:
-    (entry,) = json.loads(BASELINE.read_text())["entries"]
+    """The case's model as GLA 0.7.0's baseline was first promoted."""
+    return CaseModel.model_validate(json.loads(FIRST.read_text())["models"][case_id])
+
+
+def _shipped(case_id: str) -> CaseModel:
+    (entry,) = json.loads(SHIPPED.read_text())["entries"]
     (found,) = [c for c in entry["cases"] if c["id"] == case_id]
     return CaseModel.model_validate(found["model"])
 
@@ -41,12 +48,21 @@ def _slower_on_v5e(model: CaseModel) -> CaseModel:
 BF16 = "gla/B4-T1024-H8-K128-V128/bfloat16"  # chunk 128 on v5e (tuned), 64 on v4i
 
 
-def test_the_shipped_baseline_kept_only_v4is_steps_for_a_chunk_tuned_case():
+def test_the_first_baseline_kept_only_v4is_steps_for_a_chunk_tuned_case():
     base = _promoted(BF16)
     assert any(n.startswith(TRACES_DIFFERENTLY) for n in base.notes)
     assert base.chips["v5e"].grid_steps is None
     # Its v5e trace has half the steps: its per-step overhead is half v4i's trace's.
     assert base.chips["v5e"].overhead_us < base.chips["v4i"].overhead_us
+
+
+def test_the_shipped_baseline_keeps_the_v5es_own_steps_half_v4is():
+    """Re-promoted from a run on the chip: each chip traced as itself, v5e at its tuned
+    chunk 128 (half the steps of v4i's default chunk 64)."""
+    base = _shipped(BF16)
+    assert any(n.startswith(TRACES_DIFFERENTLY) for n in base.notes)
+    assert base.chips["v5e"].grid_steps is not None
+    assert 2 * base.chips["v5e"].grid_steps == base.chips["v4i"].grid_steps
 
 
 def test_a_reference_without_the_chips_own_steps_has_none_quoted():
