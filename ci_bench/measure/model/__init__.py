@@ -161,8 +161,8 @@ def analyze_case(
     from ci_bench.measure.model.outside import outside_bytes
 
     start = clock()
-    stored = layouts if layouts is not None else stored_layouts()
     try:
+        stored = layouts if layouts is not None else stored_layouts()
         targets = [chip(name) for name in chips]
         # A vector kernel's SPEC FLOPs are VPU work, not MXU: never checked against dots.
         vector = getattr(spec, "compute_unit", "matrix") == "vector"

@@ -125,7 +125,9 @@ def _order(var: Any, stored: Stored) -> tuple[int, ...] | None:
     return order if order is not None and len(order) == len(aval.shape) else None
 
 
-def _free_transpose(eqn: Any, ins: list[Any], ends: tuple[set[Any], set[Any]], stored: Stored):
+def _free_transpose(
+    eqn: Any, ins: list[Any], ends: tuple[set[Any], set[Any]], stored: Stored
+) -> bool:
     """Whether an XLA transpose is a bitcast of a function input or output's stored bytes."""
     if eqn.primitive.name != "transpose" or len(ins) != 1:
         return False
