@@ -12,6 +12,10 @@ grid's, each alone, never on the kernels that judge the model:
           one r-row f32 chunk (r x 128 x 4 bytes) into the other half of a double buffer
           and waiting on its own p (p = 0 ... 32; r = 8, 16, 128): the per-iteration cost,
           the per-copy cost, and where the bytes take over.
+  gather  the loop's copies with their source read from a table in SMEM (scalar prefetch),
+          as jax's paged attention reads its page table, beside the same kernel computing
+          the source from the iteration (p = 1 ... 16 copies of 4 KiB): what a copy whose
+          address the scalar core loads costs beyond one whose address it computes.
 
 Run from the repository's root on a TPU host; device time from the profiler, as
 tpu_microbench.py (whose provenance and table it uses):
@@ -136,6 +140,76 @@ def loop_call(n: int, p: int, r: int, work: int = 0) -> tuple[Any, tuple[Any, ..
     return call, (src,)
 
 
+def gather_call(n: int, p: int, r: int, table: bool) -> tuple[Any, tuple[Any, ...]]:
+    """The loop's pattern (p copies of r x 128 f32 an iteration, one iteration ahead) with
+    every copy's source chunk a scalar-prefetched table's entry (``table``: read from SMEM,
+    a permutation; else the same position computed from the iteration, the table unread)."""
+    chunks = n * p
+    src = jnp.ones((chunks, r, 128), jnp.float32)
+    order = jax.random.permutation(jax.random.PRNGKey(0), chunks).astype(jnp.int32)
+
+    def body(order_ref, src_hbm, o_ref, buf, sems):
+        def copy(it, slot, c):
+            index = order_ref[it * p + c] if table else it * p + c
+            return pltpu.make_async_copy(src_hbm.at[index], buf.at[slot, c], sems.at[slot, c])
+
+        for c in range(p):
+            copy(0, 0, c).start()
+
+        def step(it, acc):
+            slot = it % 2
+
+            @pl.when(it + 1 < n)
+            def _():
+                for c in range(p):
+                    copy(it + 1, 1 - slot, c).start()
+
+            for c in range(p):
+                copy(it, slot, c).wait()
+            return acc + buf[slot, 0, :8, :]
+
+        o_ref[...] = jax.lax.fori_loop(0, n, step, jnp.zeros((8, 128), jnp.float32))
+
+    call = pl.pallas_call(
+        body,
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1,
+            grid=(1,),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((8, 128), lambda i, order: (0, 0)),
+            scratch_shapes=[
+                pltpu.VMEM((2, p, r, 128), jnp.float32),
+                pltpu.SemaphoreType.DMA((2, p)),
+            ],
+        ),
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        interpret=INTERPRET,
+    )
+    return call, (order, src)
+
+
+def bench_gather(quick: bool, repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    n = 8 if quick else 512
+    for p in (1, 4) if quick else (1, 2, 4, 8, 16):
+        for from_table in (False, True):
+            call, args = gather_call(n, p, 8, from_table)
+            us = device_us(call, args, repeats)
+            rows.append(
+                {
+                    "bench": "gather",
+                    "case": f"{n} iterations x {p} copies of 4 KiB, source "
+                    + ("from an SMEM table" if from_table else "computed"),
+                    "iterations": n,
+                    "copies": p,
+                    "table": from_table,
+                    "us": us,
+                    "us_per_iteration": us / n,
+                }
+            )
+    return rows
+
+
 def bench_loop(quick: bool, repeats: int) -> list[dict[str, Any]]:
     rows = []
     budget = 1 << 16 if quick else 1 << 26  # bytes copied per call at most: 64 MiB
@@ -184,7 +258,12 @@ def bench_overlap(quick: bool, repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-BENCH = {"blocks": bench_blocks, "loop": bench_loop, "overlap": bench_overlap}
+BENCH = {
+    "blocks": bench_blocks,
+    "loop": bench_loop,
+    "overlap": bench_overlap,
+    "gather": bench_gather,
+}
 
 
 def main() -> int:
