@@ -56,6 +56,18 @@ def _traced_as() -> str | None:
     return TPU_DEVICE_KINDS.get(str(device.device_kind).strip())
 
 
+def printed_layout(shape: tuple[int, ...], dtype: object) -> str | None:
+    """The layout this process's TPU stores a new ``dtype[shape]`` array in, as XLA prints it
+    (its client's default, ``{2,0,1:T(4,128)}``); None off a TPU or where it cannot tell. The
+    one place that asks the chip: kernels choosing a path by it, and the cost model."""
+    import jax
+    import numpy as np
+
+    if jax.default_backend() != "tpu":
+        return None
+    return _client_printed(tuple(shape), np.dtype(dtype).name)
+
+
 def stored_layouts() -> Callable[[tuple[int, ...], str], tuple[int, ...] | None] | None:
     """The layouts this process's TPU stores a new array in (its client's default, as a
     major-to-minor order), for the cost model's XLA operations; None off a TPU, where the
@@ -64,20 +76,24 @@ def stored_layouts() -> Callable[[tuple[int, ...], str], tuple[int, ...] | None]
 
     if jax.default_backend() != "tpu":
         return None
-    return _client_layout
+    return _client_order
+
+
+def _client_order(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
+    from ci_bench.measure.model.layouts import parse_major_to_minor
+
+    printed = _client_printed(shape, dtype)
+    return None if printed is None else parse_major_to_minor(printed)
 
 
 @functools.cache
-def _client_layout(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
+def _client_printed(shape: tuple[int, ...], dtype: str) -> str | None:
     """The chip client's default layout of ``dtype[shape]``; None when it cannot tell."""
     import jax
     import numpy as np
 
-    from ci_bench.measure.model.layouts import parse_major_to_minor
-
     device = jax.devices()[0]
     try:
-        printed = str(device.client.get_default_layout(np.dtype(dtype), shape, device))
+        return str(device.client.get_default_layout(np.dtype(dtype), shape, device))
     except (AttributeError, TypeError, RuntimeError, ValueError):  # a jax that cannot tell
         return None
-    return parse_major_to_minor(printed)

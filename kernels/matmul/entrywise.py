@@ -25,7 +25,6 @@ word, and Mosaic refuses a DMA of one entry: they keep the tiled kernel and XLA'
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
 import jax
@@ -49,21 +48,18 @@ BACKWARD_CAP = 96 * MIB
 def is_batch_middle(layout: str) -> bool:
     """Whether a rank-3 layout as XLA prints it (``{2,0,1:T(4,128)}``) keeps axis 0, the
     batch, second minor: the minor-to-major order starts 2, 0."""
-    found = re.match(r"\{(\d+),(\d+),(\d+)", layout.replace(" ", ""))
-    return bool(found) and found.group(1, 2) == ("2", "0")
+    from ci_bench.measure.model.layouts import parse_major_to_minor
+
+    order = parse_major_to_minor(layout)
+    return order is not None and len(order) == 3 and order[1:] == (0, 2)
 
 
 def default_layout(shape: tuple[int, ...], dtype: jnp.dtype) -> str | None:
     """The layout this process's TPU stores a new array of this shape in, as XLA prints it
     (its client's default); None off a TPU or with a jax whose client cannot tell."""
-    if jax.default_backend() != "tpu":
-        return None
-    device = jax.devices()[0]
-    try:
-        layout = device.client.get_default_layout(jnp.dtype(dtype), tuple(shape), device)
-    except (AttributeError, TypeError, RuntimeError):
-        return None
-    return str(layout)
+    from ci_bench.measure import chip
+
+    return chip.printed_layout(tuple(shape), dtype)
 
 
 def stored_batch_middle(shape: tuple[int, ...], dtype: jnp.dtype) -> bool:

@@ -144,15 +144,6 @@ def _free_transpose(
     return False
 
 
-def _laid_out(
-    eqns: list[tuple[bool, list[Any], Any]], ends: tuple[set[Any], set[Any]], stored: Stored
-) -> list[tuple[bool, list[Any], Any]]:
-    """The operations left once the stored layouts' bitcasts are dropped. The copy XLA makes
-    between a kernel and an input or output stored otherwise is not counted: XLA stages it
-    in VMEM, where its read replaces the kernel's own (docs/MODEL.md, "Outside the kernels")."""
-    return [e for e in eqns if not (e[0] and _free_transpose(e[2], e[1], ends, stored))]
-
-
 def outside_bytes(jaxpr: Any, layouts: Stored | None = None) -> int:
     """HBM bytes the XLA operations of ``jaxpr`` (a case's function) move under perfect
     fusion: each array they read from outside (an input, a kernel's or a loop's result)
@@ -163,10 +154,13 @@ def outside_bytes(jaxpr: Any, layouts: Stored | None = None) -> int:
     flow = _Flow()
     flow.inline(jaxpr)
     eqns = flow.eqns
-    if layouts is not None:
-        entries = {flow.name(v) for v in jaxpr.invars}
-        exits = {flow.name(v) for v in jaxpr.outvars if not hasattr(v, "val")}
-        eqns = _laid_out(eqns, (entries, exits), layouts)
+    if layouts is not None:  # the stored layouts' bitcasts dropped; XLA's copies to and from
+        # them stay uncounted: staged in VMEM, their reads replace the kernel's own (MODEL.md)
+        ends = (
+            {flow.name(v) for v in jaxpr.invars},
+            {flow.name(v) for v in jaxpr.outvars if not hasattr(v, "val")},
+        )
+        eqns = [e for e in eqns if not (e[0] and _free_transpose(e[2], e[1], ends, layouts))]
     made_by_xla = {out for xla, _, eqn in eqns if xla for out in eqn.outvars}
     read: dict[Any, int] = {}  # an array from outside -> the bytes XLA reads of it
     written: set[Any] = set()
