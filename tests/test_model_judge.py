@@ -471,7 +471,7 @@ def test_a_reference_from_another_cost_model_revision_is_shown_but_never_judged(
         f"not judged: the reference was modelled by cost model revision unrecorded, this run "
         f"by {MODEL_REVISION} (modelled +"
     )
-    assert "promote a new baseline" in row.model.reason
+    assert "remodel the baseline (ci-bench remodel) or promote a new one" in row.model.reason
     assert row.model.time_change is not None
     assert row.model.time_change > 0.5
     assert report.exit_code == 0

@@ -63,6 +63,11 @@ SUBCOMMANDS: tuple[Command, ...] = (
     ),
     Command("compare", "compare", "compare results with baselines; exit on verdict"),
     Command("promote", "promote", "write results as baselines/<kernel>_v<version>.json"),
+    Command(
+        "remodel",
+        "remodel",
+        "a baseline's cost models brought to this ci-bench's model revision, its measurements kept",
+    ),
     Command("merge", "merge", "join shard results into one results file"),
     Command("record", "record", "append a results file to the history store"),
     Command("history", "history", "commits where a case's level changed (PELT)"),

@@ -292,7 +292,7 @@ def _other_revision(head: CaseModel, base: CaseModel, common: Sequence[str]) -> 
     advice = (
         "upgrade ci-bench to the baseline's version to judge the model again"
         if newer_base
-        else "promote a new baseline to judge the model again"
+        else "remodel the baseline (ci-bench remodel) or promote a new one to judge the model again"
     )
     return ModelChange(
         verdict="pass",

@@ -26,7 +26,7 @@ from ci_bench.schema.model import CaseModel
 from ci_bench.schema.report import RunState
 
 
-def _models(
+def model_cases(
     process: KernelProcess,
     cases: Sequence[Case],
     model: Callable[[Case], tuple[Any, ...]],
@@ -90,7 +90,7 @@ def _base_models(
         for kernel, note in sides.notes.items():
             progress(f"{kernel}: {note}")
         wanted = [c for c in cases if c.kernel in checkout.specs and c.kernel not in failed]
-        models, broken = _models(
+        models, broken = model_cases(
             process,
             wanted,
             lambda _: (f"{_SIDE}:model_base", checkout.where, tuple(chips), seed, factor),
@@ -123,7 +123,7 @@ def analyze_cases(
         raise InputError("the selection is empty: nothing to analyze")
     seed, factor = request.harness.seed, request.harness.cost_model_factor
     modules, root = root_of(request)
-    heads, _ = _models(  # the head's failure is the pull request's error: raised
+    heads, _ = model_cases(  # the head's failure is the pull request's error: raised
         head.process,
         cases,
         lambda _: (f"{_SIDE}:model_head", modules, root, tuple(chips), seed, factor),

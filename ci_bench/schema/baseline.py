@@ -7,11 +7,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from ci_bench.schema.base import KernelName, Model, UtcDatetime, Version
 from ci_bench.schema.results import CaseResult, DeviceFingerprint, RunSettings
 from ci_bench.text import SEMVER
+
+
+class Remodelled(Model):
+    """When an entry's cost models were computed again (``ci-bench remodel``) after it was
+    measured: its times are the measurement's, its models this revision's of this commit."""
+
+    commit: str = Field(description="the commit whose kernel code was modelled")
+    revision: int = Field(ge=1, description="the cost model's revision that modelled it")
+    remodelled_at: UtcDatetime
+    tool_version: str
 
 
 class Provenance(Model):
@@ -24,13 +34,14 @@ class Provenance(Model):
     measured_at: UtcDatetime
     tool_version: str
     profile: str | None
+    remodelled: Remodelled | None = None
 
 
-BASELINE_SCHEMA_VERSION = 5
+BASELINE_SCHEMA_VERSION = 6
 # Versions this ci-bench reads: entries embed results models, so they follow results
 # 1 -> 2 -> 3 -> 4 (3: each case may carry its cost ``model``; 4: cases record their mode
-# and implementations).
-BASELINE_READABLE = (1, 2, 3, 4, 5)
+# and implementations); 6: an entry's provenance may say it was ``remodelled``.
+BASELINE_READABLE = (1, 2, 3, 4, 5, 6)
 
 
 class BaselineEntry(Model):
@@ -53,7 +64,7 @@ class BaselineEntry(Model):
 
 
 class BaselineFile(Model):
-    schema_version: Literal[1, 2, 3, 4, 5] = BASELINE_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6] = BASELINE_SCHEMA_VERSION
     kernel: KernelName
     version: Version
     entries: list[BaselineEntry]

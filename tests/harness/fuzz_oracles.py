@@ -65,6 +65,8 @@ def named_outputs(inp: Input, parser: argparse.ArgumentParser) -> tuple[set[str]
             files.add(os.path.normpath(given[dest]))
     if inp.command == "promote" and "baselines_dir" not in given:
         folders.add("baselines")
+    if inp.command == "remodel" and "--check" not in inp.argv:
+        folders.add("baselines")  # the baselines it names, rewritten in place
     if inp.command == "tune" and "--write" in inp.argv:
         folders.add("baselines")  # --write keeps each chip's winner in the config's store
     if inp.command == "init":
