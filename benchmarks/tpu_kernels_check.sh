@@ -58,6 +58,9 @@
 #   mm-ci-compare  the same, then ci-bench compare against the shipped baseline (markdown)
 #   gla-variants  benchmarks/tpu_gla_variants.py: the forward body's variants, timed and checked
 #   model-validation  benchmarks/tpu_model_validation.py: the cost model against the chip
+#   remodel-check  ci-bench remodel --check of the current baselines on the chip, the kernels
+#             at ${AT:-HEAD}: "unchanged" when the model on the chip still writes what the
+#             chip's runs wrote (a stale revision: exit 1), then the remodel itself to OUT
 #   ci-run    ci-bench run --profile ci (every kernel), to OUT/ci_N.json: N counts the runs
 #   full      ci-bench run --profile full (every kernel): what a release tag promotes
 #   benchmarks/tpu_kernels_check.sh OUT STEP...     # on the TPU host, from the repo's root
@@ -242,6 +245,11 @@ for name in "$@"; do
   mm-ci-compare)
     step 230 mm-ci-compare-run ci-bench run --profile ci --kernel matmul -o "$out/mm_ci.json"
     step 60 mm-ci-compare ci-bench compare "$out/mm_ci.json" --markdown "$out/mm_compare.md" ;;
+  remodel-check)  # the current versions' baselines (older ones: another kernel at HEAD)
+    files=(baselines/matmul_v"$(kernel_version matmul)".json baselines/gla_v"$(kernel_version gla)".json)
+    step 200 remodel-check ci-bench remodel "${files[@]}" --check --at "${AT:-HEAD}"
+    mkdir -p "$out/remodelled" && cp "${files[@]}" "$out/remodelled/" &&
+      step 200 remodel ci-bench remodel "$out/remodelled" --at "${AT:-HEAD}" ;;
   gla-variants) step 300 gla-variants python benchmarks/tpu_gla_variants.py --out "$out" ;;
   model-validation)
     step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \

@@ -97,6 +97,12 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         named = shown.get(outcome.path) or os.path.relpath(outcome.path, cwd)
         out.write(line(outcome, named, check=args.check) + "\n")
     modelled = [o.remodel for o in outcomes if o.remodel is not None]
+    refused = sum(o.refused for o in outcomes)
+    if refused:
+        raise InputError(
+            f"{refused} baseline entr{'y' if refused == 1 else 'ies'} could not be modelled "
+            "(above, 'left'); the others were"
+        )
     if not modelled:
         raise InputError(
             "nothing to remodel here: no entry was measured on this kind of machine "

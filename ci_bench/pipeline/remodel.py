@@ -43,6 +43,7 @@ class EntryOutcome:
     commit: str | None  # the commit modelled; None: left as it was
     remodel: Remodel | None
     left: str | None = None  # why the entry was not modelled here
+    refused: bool = False  # left for a reason of its own (no commit, another version)
 
 
 def _cases(entry: BaselineEntry) -> list[Case]:
@@ -138,13 +139,16 @@ def remodel_baselines(
                     why = f"measured on {device}, this machine is {here}: remodel it there"
                     outcomes.append(EntryOutcome(path, device, None, None, why))
                     continue
-                sha = _commit(request, entry, at, path)
-                progress(
-                    f"{path.name} ({device}): modelling {len(entry.cases)} cases at {sha[:12]}"
-                )
-                remodel = _model_entry(
-                    request, head, baseline, entry, sha, path=path, now=now, progress=progress
-                )
+                try:
+                    sha = _commit(request, entry, at, path)
+                    progress(f"{path.name} ({device}): {len(entry.cases)} cases at {sha[:12]}")
+                    remodel = _model_entry(
+                        request, head, baseline, entry, sha, path=path, now=now, progress=progress
+                    )
+                except InputError as exc:  # this entry's own: the others are still modelled
+                    why = str(exc).removeprefix(f"{path}: ")
+                    outcomes.append(EntryOutcome(path, device, None, None, why, refused=True))
+                    continue
                 if write and remodel.action == "remodelled":
                     write_remodel(path, baseline, remodel)
                 outcomes.append(EntryOutcome(path, device, sha, remodel))
