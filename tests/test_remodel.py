@@ -201,3 +201,132 @@ def test_a_cpu_models_the_shipped_gla_baseline_as_the_chip_did():
         for chip in ("v5e", "v4i"):
             stored = case["model"]["chips"][chip]["modelled_us"]
             assert here[case["id"]]["chips"][chip]["modelled_us"] == stored, (case["id"], chip)
+
+
+# --- the store's part, on the promoted file --------------------------------------------------
+
+
+def entry_of(text):
+    from ci_bench.schema import BaselineFile
+
+    return BaselineFile.model_validate_json(text).entries[0]
+
+
+def models_of(entry, **changes):
+    return {c.id: c.model.model_copy(update=changes) for c in entry.cases}
+
+
+def info():
+    from datetime import UTC, datetime
+
+    from ci_bench.schema.baseline import Remodelled
+
+    when = datetime(2026, 12, 7, tzinfo=UTC)
+    return Remodelled(
+        commit="a" * 40, revision=MODEL_REVISION, remodelled_at=when, tool_version="x"
+    )
+
+
+def test_remodel_entry_ignores_the_time_to_trace_and_says_what_moved(promoted):
+    from ci_bench.store.remodel import remodel_entry
+
+    entry = entry_of(promoted[2])
+    same = remodel_entry(entry, models_of(entry, model_ms=123.0), info())
+    assert (same.action, same.entry, same.moved, same.largest) == ("unchanged", entry, 0, None)
+
+    slower = {}
+    for case in entry.cases:
+        chips = {n: c.model_copy(update={"modelled_us": c.modelled_us * 1.1})
+                 for n, c in case.model.chips.items()}  # fmt: skip
+        slower[case.id] = case.model.model_copy(update={"chips": chips})
+    slower[entry.cases[1].id] = entry.cases[1].model  # one case unmoved
+    moved = remodel_entry(entry, slower, info())
+    assert (moved.action, moved.moved, moved.revisions) == ("remodelled", 1, (MODEL_REVISION,))
+    assert moved.largest.case == entry.cases[0].id
+    assert moved.largest.change == pytest.approx(0.1)
+    assert moved.entry.provenance.remodelled == info()
+    assert [c.model for c in moved.entry.cases] == [slower[c.id] for c in entry.cases]
+
+
+def test_what_would_be_lost_is_refused(promoted):
+    from ci_bench.errors import InputError
+    from ci_bench.schema.model import not_modelled
+    from ci_bench.schema.withheld import WithheldModel
+    from ci_bench.store.remodel import remodel_entry
+
+    entry = entry_of(promoted[2])
+    first = entry.cases[0].id
+    with pytest.raises(InputError, match=f"case {first} got no new model"):
+        remodel_entry(entry, {}, info())
+    failed = models_of(entry)
+    failed[first] = WithheldModel.model_validate(not_modelled("jax refused it").model_dump())
+    with pytest.raises(InputError, match=f"case {first} could not be modelled: jax refused"):
+        remodel_entry(entry, failed, info())
+    newer = entry.model_copy(
+        update={"cases": [c.model_copy(update={"model": c.model.model_copy(
+            update={"revision": MODEL_REVISION + 1})}) for c in entry.cases]}
+    )  # fmt: skip
+    with pytest.raises(InputError, match=r"newer ci-bench .* upgrade ci-bench to remodel it"):
+        remodel_entry(newer, models_of(entry), info())
+
+
+def test_write_remodel_never_overwrites_an_entry_changed_meanwhile(promoted, tmp_path):
+    from ci_bench.errors import InputError
+    from ci_bench.schema import BaselineFile
+    from ci_bench.store.remodel import remodel_entry, write_remodel
+
+    folder = tmp_path / "b"
+    folder.mkdir()
+    path = folder / "mm_v1.0.0.json"
+    doc = json.loads(aged(promoted[2]))
+    # Another device's entry beside it: kept, byte for byte.
+    other = json.loads(json.dumps(doc["entries"][0]))
+    other["device"] |= {"platform": "tpu", "device_kind": "TPU v5 lite", "cpu_model": "x"}
+    doc["entries"].append(other)
+    path.write_text(json.dumps(doc))
+    entry = BaselineFile.model_validate(doc).entries[0]
+    remodel = remodel_entry(entry, models_of(entry_of(promoted[2])), info())
+    assert remodel.action == "remodelled"
+    # Promoted again with --force meanwhile (another tag): the remodel is refused.
+    moved = json.loads(json.dumps(doc))
+    moved["entries"][0]["provenance"]["tag"] = "v9"
+    path.write_text(json.dumps(moved))
+    with pytest.raises(InputError, match="changed while it was being remodelled"):
+        write_remodel(path, entry, remodel)
+    assert json.loads(path.read_text()) == moved
+    # Unchanged: written, the other device's entry as it was.
+    path.write_text(json.dumps(doc))
+    write_remodel(path, entry, remodel)
+    written = json.loads(path.read_text())
+    assert written["entries"][1] == json.loads(json.dumps(doc))["entries"][1]
+    assert written["entries"][0]["provenance"]["remodelled"]["revision"] == MODEL_REVISION
+
+
+def test_a_folder_keeps_going_past_an_entry_it_cannot_model(promoted):
+    """One file's commit is not in the clone: said, left alone, and the other file of the
+    folder is still remodelled and written; exit 2."""
+    folder, measured, text = promoted
+    fresh(folder, aged(text))
+    other = json.loads(aged(text))
+    other["version"] = "1.0.1"
+    for case in other["entries"][0]["cases"]:
+        case["version"] = "1.0.1"
+    other["entries"][0]["provenance"]["commit"] = "f" * 40
+    (folder / "b" / "mm_v1.0.1.json").write_text(json.dumps(other))
+    try:
+        done = run_cli("remodel", "b", "-q", cwd=folder)
+        assert done.returncode == ExitCode.USAGE, done.stderr
+        first, second = done.stdout.splitlines()
+        assert first.startswith(f"remodelled: {BASELINE} (cpu:"), first
+        assert second.startswith("left: b/mm_v1.0.1.json (cpu:"), second
+        assert "its measured commit: ffffffffffff" in second
+        assert "1 baseline entry could not be modelled" in done.stderr
+        assert (
+            json.loads((folder / BASELINE).read_text())["entries"][0]["provenance"]["remodelled"][
+                "commit"
+            ]
+            == measured
+        )
+        assert json.loads((folder / "b" / "mm_v1.0.1.json").read_text()) == other
+    finally:
+        (folder / "b" / "mm_v1.0.1.json").unlink()

@@ -20,6 +20,7 @@ from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import path_arg
 from ci_bench.errors import ExitCode, InputError
 from ci_bench.pipeline.remodel import EntryOutcome
+from ci_bench.schema.model import MODEL_REVISION
 
 NAME = "remodel"
 
@@ -54,16 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_quiet(parser)
 
 
-def line(outcome: EntryOutcome, shown: str, *, check: bool) -> str:
+def _line(outcome: EntryOutcome, shown: str, *, check: bool) -> str:
     """One entry's outcome, in one line (``shown``: its file as the command line named it)."""
     where = f"{shown} ({outcome.device})"
     remodel = outcome.remodel
-    if remodel is None:
+    if remodel is None or outcome.commit is None:
         return f"left: {where}: {outcome.left}"
-    assert outcome.commit is not None
     was = ", ".join("unrecorded" if r is None else str(r) for r in remodel.revisions)
-    now = remodel.entry.cases[0].model.revision if remodel.entry.cases[0].model else None
-    head = f"{where}: {remodel.cases} cases at {outcome.commit[:12]}"
+    head = f"{where}: {len(remodel.entry.cases)} cases at {outcome.commit[:12]}"
     if remodel.action == "unchanged":
         return f"unchanged: {head}, revision {was}, every model the same"
     moved = f"modelled time moved on {remodel.moved}"
@@ -71,10 +70,12 @@ def line(outcome: EntryOutcome, shown: str, *, check: bool) -> str:
         largest = remodel.largest
         moved += f" (most: {largest.case} on {largest.chip}, {largest.change:+.1%})"
     verb = "stale" if check else "remodelled"
-    return f"{verb}: {head}, revision {was} -> {now}; {moved}"
+    return f"{verb}: {head}, revision {was} -> {MODEL_REVISION}; {moved}"
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
+    """Each entry's outcome, a line as it comes; exit 2 if one was refused, else 1 with
+    ``--check`` if one is stale, else 0."""
     from ci_bench.pipeline.remodel import remodel_baselines
 
     request = request_from(args, cwd)
@@ -84,6 +85,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         if not args.quiet:
             sys.stderr.write(text + "\n")
 
+    def report(outcome: EntryOutcome) -> None:
+        named = shown.get(outcome.path) or os.path.relpath(outcome.path, cwd)
+        out.write(_line(outcome, named, check=args.check) + "\n")
+
     outcomes = remodel_baselines(
         request,
         list(shown),
@@ -92,10 +97,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         write=not args.check,
         now=datetime.now(UTC),
         progress=progress,
+        report=report,
     )
-    for outcome in outcomes:
-        named = shown.get(outcome.path) or os.path.relpath(outcome.path, cwd)
-        out.write(line(outcome, named, check=args.check) + "\n")
     modelled = [o.remodel for o in outcomes if o.remodel is not None]
     refused = sum(o.refused for o in outcomes)
     if refused:

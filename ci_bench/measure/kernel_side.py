@@ -167,6 +167,16 @@ def model_base(
     return analyze_case(spec, case, chips, seed=seed, flops_factor=factor)
 
 
+def model_base_as_run(
+    where: tuple[str, Sequence[str], str, str], seed: int, factor: float, case: Case
+) -> CaseModel:
+    """The base's case modelled on the chips a run models it on (``runner.model_chips``):
+    what ``ci-bench remodel`` writes back into a baseline entry in place of a run's."""
+    from ci_bench.measure.runner import model_chips
+
+    return model_base(where, model_chips(), seed, factor, case)
+
+
 def lower_case(
     modules: Sequence[str],
     root: str | None,

@@ -94,19 +94,26 @@ def measure_pair(
     return [with_model(pair[0], head, case, settings), with_model(pair[1], base, case, settings)]
 
 
+def model_chips() -> list[str]:
+    """The chips a run models each case on: every TPU chip the model knows, and on a GPU
+    runner its GPU too (the floor guard reads it). Asks jax for the host's accelerator: call
+    it in a worker, never in the orchestrating process."""
+    from ci_bench.measure.model.chips import CHIP_NAMES
+    from ci_bench.measure.model.targets import host_target
+
+    here = host_target()
+    return [*CHIP_NAMES, *([here] if here and here not in CHIP_NAMES else [])]
+
+
 def with_model(
     result: CaseResult, spec: KernelSpec, case: Case, settings: HarnessSettings
 ) -> CaseResult:
     """``result`` with the case's cost model on every chip the model knows (the judge picks
     the target chips). Call it after timing, where the case's kernel module is loaded."""
     from ci_bench.measure.model import analyze_case
-    from ci_bench.measure.model.chips import CHIP_NAMES
-    from ci_bench.measure.model.targets import host_target
 
-    here = host_target()  # on a GPU runner, its GPU too: the floor guard reads it
-    chips = [*CHIP_NAMES, *([here] if here and here not in CHIP_NAMES else [])]
     model = analyze_case(
-        spec, case, chips, seed=settings.seed, flops_factor=settings.cost_model_factor
+        spec, case, model_chips(), seed=settings.seed, flops_factor=settings.cost_model_factor
     )
     # Validated as the file holds it: a partial case's times withheld (issue 39).
     return result.model_copy(update={"model": WithheldModel.model_validate(model.model_dump())})

@@ -1,11 +1,11 @@
-"""A baseline entry's cost models replaced by a newer revision's, its measurements untouched.
+"""A baseline entry's cost models replaced by this revision's, its measurements untouched.
 
 A new cost-model revision leaves every stored baseline "not judged" (its figures moved with
 the model, not the kernel: ``judge.model``) until the next release promotes new numbers.
 ``ci-bench remodel`` models the entry's cases again, from the kernel code of the commit that
-was measured, and this module swaps the models in: pure functions, then one locked
-read-check-write of the file (``store.transaction``), so a promotion in between is never
-overwritten.
+was measured, and this module swaps the models in: a pure function, then one locked
+read-check-write of the file (``store.transaction``), so an entry promoted (or remodelled)
+in between is never overwritten.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Literal
 
 from ci_bench.errors import InputError
 from ci_bench.schema import BaselineEntry, BaselineFile
-from ci_bench.schema.baseline import Remodelled
+from ci_bench.schema.baseline import BASELINE_SCHEMA_VERSION, Remodelled
+from ci_bench.schema.model import MODEL_REVISION
 from ci_bench.schema.withheld import WithheldModel
 from ci_bench.store.baselines import Promotion, load_baseline, write_promotions
-
-Action = Literal["remodelled", "unchanged"]
+from ci_bench.store.transaction import store_lock
 
 
 @dataclass(frozen=True)
@@ -35,19 +35,17 @@ class Moved:
 
 @dataclass(frozen=True)
 class Remodel:
-    """One entry's new models: what the file becomes, and what changed."""
+    """One entry's new models: what the entry becomes, and what changed."""
 
-    device: str
-    action: Action
+    action: Literal["remodelled", "unchanged"]
     entry: BaselineEntry
     revisions: tuple[int | None, ...]  # the revisions the entry's models had before
-    cases: int
     moved: int  # cases with a modelled time that changed on some chip
     largest: Moved | None
 
 
-def _time_moves(old: WithheldModel | None, new: WithheldModel) -> list[Moved]:
-    """How each chip's modelled time moved from ``old`` to ``new`` (known on both sides)."""
+def _time_moves(old: WithheldModel | None, new: WithheldModel) -> list[tuple[str, float]]:
+    """(chip, fraction) for each chip whose modelled time moved from ``old`` to ``new``."""
     if old is None:
         return []
     moves = []
@@ -56,7 +54,7 @@ def _time_moves(old: WithheldModel | None, new: WithheldModel) -> list[Moved]:
         if was is None or was.modelled_us is None or now.modelled_us is None:
             continue
         if was.modelled_us != now.modelled_us and was.modelled_us > 0:
-            moves.append(Moved("", chip, now.modelled_us / was.modelled_us - 1))
+            moves.append((chip, now.modelled_us / was.modelled_us - 1))
     return moves
 
 
@@ -67,62 +65,72 @@ def _same(old: WithheldModel | None, new: WithheldModel) -> bool:
     )
 
 
+def check_remodellable(entry: BaselineEntry, models: Mapping[str, WithheldModel]) -> None:
+    """An ``InputError`` (the entry left as it is) when the new models would lose what it
+    holds: a case without a new model, a case the stored model modelled that the new one
+    could not (old code the current jax refuses), or models of a newer revision than this
+    ci-bench's (an older ci-bench would downgrade them)."""
+    newer = [c.model.revision for c in entry.cases if c.model and c.model.revision]
+    if newer and max(newer) > MODEL_REVISION:
+        raise InputError(
+            f"modelled by a newer ci-bench (cost model revision {max(newer)}, this one "
+            f"{MODEL_REVISION}): upgrade ci-bench to remodel it"
+        )
+    for case in entry.cases:
+        new = models.get(case.id)
+        if new is None:
+            raise InputError(f"case {case.id} got no new model")
+        if new.status == "not_modelled" and case.model and case.model.status != "not_modelled":
+            raise InputError(f"case {case.id} could not be modelled: {new.reason}")
+
+
 def remodel_entry(
     entry: BaselineEntry, models: Mapping[str, WithheldModel], info: Remodelled
 ) -> Remodel:
-    """``entry`` with each case's model from ``models`` (by case id; every case needs one),
-    its provenance saying so. ``unchanged`` when every model is already what it would be
-    (same revision, same figures): the file is then left byte-identical."""
-    missing = [c.id for c in entry.cases if c.id not in models]
-    if missing:
-        raise InputError(f"no new model for {len(missing)} case(s), e.g. {missing[0]}")
+    """``entry`` with each case's model from ``models`` (by case id), its provenance saying
+    so; ``unchanged`` when every model is already what it would be (same revision, same
+    figures): the file is then left byte-identical. ``check_remodellable`` first."""
+    check_remodellable(entry, models)
     revisions = tuple(dict.fromkeys(c.model.revision if c.model else None for c in entry.cases))
     moved, largest = 0, None
     for case in entry.cases:
-        moves = [Moved(case.id, m.chip, m.change) for m in _time_moves(case.model, models[case.id])]
+        moves = _time_moves(case.model, models[case.id])
         moved += bool(moves)
-        for move in moves:
-            if largest is None or abs(move.change) > abs(largest.change):
-                largest = move
+        for chip, change in moves:
+            if largest is None or abs(change) > abs(largest.change):
+                largest = Moved(case.id, chip, change)
     if all(_same(case.model, models[case.id]) for case in entry.cases):
-        return Remodel(
-            entry.device.identity, "unchanged", entry, revisions, len(entry.cases), 0, None
-        )
+        return Remodel("unchanged", entry, revisions, 0, None)
     cases = [c.model_copy(update={"model": models[c.id]}) for c in entry.cases]
     provenance = entry.provenance.model_copy(update={"remodelled": info})
     new = BaselineEntry.model_validate(
         entry.model_copy(update={"cases": cases, "provenance": provenance}).model_dump()
     )
-    return Remodel(entry.device.identity, "remodelled", new, revisions, len(cases), moved, largest)
+    return Remodel("remodelled", new, revisions, moved, largest)
 
 
 def with_entry(baseline: BaselineFile, entry: BaselineEntry) -> BaselineFile:
     """``baseline`` with the entry of ``entry``'s device replaced by it, others kept."""
-    entries = [entry if e.device.identity == entry.device.identity else e for e in baseline.entries]
-    return BaselineFile.model_validate(
-        baseline.model_copy(update={"entries": entries}).model_dump()
-        | {"schema_version": BaselineFile.model_fields["schema_version"].default}
+    identity = entry.device.identity
+    entries = [entry if e.device.identity == identity else e for e in baseline.entries]
+    document = baseline.model_copy(
+        update={"entries": entries, "schema_version": BASELINE_SCHEMA_VERSION}
     )
+    return BaselineFile.model_validate(document.model_dump())
 
 
-def write_remodel(path: Path, read: BaselineFile, remodel: Remodel) -> None:
+def write_remodel(path: Path, was: BaselineEntry, remodel: Remodel) -> None:
     """Write ``remodel``'s entry into the file at ``path`` under the store's lock, provided
-    the entry is still the one that was modelled (a promotion since then is never lost)."""
-    from ci_bench.store.transaction import store_lock
-
+    the file's entry is still ``was``, the one that was modelled: a promotion or another
+    remodel since then is never lost."""
     with store_lock(path.parent):
         now = load_baseline(path)
-        current = now.entry_for(remodel.entry.device)
-        was = read.entry_for(remodel.entry.device)
-        if (
-            current is None
-            or was is None
-            or current.provenance.measured_at != (was.provenance.measured_at)
-        ):
+        if now.entry_for(was.device) != was:
             raise InputError(
-                f"{path}: its {remodel.device} entry changed while it was being remodelled "
-                "(promoted again?); nothing written, run remodel again"
+                f"{path}: its {was.device.identity} entry changed while it was being "
+                "remodelled (promoted again?); nothing written to it, run remodel again"
             )
         document = with_entry(now, remodel.entry)
-        promotion = Promotion(now.kernel, now.version, remodel.device, "replaced", document)
+        identity = was.device.identity
+        promotion = Promotion(now.kernel, now.version, identity, "replaced", document)
         write_promotions(path.parent, [promotion])
