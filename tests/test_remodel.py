@@ -152,7 +152,10 @@ def test_a_commit_missing_from_the_clone_and_another_machine_are_one_line_errors
     fresh(folder, json.dumps(doc))
     done = run_cli("remodel", BASELINE, "-q", cwd=folder)
     assert done.returncode == ExitCode.USAGE
-    assert done.stdout.startswith(f"left: {BASELINE} (tpu:TPU v5 lite): measured on tpu:")
+    assert done.stdout.startswith(
+        f"left: {BASELINE} (tpu:TPU v5 lite): measured on tpu:TPU v5 lite, this machine is "
+        "cpu: remodel it there"
+    )
     assert "nothing to remodel here" in done.stderr
 
 

@@ -50,8 +50,9 @@ class EntryOutcome:
 
 def machine_kind(device: DeviceFingerprint) -> str:
     """What the model depends on of a machine: platform and device kind (a TPU's layouts);
-    not the CPU model, which moves a CPU's timings, never its model."""
-    return f"{device.platform}:{device.device_kind}"
+    not the CPU model, which moves a CPU's timings, never its model. ``cpu`` for a CPU."""
+    kind = device.device_kind
+    return device.platform if kind == device.platform else f"{device.platform}:{kind}"
 
 
 def _cases(entry: BaselineEntry) -> list[Case]:
