@@ -104,17 +104,19 @@ def model_calls(fn: Callable[..., Any], args: tuple[Any, ...], chip: str) -> dic
             "clock_hz": chip_of(chip).clock_hz, "calls": calls}  # fmt: skip
 
 
-def compiled_kernels(fn: Callable[..., Any], args: tuple[Any, ...], sharding: Any) -> dict:
+def compiled_kernels(
+    fn: Callable[..., Any], args: tuple[Any, ...], sharding: Any, dump: Path
+) -> dict:
     """``fn`` compiled by libtpu for ``sharding``'s chip, its kernels read from the dump.
-    libtpu reads its flags once per process, so the dump folder is fixed (``DUMP``) and
+    libtpu reads its flags once per process, so the dump folder is fixed (``dump``) and
     emptied before each compile."""
     import jax
 
-    for path in DUMP.iterdir():
+    for path in dump.iterdir():
         path.unlink()
     specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), args)
     jax.jit(fn).lower(*specs).compile()
-    return read_kernels(DUMP)
+    return read_kernels(dump)
 
 
 def joined(kernels: dict[str, dict[str, Any]], model: dict[str, Any]) -> list[dict[str, Any]]:
@@ -191,12 +193,10 @@ def measured_times() -> dict[tuple[str, str], float]:
     return found
 
 
-DUMP = Path(tempfile.mkdtemp(prefix="static-schedule-"))
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    dump = Path(tempfile.mkdtemp(prefix="static-schedule-"))
     os.environ["LIBTPU_INIT_ARGS"] = " ".join(
-        [os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={DUMP}",
+        [os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={dump}",
          "--xla_jf_dump_llo_text=true"]).strip()  # fmt: skip
     from tpu_deviceless import compiled_for, target
 
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         began = time.monotonic()
         fn, inputs = build()
         model = model_calls(fn, inputs, "v5e")
-        kernels = compiled_kernels(fn, inputs, sharding)
+        kernels = compiled_kernels(fn, inputs, sharding, dump)
         key = name.split(" chunk ")[0] + (" backward" if name.endswith("backward") else "")
         measured = times.get((family, key.replace(" backward", "/backward")))
         row = {"family": family, "name": name, "measured_us": measured,

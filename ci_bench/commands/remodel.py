@@ -13,14 +13,16 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ci_bench.commands.common_args import add_case_timeout, add_config, add_quiet
 from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import path_arg
 from ci_bench.errors import ExitCode, InputError
-from ci_bench.pipeline.remodel import EntryOutcome
 from ci_bench.schema.model import MODEL_REVISION
+
+if TYPE_CHECKING:  # the pipeline is imported when the command runs, not with the parser
+    from ci_bench.pipeline.remodel import EntryOutcome
 
 NAME = "remodel"
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Literal
 
 from ci_bench.errors import InputError
-from ci_bench.schema import BaselineEntry, BaselineFile
-from ci_bench.schema.baseline import BASELINE_SCHEMA_VERSION, Remodelled
+from ci_bench.schema import BaselineEntry
+from ci_bench.schema.baseline import Remodelled
 from ci_bench.schema.model import MODEL_REVISION
 from ci_bench.schema.withheld import WithheldModel
-from ci_bench.store.baselines import Promotion, load_baseline, write_promotions
+from ci_bench.store.baselines import load_baseline, merge_entry, write_promotions
 from ci_bench.store.transaction import store_lock
 
 
@@ -109,16 +109,6 @@ def remodel_entry(
     return Remodel("remodelled", new, revisions, moved, largest)
 
 
-def with_entry(baseline: BaselineFile, entry: BaselineEntry) -> BaselineFile:
-    """``baseline`` with the entry of ``entry``'s device replaced by it, others kept."""
-    identity = entry.device.identity
-    entries = [entry if e.device.identity == identity else e for e in baseline.entries]
-    document = baseline.model_copy(
-        update={"entries": entries, "schema_version": BASELINE_SCHEMA_VERSION}
-    )
-    return BaselineFile.model_validate(document.model_dump())
-
-
 def write_remodel(path: Path, was: BaselineEntry, remodel: Remodel) -> None:
     """Write ``remodel``'s entry into the file at ``path`` under the store's lock, provided
     the file's entry is still ``was``, the one that was modelled: a promotion or another
@@ -130,7 +120,5 @@ def write_remodel(path: Path, was: BaselineEntry, remodel: Remodel) -> None:
                 f"{path}: its {was.device.identity} entry changed while it was being "
                 "remodelled (promoted again?); nothing written to it, run remodel again"
             )
-        document = with_entry(now, remodel.entry)
-        identity = was.device.identity
-        promotion = Promotion(now.kernel, now.version, identity, "replaced", document)
-        write_promotions(path.parent, [promotion])
+        replaced = merge_entry(now, now.kernel, now.version, remodel.entry, force=True)
+        write_promotions(path.parent, [replaced])
