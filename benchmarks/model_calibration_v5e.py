@@ -6,7 +6,8 @@ project's. The chip microbenchmark of the same day (tpu_v5e_microbench_2026-12-0
 measured two of the constants the model takes as given: a streaming HBM copy's bandwidth
 (read + write) and the fixed cost of one grid step (the slope of time over grid steps).
 This script re-models, on any host (no TPU: ``analyze_case`` traces *as* v5e), every point
-of the validation JSON that has a measured_us, under variants of v5e's constants:
+of the validation JSON that has a measured_us (GLA's points are its shipped baseline's
+v5e run instead: the kernel as it ships, ``SHIPPED``), under variants of v5e's constants:
 
 - ``current``: ``chip("v5e")`` unchanged; must reproduce the JSON's modelled_us (the largest
   relative difference is printed, and a difference past 1e-6 fails the run);
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import signal
 import sys
@@ -61,6 +63,11 @@ MICROBENCH = DATA / "tpu_v5e_microbench_2026-12-06.json"
 CHIP = "v5e"
 REPRODUCE = 1e-6  # the largest relative difference ``current`` may show against the JSON
 ALL = "all families"
+V5E_KIND = "TPU v5 lite"
+# Families whose points are their shipped baseline's ci run, not the validation JSON's: the
+# validation run measured GLA 0.5.0, and the kernel has been rewritten since (0.6.0's
+# backward, 0.7.0's forward); its baseline holds the chip's run of the kernel as it ships.
+SHIPPED = ("gla",)
 
 
 class PointTimeout(BaseException):
@@ -135,12 +142,61 @@ def deadline(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def builds(family: str) -> dict[str, Callable[[], Any]]:
-    return dict(FAMILIES[family].points(False))
+def builds(family: str) -> dict[str, Callable[[], Callable[[], dict[str, Any]]]]:
+    """Each point's build: it makes the point's inputs and returns what models it."""
+
+    def modeller(build: Callable[[], Any]) -> Callable[[], dict[str, Any]]:
+        fn, args = build()
+        return lambda: modelled(fn, args, CHIP)
+
+    return {name: functools.partial(modeller, b) for name, b in FAMILIES[family].points(False)}
+
+
+def shipped_points(kernel: str) -> tuple[Path, list[dict[str, Any]], dict[str, Callable]]:
+    """The kernel as it ships: its baseline's TPU v5e entry (the ci run promoted from the
+    chip, device time by the profiler timer), each case's median beside the figure that run
+    modelled, and builds that model the case as ``analyze --chip v5e`` does (its tuned
+    config read as the chip)."""
+    import importlib
+
+    from ci_bench.contract.spec import Case
+    from ci_bench.measure.kernel_side import head_specs
+    from ci_bench.measure.model import analyze_case
+
+    version = importlib.import_module(f"kernels.{kernel}").VERSION
+    path = HERE.parent / "baselines" / f"{kernel}_v{version}.json"
+    entries = json.loads(path.read_text())["entries"]
+    entry = next((e for e in entries if e["device"]["device_kind"] == V5E_KIND), None)
+    if entry is None or entry["settings"].get("timer") != "profiler":
+        raise SystemExit(f"{path.name}: no entry measured on a {V5E_KIND} by the profiler timer")
+    spec = head_specs([f"kernels.{kernel}"], str(HERE.parent))[kernel]
+    seed = entry["settings"]["seed"]
+
+    def modeller(case: Case) -> Callable[[], dict[str, Any]]:
+        def model() -> dict[str, Any]:
+            got = analyze_case(spec, case, [CHIP], seed=seed)
+            if got.status != "ok":
+                return {"partial": got.reason or got.status}
+            return {"modelled_us": got.chips[CHIP].modelled_us}
+
+        return model
+
+    points, found = [], {}
+    for c in entry["cases"]:
+        if c["status"] != "ok" or not c.get("pallas"):
+            continue
+        stored = (c.get("model") or {}).get("chips", {}).get(CHIP, {}).get("modelled_us")
+        points.append({"family": kernel, "name": c["id"], "modelled_us": stored,
+                       "measured_us": c["pallas"]["median_ms"] * 1e3})  # fmt: skip
+        case = Case(c["kernel"], c["params"], c["dtype"], c["mode"])
+        found[c["id"]] = functools.partial(modeller, case)
+    return path, points, found
 
 
 def remodel(
-    point: dict[str, Any], build: Callable[[], Any] | None, variants: dict[str, dict[str, float]]
+    point: dict[str, Any],
+    build: Callable[[], Callable[[], dict[str, Any]]] | None,
+    variants: dict[str, dict[str, float]],
 ) -> dict[str, Any]:
     """The point's figure under every variant (one build, one analyze_case per variant)."""
     row: dict[str, Any] = {key: point[key] for key in ("family", "name", "measured_us")}
@@ -148,13 +204,13 @@ def remodel(
     if build is None:
         return {**row, "error": "no such point in tpu_model_validation_families.FAMILIES"}
     try:
-        fn, args = build()
+        model = build()
     except Exception as exc:
         return {**row, "error": "build: " + one_line(exc)}
     row["variants"] = {}
     for name, overrides in variants.items():
         with chip_variant(overrides):
-            got = modelled(fn, args, CHIP)
+            got = model()
         row["variants"][name] = {k: got[k] for k in ("modelled_us", "partial") if k in got}
     return row
 
@@ -279,7 +335,11 @@ def main() -> int:
         points = [p for p in found["points"] if p["family"] == family and p.get("measured_us")]
         began = time.monotonic()
         try:
-            known = builds(family)
+            if family in SHIPPED:
+                source, points, known = shipped_points(family)
+                print(f"[{family}] the points of {source.name}'s {V5E_KIND} run", flush=True)
+            else:
+                known = builds(family)
         except Exception as exc:
             known, why = {}, one_line(exc)
             print(f"[{family}] cannot list its points: {why}", flush=True)
