@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: ci_bench
 # The topology name jax's topologies API takes, and the accelerator type libtpu expects in
-# TPU_ACCELERATOR_TYPE, per chip name this project's model uses.
-TOPOLOGIES = {"v5e": ("v5e:1x1", "v5litepod-1"), "v6e": ("v6e:1x1", "v6e-1")}
+# TPU_ACCELERATOR_TYPE, per chip name this project's model uses (what ``ci-bench remodel
+# --deviceless`` compiles for).
+from ci_bench.measure.deviceless import TOPOLOGIES
 
 
 def target(chip: str) -> Any:
@@ -90,7 +94,6 @@ def main() -> int:
     (``default_layouts`` of ``tpu_matmul_batch_middle.py``'s JSON); exits 1 on a mismatch."""
     import argparse
     import json
-    from pathlib import Path
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--chip", default="v5e", choices=sorted(TOPOLOGIES))
@@ -112,7 +115,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
     raise SystemExit(main())

@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the pipeline is imported when the command runs, not with th
     from ci_bench.pipeline.remodel import EntryOutcome
 
 NAME = "remodel"
+# The chips libtpu compiles for without one (``measure.deviceless.TOPOLOGIES``), named here
+# so the parser does not import the measuring room.
+DEVICELESS_CHIPS = ("v5e", "v6e")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,6 +54,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--check",
         action="store_true",
         help="write nothing; exit 1 if a model would change (a stale revision or figure)",
+    )
+    parser.add_argument(
+        "--deviceless",
+        metavar="CHIP",
+        choices=sorted(DEVICELESS_CHIPS),
+        help="on a host without a TPU, model the entries measured on this chip, libtpu "
+        "(pip install 'jax[tpu]') answering its layouts as the chip does: "
+        + ", ".join(sorted(DEVICELESS_CHIPS)),
     )
     add_case_timeout(parser)
     add_config(parser)
@@ -100,6 +111,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
         now=datetime.now(UTC),
         progress=progress,
         report=report,
+        deviceless=args.deviceless,
     )
     modelled = [o.remodel for o in outcomes if o.remodel is not None]
     refused = sum(o.refused for o in outcomes)
@@ -109,9 +121,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
             "(above, 'left'); the others were"
         )
     if not modelled:
+        where = f"a {args.deviceless}" if args.deviceless else "this kind of machine"
         raise InputError(
-            "nothing to remodel here: no entry was measured on this kind of machine "
-            "(the model reads the host's chip; remodel on the runner that measured it)"
+            f"nothing to remodel here: no entry was measured on {where} "
+            "(the model reads the chip's layouts; remodel on the runner that measured it, "
+            "or give --deviceless CHIP on a host without a TPU)"
         )
     stale = any(r.action == "remodelled" for r in modelled)
     return int(ExitCode.FAILED if args.check and stale else ExitCode.OK)

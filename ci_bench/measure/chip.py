@@ -59,23 +59,27 @@ def _traced_as() -> str | None:
 def printed_layout(shape: tuple[int, ...], dtype: object) -> str | None:
     """The layout this process's TPU stores a new ``dtype[shape]`` array in, as XLA prints it
     (its client's default, ``{2,0,1:T(4,128)}``); None off a TPU or where it cannot tell. The
-    one place that asks the chip: kernels choosing a path by it, and the cost model."""
+    one place that asks the chip: kernels choosing a path by it, and the cost model. Off a
+    TPU, a worker told to answer for a chip without it (``measure.deviceless``) asks libtpu."""
     import jax
     import numpy as np
 
     if jax.default_backend() != "tpu":
-        return None
+        return _deviceless_printed(tuple(shape), np.dtype(dtype).name)
     return _client_printed(tuple(shape), np.dtype(dtype).name)
 
 
 def stored_layouts() -> Callable[[tuple[int, ...], str], tuple[int, ...] | None] | None:
     """The layouts this process's TPU stores a new array in (its client's default, as a
     major-to-minor order), for the cost model's XLA operations; None off a TPU, where the
-    model takes every input and output row-major (docs/MODEL.md, "Outside the kernels")."""
+    model takes every input and output row-major (docs/MODEL.md, "Outside the kernels"),
+    unless this process answers for a chip without it (``measure.deviceless``)."""
     import jax
 
+    from ci_bench.measure import deviceless
+
     if jax.default_backend() != "tpu":
-        return None
+        return _deviceless_order if deviceless.requested() else None
     return _client_order
 
 
@@ -97,3 +101,19 @@ def _client_printed(shape: tuple[int, ...], dtype: str) -> str | None:
         return str(device.client.get_default_layout(np.dtype(dtype), shape, device))
     except (AttributeError, TypeError, RuntimeError, ValueError):  # a jax that cannot tell
         return None
+
+
+def _deviceless_printed(shape: tuple[int, ...], dtype: str) -> str | None:
+    """The layout libtpu gives the chip this process answers for without it, or None when
+    it answers for none (``measure.deviceless``)."""
+    from ci_bench.measure import deviceless
+
+    chip = deviceless.requested()
+    return None if chip is None else deviceless.printed_layout(chip, shape, dtype)
+
+
+def _deviceless_order(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
+    from ci_bench.measure.model.layouts import parse_major_to_minor
+
+    printed = _deviceless_printed(shape, dtype)
+    return None if printed is None else parse_major_to_minor(printed)

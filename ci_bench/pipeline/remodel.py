@@ -7,7 +7,9 @@ measured on this kind of machine (platform and device kind) are modelled: on a T
 reads the chip's own layouts (``measure.chip.stored_layouts``), so another machine would
 write other figures than its runs will. The worker is the measuring one (pinned to the
 host's accelerator) and models the chips a run models (``runner.model_chips``), so the
-figures are the ones a run here writes.
+figures are the ones a run here writes. With ``deviceless`` a host without a TPU models the
+entries of that chip instead, its worker asking libtpu for the chip's layouts
+(``measure.deviceless``): the figures the chip's own run writes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from ci_bench import __version__
 from ci_bench.contract.spec import Case
 from ci_bench.errors import CiBenchError, InputError
+from ci_bench.measure import deviceless as deviceless_edge
 from ci_bench.pipeline.ab import base_checkout
 from ci_bench.pipeline.analysis import model_cases
 from ci_bench.pipeline.git import resolve_commit
@@ -27,7 +30,7 @@ from ci_bench.pipeline.kernels import HeadKernels, base_side, head_kernels
 from ci_bench.pipeline.request import Request
 from ci_bench.schema import BaselineEntry, BaselineFile, DeviceFingerprint
 from ci_bench.schema.baseline import Remodelled
-from ci_bench.schema.model import MODEL_REVISION
+from ci_bench.schema.model import MODEL_REVISION, TPU_DEVICE_KINDS
 from ci_bench.schema.withheld import WithheldModel
 from ci_bench.store.baselines import baseline_files, load_baseline
 from ci_bench.store.remodel import Remodel, remodel_entry, write_remodel
@@ -122,16 +125,50 @@ def _files(paths: Sequence[Path]) -> list[Path]:
 
 @dataclass(frozen=True)
 class _Session:
-    """What every entry is modelled with: the request, the head's worker, this machine's
-    kind, ``--at``, whether to write, the time recorded, the progress line."""
+    """What every entry is modelled with: the request, the head's worker, the machine kind
+    it models (``here``; a chip's name with ``deviceless``), ``--at``, whether to write, the
+    time recorded, the progress line."""
 
     request: Request
     head: HeadKernels
     here: str
+    deviceless: str | None
     at: str | None
     write: bool
     now: datetime
     progress: Callable[[str], None]
+
+    def models(self, device: DeviceFingerprint) -> bool:
+        """Whether an entry measured on ``device`` is modelled here as its run modelled it."""
+        if self.deviceless is None:
+            return machine_kind(device) == self.here
+        kind = TPU_DEVICE_KINDS.get(device.device_kind.strip())
+        return device.platform == "tpu" and kind == self.deviceless
+
+    def elsewhere(self, device: DeviceFingerprint) -> str:
+        """Why an entry of another machine is left."""
+        kind = machine_kind(device)
+        if self.deviceless is None:
+            return f"measured on {kind}, this machine is {self.here}: remodel it there"
+        return f"measured on {kind}, not a {self.deviceless}: remodel it there"
+
+
+def _deviceless_env(env: Mapping[str, str], chip: str | None) -> Mapping[str, str]:
+    """The worker's environment: ``env``, or with ``chip`` the one that answers its layouts
+    without it; refused where libtpu is missing or the host has an accelerator of its own."""
+    if chip is None:
+        return env
+    from ci_bench.measure.workers import accelerator_present
+
+    if accelerator_present(env):
+        raise InputError(
+            f"--deviceless {chip}: this host has an accelerator; remodel its own entries "
+            "without --deviceless, others on a host without one"
+        )
+    missing = deviceless_edge.libtpu_missing()
+    if missing:
+        raise InputError(f"--deviceless {chip}: {missing}")
+    return {**env, **deviceless_edge.worker_env(chip)}
 
 
 def remodel_baselines(
@@ -144,15 +181,17 @@ def remodel_baselines(
     now: datetime,
     progress: Callable[[str], None],
     report: Callable[[EntryOutcome], None],
+    deviceless: str | None = None,
 ) -> list[EntryOutcome]:
-    """Every entry of ``paths`` measured on this kind of machine, modelled again, each
-    outcome handed to ``report`` as it comes; written back (each file under the store's
-    lock) when ``write`` and a model changed. An entry that cannot be modelled or written
-    is left, said why; the others still are."""
+    """Every entry of ``paths`` measured on this kind of machine (or, with ``deviceless``,
+    on that TPU chip), modelled again, each outcome handed to ``report`` as it comes;
+    written back (each file under the store's lock) when ``write`` and a model changed. An
+    entry that cannot be modelled or written is left, said why; the others still are."""
     baselines = {path: load_baseline(path) for path in _files(paths)}  # all read first
-    head = head_kernels(request, env, measuring=True)
+    head = head_kernels(request, _deviceless_env(env, deviceless), measuring=True)
     assert head.device is not None  # measuring: the host's device was read
-    session = _Session(request, head, machine_kind(head.device), at, write, now, progress)
+    here = deviceless or machine_kind(head.device)
+    session = _Session(request, head, here, deviceless, at, write, now, progress)
     outcomes: list[EntryOutcome] = []
     with head.process:
         for path, baseline in baselines.items():
@@ -166,10 +205,9 @@ def _one(
     session: _Session, path: Path, baseline: BaselineFile, entry: BaselineEntry
 ) -> EntryOutcome:
     """One entry modelled (and written), or left with why."""
-    device, kind = entry.device.identity, machine_kind(entry.device)
-    if kind != session.here:
-        why = f"measured on {kind}, this machine is {session.here}: remodel it there"
-        return EntryOutcome(path, device, None, None, why)
+    device = entry.device.identity
+    if not session.models(entry.device):
+        return EntryOutcome(path, device, None, None, session.elsewhere(entry.device))
     try:
         sha = _commit(session.request, entry, session.at)
         session.progress(f"{path.name} ({device}): {len(entry.cases)} cases at {sha[:12]}")
