@@ -60,7 +60,9 @@
 #   model-validation  benchmarks/tpu_model_validation.py: the cost model against the chip
 #   remodel-check  ci-bench remodel --check of the current baselines on the chip, the kernels
 #             at ${AT:-HEAD}: "unchanged" when the model on the chip still writes what the
-#             chip's runs wrote (a stale revision: exit 1), then the remodel itself to OUT
+#             chip's runs wrote, or what `remodel --deviceless v5e` wrote on a CPU (revision
+#             10's figures: the chip confirms the deviceless layouts); stale: exit 1; then
+#             the remodel itself to OUT
 #   ci-run    ci-bench run --profile ci (every kernel), to OUT/ci_N.json: N counts the runs
 #   full      ci-bench run --profile full (every kernel): what a release tag promotes
 #   benchmarks/tpu_kernels_check.sh OUT STEP...     # on the TPU host, from the repo's root

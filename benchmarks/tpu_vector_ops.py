@@ -9,13 +9,18 @@ for a v5e (deviceless, ``tpu_deviceless.py``; on a v5e host the same program com
 its chip). The final bundles (``--xla_jf_dump_to``, read as in ``tpu_static_schedule.py``)
 give each unit's filled slots; a bare copy's slots are subtracted, so a row is what the
 operation adds, per float32-sized vreg of its block (128), beside the model's VALU and EUP
-count for the same call. Nothing is timed: slots are the compiler's choice of instructions,
-and bundles (the issue length) include the loads and stores every row shares.
+count for the same call (at the revision the JSON records). Nothing is timed: slots are the
+compiler's choice of instructions, and bundles (the issue length) include the loads and
+stores every row shares.
+
+A second table compiles one dot per (m, k, n) into float32: the MXU's result for each 128 of
+k is popped (``VPOP``) and summed on the VALU, which the model counts since revision 10.
 
 These are chip microbenchmarks in the sense of issue 51 (one operation, no kernel the model
-is judged on); the model's table is not changed by this script.
+is judged on): model revision 10's vector table (``ci_bench/measure/model/vector.py``) is
+read from them; this script changes nothing.
 
-    ALLOW_MULTIPLE_LIBTPU_LOAD=1 python benchmarks/tpu_vector_ops.py --out OUT
+    ALLOW_MULTIPLE_LIBTPU_LOAD=1 python benchmarks/tpu_vector_ops.py --out OUT [--chip v6e]
     python benchmarks/tpu_vector_ops.py --render OUT/vector_ops.json
 """
 
@@ -60,7 +65,9 @@ def operations() -> dict[str, tuple[Callable[..., Any], int, str | None]]:
         "select (x > y)": (lambda x, y: jnp.where(x > y, x, y), 2, None),
         "div": (lambda x, y: x / y, 2, None),
         "exp": (jnp.exp, 1, None),
+        "exp2": (jnp.exp2, 1, None),
         "log": (jnp.log, 1, None),
+        "sqrt": (jnp.sqrt, 1, None),
         "tanh": (jnp.tanh, 1, None),
         "logistic": (jax.nn.sigmoid, 1, None),
         "rsqrt": (jax.lax.rsqrt, 1, None),
@@ -73,6 +80,26 @@ def operations() -> dict[str, tuple[Callable[..., Any], int, str | None]]:
         "to float32": (lambda x: x.astype(jnp.float32), 1, F32),
         "to bfloat16": (lambda x: x.astype(jnp.bfloat16), 1, BF16),
     }  # fmt: skip
+
+
+# Dots (m, k, n): the VALU operations summing the MXU's partial products over k.
+DOTS = [(256, 128, 256), (256, 256, 256), (256, 512, 256), (512, 512, 512), (256, 1024, 256),
+        (128, 2048, 128), (512, 128, 512), (128, 64, 128)]  # fmt: skip
+
+
+def dot_kernel(m: int, k: int, n: int, dtype: str) -> Any:
+    """One ``pallas_call`` doing a (m, k) x (k, n) dot into float32, and its inputs."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def body(a: Any, b: Any, out: Any) -> None:
+        out[...] = jnp.dot(a[...], b[...], preferred_element_type=jnp.float32)
+
+    def fn(a: Any, b: Any) -> Any:
+        return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32))(a, b)
+
+    return fn, (jnp.zeros((m, k), dtype), jnp.zeros((k, n), dtype))
 
 
 def kernel(op: Callable[..., Any], operands: int, dtype: str, out_dtype: str | None) -> Any:
@@ -98,22 +125,24 @@ def per_vreg(slots: dict[str, int], copy: dict[str, int]) -> dict[str, float]:
     return {u: round((slots.get(u, 0) - copy.get(u, 0)) / WIDE_VREGS, 3) for u in UNITS}
 
 
-def model_counts(fn: Callable[..., Any], args: tuple[Any, ...]) -> dict[str, float | None]:
+def model_counts(
+    fn: Callable[..., Any], args: tuple[Any, ...], name: str
+) -> dict[str, float | None]:
     """The cost model's VALU operations and EUP pushes for the call, per float32 vreg."""
     from tpu_static_schedule import model_calls
 
     from ci_bench.measure.model.chips import chip
 
-    model = model_calls(fn, args, "v5e")
+    model = model_calls(fn, args, name)
     if model["status"] != "ok":
         return {"VALU": None, "EUP": None}
     (call,) = model["calls"]
-    rates = chip("v5e")
+    rates = chip(name)
     eup = (call["eup_us"] or 0) * 1e-6 * rates.eup_ops_per_s
     return {"VALU": round(call["valu_ops"] / WIDE_VREGS, 3), "EUP": round(eup / WIDE_VREGS, 3)}
 
 
-def run() -> dict[str, Any]:
+def run(on: str) -> dict[str, Any]:
     dump = Path(tempfile.mkdtemp(prefix="vector-ops-"))
     os.environ["LIBTPU_INIT_ARGS"] = " ".join(
         [os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={dump}",
@@ -121,7 +150,9 @@ def run() -> dict[str, Any]:
     from tpu_deviceless import compiled_for, target
     from tpu_static_schedule import compiled_kernels
 
-    sharding = target("v5e")
+    from ci_bench.schema.model import MODEL_REVISION
+
+    sharding = target(on)
     rows, copies = [], {}
     for dtype in (F32, BF16):
         for name, (op, operands, out_dtype) in operations().items():
@@ -137,13 +168,30 @@ def run() -> dict[str, Any]:
             copies.setdefault(dtype, compiled["slots"]) if name == "copy" else None
             row |= {"bundles": compiled["bundles"], "slots": compiled["slots"],
                     "compiler_per_vreg": per_vreg(compiled["slots"], copies[dtype]),
-                    "model_per_vreg": model_counts(fn, args)}  # fmt: skip
+                    "model_per_vreg": model_counts(fn, args, on)}  # fmt: skip
             rows.append(row)
             print(one_row(row), flush=True)
+    print("\n" + DOT_HEADER)
+    dots = []
+    for dtype in (F32, BF16):
+        for m, k, n in DOTS:
+            fn, args = dot_kernel(m, k, n, dtype)
+            try:
+                (compiled,) = compiled_kernels(fn, args, sharding, dump).values()
+            except Exception as exc:  # the compiler's refusal, in its own words
+                print(f"| {m} x {k} x {n} | {dtype} | refused: {' '.join(str(exc).split())[:200]}")
+                continue
+            out = -(-m // 8) * -(-n // 128)  # float32 vregs of the result
+            model = model_counts(fn, args, on)["VALU"]
+            dots.append({"m": m, "k": k, "n": n, "dtype": dtype, "result_vregs": out,
+                         "slots": compiled["slots"], "bundles": compiled["bundles"],
+                         "model_valu": None if model is None else model * WIDE_VREGS})  # fmt: skip
+            print(dot_row(dots[-1]), flush=True)
     return {"provenance": {"date": time.strftime("%Y-%m-%d"), "compiled_for":
-                           compiled_for("v5e", sharding), "script": Path(__file__).name,
-                           "block": [ROWS, COLS], "command": " ".join(sys.argv)},
-            "rows": rows}  # fmt: skip
+                           compiled_for(on, sharding), "script": Path(__file__).name,
+                           "block": [ROWS, COLS], "command": " ".join(sys.argv),
+                           "model_revision": MODEL_REVISION},
+            "rows": rows, "dots": dots}  # fmt: skip
 
 
 def _f(x: float | None) -> str:
@@ -160,6 +208,19 @@ def one_row(row: dict[str, Any]) -> str:
     )
 
 
+def dot_row(row: dict[str, Any]) -> str:
+    out, slots, model = row["result_vregs"], row["slots"], row["model_valu"]
+    return (
+        f"| {row['m']} x {row['k']} x {row['n']} | {row['dtype']} | {out} | "
+        f"{slots['VPOP'] / out:g} | {slots['VALU'] / out:g} | "
+        f"{_f(None if model is None else model / out)} |"
+    )
+
+
+DOT_HEADER = (
+    "| dot m x k x n | operands | result vregs | MXU pops / vreg | VALU / vreg (compiler) | "
+    "VALU / vreg (model) |\n|---|---|---|---|---|---|"
+)
 HEADER = (
     "| operation | dtype | VALU / vreg (compiler) | VALU (model) | EUP (compiler) | "
     "EUP (model) | XLU (compiler) | bundles |\n|---|---|---|---|---|---|---|---|"
@@ -170,14 +231,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--render", type=Path)
+    parser.add_argument("--chip", default="v5e", choices=("v5e", "v6e"), help="compile for")
     args = parser.parse_args()
     if args.render:
         rows = json.loads(args.render.read_text())["rows"]
         print(HEADER)
         print("\n".join(one_row(r) for r in rows if r["op"] != "copy"))
+        dots = json.loads(args.render.read_text()).get("dots", [])
+        print("\n" + DOT_HEADER + "\n" + "\n".join(map(dot_row, dots)))
         return 0
     print(HEADER)
-    found = run()
+    found = run(args.chip)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "vector_ops.json").write_text(json.dumps(found, indent=1))

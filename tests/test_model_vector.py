@@ -51,10 +51,11 @@ def test_an_elementwise_exp_and_lane_max_body_counts_the_hand_computed_vreg_ops(
     body = _body(_softmax_row, ((16, 256), jnp.float32))
     cost = step_cost(body)
     # x: f32 (16, 256) = 2 row groups x 2 lane tiles = 4 vregs.
-    # reduce_max over lanes: fold 4 -> 2 vregs (2 ops), then 7 rotate+max steps on each of
-    # the 2 result vregs (2 x 2 x 7 = 28): 30. The (16,) -> (16, 1) broadcast adds a unit
-    # dim only: free. sub (against the lane-replicated max): 4. exp: 4 EUP pushes.
-    assert cost.vpu_ops == 30 + 4
+    # reduce_max over lanes: fold 4 -> 2 vregs (2 ops); the steps across lanes are the
+    # XLU's (the compiler: 0.75 VALU a vreg, all of it the fold). The (16,) -> (16, 1)
+    # broadcast adds a unit dim only, and the lane-replicated max is the XLU's: free here.
+    # sub: 4. exp: 4 EUP pushes and 2 VALU ops a vreg to finish them (8).
+    assert cost.vpu_ops == 2 + 4 + 8
     assert cost.eup_ops == 4
     assert cost.flops == 0
 
@@ -65,10 +66,12 @@ def test_bf16_packs_on_a_chip_with_a_bf16_vpu_and_widens_below_it():
 
     body = _body(kernel, ((32, 256), jnp.bfloat16), ((32, 256), jnp.bfloat16))
     cost = step_cost(body)
-    # bf16 (32, 256): 4 x 2 = 8 vregs as f32, 2 x 2 = 4 packed. mul on the VALU, tanh on
-    # the EUP: one op per vreg each.
-    assert (cost.vpu_ops, cost.eup_ops) == (8, 8)
-    assert (cost.vpu_ops_packed, cost.eup_ops_packed) == (4, 4)
+    # bf16 (32, 256): 4 x 2 = 8 vregs as f32, 2 x 2 = 4 packed. Without a bf16 VPU each op
+    # unpacks its bf16 operands (1 a f32 vreg each), works in f32 and packs (0.5): mul
+    # 8 x (2 + 1 + 0.5) = 28; tanh 8 x (1 + 1 + 0.5) = 20 and 8 EUP pushes (the compiler's
+    # 3.5 and 2.5 a vreg). Packed: mul 4, tanh 4 VALU + 4 EUP.
+    assert (cost.vpu_ops, cost.eup_ops) == (48, 8)
+    assert (cost.vpu_ops_packed, cost.eup_ops_packed) == (8, 4)
     assert not chip("v5e").bf16_vpu
     assert chip("v6e").bf16_vpu
     assert chip("7x").bf16_vpu
@@ -92,8 +95,9 @@ def test_a_loop_in_the_body_multiplies_its_vector_work_by_its_trip_count():
 
     body = _body(kernel, ((8, 128), jnp.float32))
     cost = step_cost(body)
-    # One vreg: per iteration 1 exp (EUP) and 1 add (VALU); the scalar counter is free.
-    assert (cost.vpu_ops, cost.eup_ops) == (5, 5)
+    # One vreg: per iteration 1 exp (1 EUP push, 2 VALU ops) and 1 add (VALU); the scalar
+    # counter is free.
+    assert (cost.vpu_ops, cost.eup_ops) == (15, 5)
 
 
 def _attention(q, k, v):
@@ -135,16 +139,69 @@ def _spec() -> KernelSpec:
     return adhoc_spec(_attention, make, "bfloat16", name="attn")
 
 
-@pytest.mark.parametrize("name", ["v5e", "7x"])
-def test_an_attention_like_body_is_timed_on_the_vector_unit_not_the_mxu_alone(name):
+def test_a_scalar_operand_is_splat_not_unpacked_and_a_bf16_result_skips_refinement():
+    def scaled(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    def divided(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] / y_ref[...]
+
+    bf16 = ((32, 256), jnp.bfloat16)
+    cost = step_cost(_body(scaled, bf16))
+    # 8 vregs as f32: unpack x (8), mul (8), pack (4); the 2.0 is no vreg to unpack.
+    assert cost.vpu_ops == 8 + 8 + 4
+    cost = step_cost(_body(divided, bf16, bf16))
+    # Widened (v5e): unpack both (16), a bf16-precision division 2 a vreg (16), pack (4):
+    # the compiler's 4.5 a vreg. Packed (v6e on): 2 a packed vreg, never float32's 14.
+    assert (cost.vpu_ops, cost.eup_ops) == (16 + 16 + 4, 8)
+    assert (cost.vpu_ops_packed, cost.eup_ops_packed) == (2 * 4, 4)
+
+
+def test_the_packed_vector_count_and_the_256_deep_mxu_go_together():
+    """A dot's passes are counted 256 deep with the packed (bf16 VPU) vector work: true of
+    every chip in the table, and a new chip that breaks it fails here."""
+    from ci_bench.measure.model.chips import CHIP_NAMES
+
+    for name in CHIP_NAMES:
+        assert chip(name).bf16_vpu == (chip(name).mxu_column_size == 256), name
+
+
+def test_a_dot_sums_its_partial_products_over_k_on_the_valu():
+    def kernel(a_ref, b_ref, o_ref):
+        o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+
+    body = _body(kernel, ((256, 512), jnp.float32), ((512, 512), jnp.float32))
+    cost = step_cost(body)
+    # The f32 (256, 512) result is 32 x 4 = 128 vregs; k = 512 is 4 passes of a 128-deep
+    # MXU (v5e), each popped and added to the others: 3 adds a vreg (the compiler's count
+    # for float32, tpu_vector_ops.py), and 2 passes of a 256-deep one (v6e on): 1 add.
+    assert (cost.vpu_ops, cost.vpu_ops_packed) == (128 * 3, 128 * 1)
+    assert cost.eup_ops == 0
+
+
+@pytest.mark.parametrize(("name", "bound"), [("v5e", "compute"), ("7x", "vector")])
+def test_an_attention_like_body_is_timed_on_its_busiest_unit(name, bound):
     model = analyze_case(_spec(), Case("attn", {"N": 1}, "bfloat16"), [name])
     assert model.status == "ok"
     on = model.chips[name]
     assert on.vector_us is not None
-    assert on.vector_us > on.compute_us > 0
+    # Per step, f32 scores (512, 512) = 256 vregs: two iotas 512, the compare 256, the
+    # scale 256, the -1e30 splat 1 (one vreg, reused), the select 256; the row max's fold
+    # 256 - 64 = 192 (across lanes: the XLU's); the sub 256; exp 2 x 256 = 512; the row
+    # sum's fold 192; p to bf16 packs into 128; o / l over (512, 128) = 64 vregs, a
+    # division 14 each on v5e (its compile), 2 on a chip with a bf16 VPU (v6e's); the cast
+    # out packs into 32. The second dot (k = 512) sums its passes into o's 64 vregs: 3 adds
+    # each on v5e's 128-deep MXU, 1 on 7x's 256-deep one; the first (k = 128) has one pass.
+    division = 64 * (14 if name == "v5e" else 2)
+    accumulate = 64 * (3 if name == "v5e" else 1)
+    per_step = 512 + 256 + 256 + 1 + 256 + 192 + 256 + 512 + 192 + 128 + division + 32 + accumulate
+    steps = 4 * 4
+    assert on.vector_us == pytest.approx(steps * per_step / chip(name).vpu_ops_per_s * 1e6)
     assert on.eup_us is not None
     assert on.eup_us > 0
-    assert on.bound == "vector"
+    # Two 512 x 512 x 128 dots a step: v5e's MXU takes longer than its VALU, 7x's less.
+    assert (on.vector_us > on.compute_us) == (bound == "vector")
+    assert on.bound == bound
     # The step's busy time is the busiest unit plus the step cost, never less.
     steps = 4 * 4
     assert on.modelled_us >= on.vector_us + steps * chip(name).step_overhead_us

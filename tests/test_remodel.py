@@ -130,8 +130,7 @@ def test_at_a_commit_whose_kernel_has_another_version_is_refused(promoted):
         assert done.stdout.startswith(f"left: {BASELINE} (cpu:"), done.stdout
         assert "kernel mm is version 1.1.0, the baseline 1.0.0" in done.stdout
         assert done.stderr.strip() == (
-            "ci-bench: error: 1 baseline entry could not be modelled (above, 'left'); "
-            "the others were"
+            "ci-bench: error: 1 baseline entry could not be modelled (above, 'left'); no other was"
         )
         assert (folder / BASELINE).read_text() == aged(text)
     finally:

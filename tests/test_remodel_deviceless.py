@@ -95,10 +95,10 @@ def test_without_libtpu_it_is_one_line_and_nothing_is_written(tmp_path):
 @pytest.mark.skipif(not _libtpu(), reason="needs libtpu (pip install 'jax[tpu]'); CI has none")
 def test_a_cpu_with_libtpu_models_the_shipped_tpu_baselines_as_the_chip_did():
     """The shipped matmul baseline has cases whose kernel path the chip's layout picks (the
-    batched float32 513³ is stored batch-middle on a v5e); modelled here at HEAD (0.11.0's
+    batched float32 513³ is stored batch-middle on a v5e); modelled here at da34988 (0.11.0's
     programs; its measured commit asked jax's client itself), every figure on every chip is
-    the chip run's."""
-    for name, at in (("matmul_v0.11.0.json", "HEAD"), ("gla_v0.7.0.json", "HEAD")):
+    the one written into it (by this command: they read unchanged, at this revision)."""
+    for name, at in (("matmul_v0.11.0.json", "da34988"), ("gla_v0.7.0.json", "d1fc397")):
         path = REPO / "baselines" / name
         entry = json.loads(path.read_text())["entries"][0]
         args = ("remodel", "--deviceless", "v5e", "--check", str(path), "--at", at, "-q")

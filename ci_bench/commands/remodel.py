@@ -116,9 +116,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     modelled = [o.remodel for o in outcomes if o.remodel is not None]
     refused = sum(o.refused for o in outcomes)
     if refused:
+        rest = "the others were" if modelled else "no other was"
         raise InputError(
             f"{refused} baseline entr{'y' if refused == 1 else 'ies'} could not be modelled "
-            "(above, 'left'); the others were"
+            f"(above, 'left'); {rest}"
         )
     if not modelled:
         where = f"a {args.deviceless}" if args.deviceless else "this kind of machine"

@@ -5,10 +5,11 @@ how it stores a new array (``measure.chip``); off one they take every array row-
 CPU models some cases otherwise than the chip's run did (the project's batched float32
 matmul at 513³: its layout picks the kernel). libtpu, where it is installed (``jax[tpu]``),
 compiles for a TPU it is not attached to when jax is given a topology description instead of
-a device, and the layouts it picks for a program's inputs are the chip client's own (136 of
-136 shapes agreed on a v5e, docs/TPU.md). ``ci-bench remodel --deviceless CHIP`` sets
-``ENV`` in its worker's environment; ``measure.chip`` then answers from here. Nothing runs on
-a chip and nothing is timed: only layouts are asked.
+a device, and the layouts it picks for a program's inputs are the chip client's own (24 of
+24 of the matmul's batched shapes on a v5e, docs/MODEL.md, "The chip's stored layouts").
+``ci-bench remodel --deviceless CHIP`` sets ``ENV`` in its worker's environment;
+``measure.chip`` then answers from here. Nothing runs on a chip and nothing is timed: only
+layouts are asked.
 """
 
 from __future__ import annotations

@@ -188,7 +188,12 @@ class GpuBound(Model):
 # 9: the chip's stored layouts (its client's default, asked on a TPU): a transpose that
 # reads a function input's stored bytes row-major (or writes an output's) is a bitcast and
 # moves nothing (matmul 0.9.0's swaps, compiled with no copy on a v5e; layouts.py).
-MODEL_REVISION = 9
+# 10: the vector table is the compiler's (libtpu's v5e bundles for one operation,
+# benchmarks/tpu_vector_ops.py): exp, log, rsqrt, sqrt, division and logistic finish on the
+# VALU; reductions and broadcasts across lanes are the XLU's, not the VALU's; a narrowing
+# cast packs (0.5 a float32 vreg); a 16-bit float op without a bf16 VPU unpacks and packs;
+# a float dot sums its MXU passes over k on the VALU.
+MODEL_REVISION = 10
 
 
 class CaseModel(Model):

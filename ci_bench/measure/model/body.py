@@ -93,9 +93,24 @@ def _dot_cost(eqn: Any) -> StepCost:
         )
     else:
         cost.bf16_flops, cost.bf16_flops_wide = float(narrow), float(wide)
+    if not dtypes & {"int8", "uint8", "int4", "uint4"}:
+        cost.vpu_ops, cost.vpu_ops_packed = (_accumulated(m, k, n, batch, c) for c in (128, 256))
     if wide > flops:
         cost.notes.append(MXU_PADDING_NOTE)
     return cost
+
+
+def _accumulated(m: int, k: int, n: int, batch: int, depth: int) -> float:
+    """VALU operations summing a float dot's partial products: the MXU's result for each
+    ``depth`` of k is popped and added to the rest, one op per float32 vreg of the result
+    after the first: libtpu's v5e bundles issue exactly that for float32 operands and up to
+    2x it for bfloat16 ones (``benchmarks/tpu_vector_ops.py``, its dots); a v6e's 256-deep
+    MXU halves them (``--chip v6e``). The 256-deep count rides on the packed vector count:
+    the chips whose VPU computes bf16 are the ones with a 256-wide MXU (a test holds the
+    table to it). int8 dots are unmeasured and count none."""
+    from ci_bench.measure.model.vector import vregs
+
+    return float(batch * vregs((m, n), 4, False) * (-(-k // depth) - 1))
 
 
 def _precision_name(precision: Any) -> str:
