@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from ci_bench.commands.remodel import DEVICELESS_CHIPS
+from ci_bench.commands.common_args import DEVICELESS_CHIPS
 from ci_bench.errors import ExitCode
 from ci_bench.measure import deviceless
 from ci_bench.measure.model.layouts import parse_major_to_minor
@@ -106,3 +106,35 @@ def test_a_cpu_with_libtpu_models_the_shipped_tpu_baselines_as_the_chip_did():
         assert done.returncode == ExitCode.OK, done.stdout + done.stderr
         assert done.stdout.startswith(f"unchanged: {path} (tpu:TPU v5 lite)"), done.stdout
         assert f"{len(entry['cases'])} cases" in done.stdout
+
+
+@pytest.mark.skipif(_libtpu(), reason="libtpu is installed here: its absence is not testable")
+def test_analyze_without_libtpu_is_one_line():
+    done = run_cli(
+        "analyze", "--deviceless", "v5e", "--kernel", "matmul", "--profile", "ci", "--case",
+        "matmul/B4-M513-*", "-q", cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == ExitCode.USAGE
+    assert done.stderr.strip().startswith("ci-bench: error: --deviceless v5e: libtpu is not")
+    assert done.stdout == ""
+
+
+@pytest.mark.skipif(not _libtpu(), reason="needs libtpu (pip install 'jax[tpu]'); CI has none")
+def test_analyze_with_the_chips_layouts_models_what_the_chips_run_modelled():
+    """The batched float32 matmul at 513³ takes its DMA kernel where the chip stores its
+    operands batch-middle: a CPU's row-major guess models the other kernel; with a v5e's
+    layouts from libtpu, ``analyze`` gives the figure the chip's run wrote."""
+    case = "matmul/B4-M513-K513-N513/float32"
+    (entry,) = json.loads((REPO / "baselines" / "matmul_v0.11.0.json").read_text())["entries"]
+    chip_run = next(c for c in entry["cases"] if c["id"] == case)["model"]["chips"]["v5e"]
+    figures = {}
+    for extra in ((), ("--deviceless", "v5e")):
+        done = run_cli(
+            "analyze", "--kernel", "matmul", "--profile", "ci", "--case", case, "--chip",
+            "v5e", "--format", "json", "-q", *extra, cwd=REPO, process=True,
+        )  # fmt: skip
+        assert done.returncode == ExitCode.OK, done.stderr
+        (one,) = json.loads(done.stdout)["cases"]
+        figures[extra] = one["chips"]["v5e"]["modelled_us"]
+    assert figures[("--deviceless", "v5e")] == chip_run["modelled_us"]
+    assert figures[()] != chip_run["modelled_us"]  # row-major: the other kernel

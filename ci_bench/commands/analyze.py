@@ -14,6 +14,7 @@ from typing import TextIO
 
 from ci_bench.commands.common_args import (
     add_case_timeout,
+    add_deviceless,
     add_fail_on,
     add_output,
     add_quiet,
@@ -48,11 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_shape(analyze)
     add_seed(analyze)
     add_case_timeout(analyze)
+    add_deviceless(analyze, "trace every case")
     add_quiet(analyze)
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO) -> int:
     # --output was checked when the command line was parsed (Output), before any tracing.
+    from ci_bench.measure.deviceless import worker_environment
     from ci_bench.measure.model.targets import resolve_targets
     from ci_bench.pipeline.analysis import analyze_cases
     from ci_bench.report.analysis import analysis_table
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     request = request_from(args, cwd)
     chips = resolve_targets(args.chip, request.config.target_chips)
     # Described and modelled in a worker (CPU only): no kernel code runs here.
-    head = head_kernels(request, env, measuring=False)
+    head = head_kernels(request, worker_environment(env, args.deviceless), measuring=False)
 
     def progress(line: str) -> None:
         if not args.quiet:

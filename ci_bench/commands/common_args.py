@@ -191,6 +191,23 @@ def add_timer(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The chips libtpu compiles for without one (``measure.deviceless.TOPOLOGIES``), named here
+# so a parser does not import the measuring room.
+DEVICELESS_CHIPS = ("v5e", "v6e")
+
+
+def add_deviceless(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--deviceless CHIP``: a TPU's layouts from libtpu on a host without the chip."""
+    parser.add_argument(
+        "--deviceless",
+        metavar="CHIP",
+        choices=DEVICELESS_CHIPS,
+        help=f"on a host without a TPU, {what} with this chip's layouts as libtpu "
+        "(pip install 'jax[tpu]') answers them, as a run on the chip does: "
+        + ", ".join(DEVICELESS_CHIPS),
+    )
+
+
 def add_case_timeout(parser: argparse.ArgumentParser) -> None:
     """The one time limit of kernel code: a case measured, a module imported, a kernel
     traced, modelled or lowered in its worker."""

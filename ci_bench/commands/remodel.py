@@ -15,7 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ci_bench.commands.common_args import add_case_timeout, add_config, add_quiet
+from ci_bench.commands.common_args import (
+    add_case_timeout,
+    add_config,
+    add_deviceless,
+    add_quiet,
+)
 from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import path_arg
 from ci_bench.errors import ExitCode, InputError
@@ -25,9 +30,6 @@ if TYPE_CHECKING:  # the pipeline is imported when the command runs, not with th
     from ci_bench.pipeline.remodel import EntryOutcome
 
 NAME = "remodel"
-# The chips libtpu compiles for without one (``measure.deviceless.TOPOLOGIES``), named here
-# so the parser does not import the measuring room.
-DEVICELESS_CHIPS = ("v5e", "v6e")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,14 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="write nothing; exit 1 if a model would change (a stale revision or figure)",
     )
-    parser.add_argument(
-        "--deviceless",
-        metavar="CHIP",
-        choices=sorted(DEVICELESS_CHIPS),
-        help="on a host without a TPU, model the entries measured on this chip, libtpu "
-        "(pip install 'jax[tpu]') answering its layouts as the chip does: "
-        + ", ".join(sorted(DEVICELESS_CHIPS)),
-    )
+    add_deviceless(parser, "model the entries measured on this chip")
     add_case_timeout(parser)
     add_config(parser)
     add_quiet(parser)

@@ -20,6 +20,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ci_bench.errors import InputError
+
 # The chip a worker answers layouts for (set by the parent, read here).
 ENV = "CI_BENCH_DEVICELESS"
 # jax's topology name and the accelerator type libtpu expects, per chip libtpu compiles for
@@ -54,6 +56,25 @@ def worker_env(chip: str) -> dict[str, str]:
         "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
         "JAX_PLATFORMS": "cpu",
     }
+
+
+def worker_environment(env: Mapping[str, str], chip: str | None) -> Mapping[str, str]:
+    """The environment a kernel worker gets: ``env``, or with ``chip`` one that answers that
+    chip's layouts without it; refused in one line where libtpu is missing or the host has
+    an accelerator of its own (libtpu would load beside the chip's)."""
+    if chip is None:
+        return env
+    from ci_bench.measure.workers import accelerator_present
+
+    if accelerator_present(env):
+        raise InputError(
+            f"--deviceless {chip}: this host has an accelerator; model its own chip without "
+            "--deviceless, others on a host without one"
+        )
+    missing = libtpu_missing()
+    if missing:
+        raise InputError(f"--deviceless {chip}: {missing}")
+    return {**env, **worker_env(chip)}
 
 
 def requested(env: Mapping[str, str] = os.environ) -> str | None:

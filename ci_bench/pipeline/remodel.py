@@ -153,24 +153,6 @@ class _Session:
         return f"measured on {kind}, not a {self.deviceless}: remodel it there"
 
 
-def _deviceless_env(env: Mapping[str, str], chip: str | None) -> Mapping[str, str]:
-    """The worker's environment: ``env``, or with ``chip`` the one that answers its layouts
-    without it; refused where libtpu is missing or the host has an accelerator of its own."""
-    if chip is None:
-        return env
-    from ci_bench.measure.workers import accelerator_present
-
-    if accelerator_present(env):
-        raise InputError(
-            f"--deviceless {chip}: this host has an accelerator; remodel its own entries "
-            "without --deviceless, others on a host without one"
-        )
-    missing = deviceless_edge.libtpu_missing()
-    if missing:
-        raise InputError(f"--deviceless {chip}: {missing}")
-    return {**env, **deviceless_edge.worker_env(chip)}
-
-
 def remodel_baselines(
     request: Request,
     paths: Sequence[Path],
@@ -188,7 +170,9 @@ def remodel_baselines(
     written back (each file under the store's lock) when ``write`` and a model changed. An
     entry that cannot be modelled or written is left, said why; the others still are."""
     baselines = {path: load_baseline(path) for path in _files(paths)}  # all read first
-    head = head_kernels(request, _deviceless_env(env, deviceless), measuring=True)
+    head = head_kernels(
+        request, deviceless_edge.worker_environment(env, deviceless), measuring=True
+    )
     assert head.device is not None  # measuring: the host's device was read
     here = deviceless or machine_kind(head.device)
     session = _Session(request, head, here, deviceless, at, write, now, progress)
