@@ -304,7 +304,7 @@ def use_layouts(which: str) -> None:
 
     from ci_bench.measure import chip as chip_edge
 
-    ask = tpu_deviceless.stored_layouts(tpu_deviceless.target("v5e"))
+    ask = tpu_deviceless.stored_layouts("v5e")
     chip_edge.stored_layouts = lambda: ask  # type: ignore[assignment]
 
 

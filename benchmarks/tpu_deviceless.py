@@ -28,30 +28,17 @@ from ci_bench.measure.deviceless import TOPOLOGIES
 
 def target(chip: str) -> Any:
     """A ``SingleDeviceSharding`` on ``chip``'s one-chip topology, for ``ShapeDtypeStruct``
-    inputs; the program they feed compiles for that chip. Exits with one line when libtpu
-    is absent or refuses (another process holds its lock file: ``ALLOW_MULTIPLE_LIBTPU_LOAD``)."""
-    topology, accelerator = TOPOLOGIES[chip]
-    os.environ.setdefault("TPU_ACCELERATOR_TYPE", accelerator)
-    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
-    import jax
-    from jax.experimental import topologies
-    from jax.sharding import SingleDeviceSharding
+    inputs; the program they feed compiles for that chip (``ci_bench.measure.deviceless``,
+    libtpu told the chip's accelerator type first). Exits with one line when libtpu is absent
+    or refuses (another process holds its lock file: ``ALLOW_MULTIPLE_LIBTPU_LOAD``)."""
+    from ci_bench.measure import deviceless
 
+    for key in ("TPU_ACCELERATOR_TYPE", "TPU_WORKER_HOSTNAMES"):
+        os.environ.setdefault(key, deviceless.worker_env(chip)[key])
     try:
-        importlib.metadata.version("libtpu")
-    except importlib.metadata.PackageNotFoundError:
-        raise SystemExit(
-            f"--deviceless {chip}: libtpu is not installed here "
-            f"(pip install 'jax[tpu]=={jax.__version__}')"
-        ) from None
-    try:
-        described = topologies.get_topology_desc(
-            platform="tpu", topology_name=topology, chips_per_host_bounds=(1, 1, 1)
-        )
-    except Exception as exc:  # libtpu's own words (a lock file held by another process)
-        words = " ".join(str(exc).split())
-        raise SystemExit(f"--deviceless {chip}: libtpu refused: {words}") from None
-    return SingleDeviceSharding(described.devices[0])
+        return deviceless.sharding(chip)
+    except deviceless.DevicelessError as exc:
+        raise SystemExit(f"--deviceless {chip}: {exc}") from None
 
 
 def compiled_for(chip: str, sharding: Any) -> dict[str, Any]:
@@ -66,25 +53,18 @@ def compiled_for(chip: str, sharding: Any) -> dict[str, Any]:
     }
 
 
-def stored_layouts(sharding: Any) -> Any:
-    """The layouts libtpu gives a function's inputs when compiling for ``sharding``'s chip
-    (its default: what the chip's own client answers), as the cost model takes them
+def stored_layouts(chip: str) -> Any:
+    """The layouts libtpu gives a function's inputs when compiling for ``chip`` (its default:
+    what the chip's own client answers), as the cost model takes them
     (``ci_bench.measure.model.layouts.Stored``): a CPU host modelling a v5e's layouts."""
-    import functools
+    from ci_bench.measure import deviceless
+    from ci_bench.measure.model.layouts import parse_major_to_minor
 
-    import jax
-    import jax.numpy as jnp
+    target(chip)  # libtpu told the chip first, or one line why not
 
-    @functools.cache
     def ask(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
-        if not shape:
-            return ()
-        arg = jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=sharding)
-        try:
-            compiled = jax.jit(lambda x: x).lower(arg).compile()
-            return tuple(compiled.input_formats[0][0].layout.major_to_minor)
-        except Exception:  # a dtype or shape the compiler will not take alone: unknown
-            return None
+        printed = deviceless.printed_layout(chip, tuple(shape), dtype)
+        return None if printed is None else parse_major_to_minor(printed)
 
     return ask
 
@@ -99,7 +79,7 @@ def main() -> int:
     parser.add_argument("--chip", default="v5e", choices=sorted(TOPOLOGIES))
     parser.add_argument("--against", type=Path, required=True)
     opts = parser.parse_args()
-    ask = stored_layouts(target(opts.chip))
+    ask = stored_layouts(opts.chip)
     from ci_bench.measure.model.layouts import parse_major_to_minor
 
     wrong = 0

@@ -13,7 +13,6 @@ import json
 
 import pytest
 
-from ci_bench.commands.common_args import DEVICELESS_CHIPS
 from ci_bench.errors import ExitCode
 from ci_bench.measure import deviceless
 from ci_bench.measure.model.layouts import parse_major_to_minor
@@ -31,7 +30,9 @@ def _libtpu() -> bool:
 
 
 def test_the_parser_offers_the_chips_libtpu_compiles_for():
-    assert sorted(DEVICELESS_CHIPS) == sorted(deviceless.TOPOLOGIES)
+    done = run_cli("remodel", "--deviceless", "v9z", "x.json", cwd=REPO)
+    assert done.returncode == ExitCode.USAGE
+    assert "invalid choice: 'v9z' (choose from 'v5e', 'v6e')" in done.stderr
 
 
 @pytest.mark.parametrize(

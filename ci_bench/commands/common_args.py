@@ -191,20 +191,18 @@ def add_timer(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# The chips libtpu compiles for without one (``measure.deviceless.TOPOLOGIES``), named here
-# so a parser does not import the measuring room.
-DEVICELESS_CHIPS = ("v5e", "v6e")
-
-
 def add_deviceless(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--deviceless CHIP``: a TPU's layouts from libtpu on a host without the chip."""
+    """``--deviceless CHIP``: a TPU's layouts from libtpu on a host without the chip (the
+    chips it compiles for: ``measure.deviceless``, which imports nothing heavy)."""
+    from ci_bench.measure.deviceless import TOPOLOGIES
+
+    chips = tuple(TOPOLOGIES)
     parser.add_argument(
         "--deviceless",
         metavar="CHIP",
-        choices=DEVICELESS_CHIPS,
+        choices=chips,
         help=f"on a host without a TPU, {what} with this chip's layouts as libtpu "
-        "(pip install 'jax[tpu]') answers them, as a run on the chip does: "
-        + ", ".join(DEVICELESS_CHIPS),
+        "(pip install 'jax[tpu]') answers them, as a run on the chip does: " + ", ".join(chips),
     )
 
 

@@ -78,15 +78,16 @@ def stored_layouts() -> Callable[[tuple[int, ...], str], tuple[int, ...] | None]
 
     from ci_bench.measure import deviceless
 
-    if jax.default_backend() != "tpu":
-        return _deviceless_order if deviceless.requested() else None
-    return _client_order
+    if jax.default_backend() != "tpu" and not deviceless.requested():
+        return None
+    return _stored_order
 
 
-def _client_order(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
+def _stored_order(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
+    """``printed_layout`` as a major-to-minor order (the chip's client's, or libtpu's)."""
     from ci_bench.measure.model.layouts import parse_major_to_minor
 
-    printed = _client_printed(shape, dtype)
+    printed = printed_layout(shape, dtype)
     return None if printed is None else parse_major_to_minor(printed)
 
 
@@ -110,10 +111,3 @@ def _deviceless_printed(shape: tuple[int, ...], dtype: str) -> str | None:
 
     chip = deviceless.requested()
     return None if chip is None else deviceless.printed_layout(chip, shape, dtype)
-
-
-def _deviceless_order(shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | None:
-    from ci_bench.measure.model.layouts import parse_major_to_minor
-
-    printed = _deviceless_printed(shape, dtype)
-    return None if printed is None else parse_major_to_minor(printed)

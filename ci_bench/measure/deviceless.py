@@ -15,7 +15,6 @@ layouts are asked.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +35,8 @@ class DevicelessError(RuntimeError):
 def libtpu_missing() -> str | None:
     """Why this host cannot compile for a TPU without one (libtpu not installed), or None.
     Reads the installed packages only: libtpu is not loaded."""
+    import importlib.metadata
+
     try:
         importlib.metadata.version("libtpu")
     except importlib.metadata.PackageNotFoundError:
@@ -92,7 +93,7 @@ def printed(major_to_minor: Sequence[int], tiling: Sequence[Sequence[int]]) -> s
 
 
 @functools.cache
-def _sharding(chip: str) -> Any:
+def sharding(chip: str) -> Any:
     """A one-chip sharding on ``chip``'s topology: a program whose inputs are placed on it
     compiles for that chip."""
     from jax.experimental import topologies
@@ -119,7 +120,7 @@ def printed_layout(chip: str, shape: tuple[int, ...], dtype: str) -> str | None:
 
     if not shape:
         return "{}"
-    arg = jax.ShapeDtypeStruct(shape, np.dtype(dtype), sharding=_sharding(chip))
+    arg = jax.ShapeDtypeStruct(shape, np.dtype(dtype), sharding=sharding(chip))
     try:
         compiled = jax.jit(lambda x: x).lower(arg).compile()
     except Exception:  # the compiler's refusal of this one array: unknown, as a client's
