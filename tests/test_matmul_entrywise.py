@@ -60,21 +60,22 @@ def test_an_entry_fits_when_its_matrices_twice_and_the_dots_temporaries_fit_the_
     assert not entrywise.fits(8, 1 << 20, 8)  # a's rows alone 32 MiB a copy, b's far more
 
 
+@pytest.mark.parametrize("batch_middle", [True, False])
 @pytest.mark.parametrize(("batch", "buffers"), [(2, None), (3, None), (5, 3), (4, 4)])
-def test_no_buffer_is_reused_before_its_dma_completed(batch, buffers):
+def test_no_buffer_is_reused_before_its_dma_completed(batch, buffers, batch_middle):
     """jax's TPU interpreter executing each DMA only when it is waited on: a buffer read or
     overwritten before its copy was waited for gives a wrong (NaN) product here; with more
-    buffers the reads run further ahead, into slots freed entries before."""
+    buffers the reads run further ahead, into slots freed entries before. Entries read from
+    row-major arrays (``batch_middle=False``: one contiguous copy each) alike."""
     from jax.experimental.pallas import tpu as pltpu
 
     strict = pltpu.InterpretParams(detect_races=True, dma_execution_mode="on_wait")
     a, b = _operands(batch, 24, 136, 40, seed=6)
     g = jax.random.normal(jax.random.PRNGKey(7), (batch, 24, 40), jnp.float32)
     hi = jax.lax.Precision.HIGHEST
-    out = entrywise.entrywise_matmul(a, b, interpret=strict, buffers=buffers)
-    da, db = entrywise.entrywise_backward(
-        a, b, g, vmem_limit=64 << 20, interpret=strict, buffers=buffers
-    )
+    options = {"interpret": strict, "buffers": buffers, "batch_middle": batch_middle}
+    out = entrywise.entrywise_matmul(a, b, **options)
+    da, db = entrywise.entrywise_backward(a, b, g, vmem_limit=64 << 20, **options)
     wants = (
         jnp.matmul(a, b, precision=hi),
         jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=hi),

@@ -132,27 +132,40 @@ def backward_limit(a: jax.Array, b: jax.Array, g: jax.Array, budget: int | None)
     return limit if limit <= (BACKWARD_CAP if budget is None else budget) else None
 
 
-def _kernel(*refs, inputs: int, outputs: int, entries: int, buffers: int, one_pass: bool, products):
-    """Entry i of ``[rows, B, cols]`` arrays: DMA the inputs in, ``products`` of them (one
-    bfloat16 pass where ``one_pass``), DMA the outputs out; refs: the inputs and outputs in
-    HBM, their VMEM buffers, the DMA semaphores."""
+def _kernel(
+    *refs,
+    inputs: int,
+    outputs: int,
+    entries: int,
+    buffers: int,
+    one_pass: bool,
+    products,
+    batch_axis: int,
+):
+    """Entry i of ``[rows, B, cols]`` arrays (``batch_axis`` 1; 0: ``[B, rows, cols]``): DMA
+    the inputs in, ``products`` of them (one bfloat16 pass where ``one_pass``), DMA the
+    outputs out; refs: the inputs and outputs in HBM, their VMEM buffers, the DMA
+    semaphores."""
     from jax.experimental.pallas import tpu as pltpu
 
     hbm_in, hbm_out = refs[:inputs], refs[inputs : inputs + outputs]
     vmem = refs[inputs + outputs : -1]
     vmem_in, vmem_out, sem = vmem[:inputs], vmem[inputs:], refs[-1]
 
+    def entry(ref, i: int):
+        return ref.at[i] if batch_axis == 0 else ref.at[:, i, :]
+
     def reads(i: int) -> list:
         slot = i % buffers
         return [
-            pltpu.make_async_copy(src.at[:, i, :], dst.at[slot], sem.at[j, slot])
+            pltpu.make_async_copy(entry(src, i), dst.at[slot], sem.at[j, slot])
             for j, (src, dst) in enumerate(zip(hbm_in, vmem_in, strict=True))
         ]
 
     def writes(i: int) -> list:
         slot = i % buffers
         return [
-            pltpu.make_async_copy(src.at[slot], dst.at[:, i, :], sem.at[inputs + j, slot])
+            pltpu.make_async_copy(src.at[slot], entry(dst, i), sem.at[inputs + j, slot])
             for j, (src, dst) in enumerate(zip(vmem_out, hbm_out, strict=True))
         ]
 
@@ -161,7 +174,7 @@ def _kernel(*refs, inputs: int, outputs: int, entries: int, buffers: int, one_pa
         for read in reads(i):
             read.wait()
         xs = [ref[slot] for ref in vmem_in]
-        if one_pass:  # as XLA multiplies float32 at DEFAULT on a TPU (on a CPU: float32)
+        if one_pass and xs[0].dtype == jnp.float32:  # as XLA's DEFAULT on a TPU
             xs = [x.astype(jnp.bfloat16) for x in xs]
         for ref, out in zip(vmem_out, products(*xs), strict=True):
             ref[slot] = out.astype(ref.dtype)
@@ -208,11 +221,19 @@ def _backward_products(a: jax.Array, b: jax.Array, g: jax.Array) -> tuple[jax.Ar
 
 
 def _entrywise(
-    products, inputs, out_shapes, interpret: Any, vmem_limit: int | None, buffers: int | None
+    products,
+    inputs,
+    out_shapes,
+    interpret: Any,
+    vmem_limit: int | None,
+    buffers: int | None,
+    batch_middle: bool = True,
 ):
     """``products`` of each batch entry of ``inputs`` (``[B, rows, cols]``), one call, with
     ``buffers`` entries in VMEM at once (None: ``depth``'s); ``interpret``: False on a TPU,
-    True or ``pltpu.InterpretParams`` (float32 kept) else."""
+    True or ``pltpu.InterpretParams`` (float32 kept) else; ``batch_middle``: the arrays are
+    passed swapped to ``[rows, B, cols]`` (a bitcast of XLA's batch-middle layout), else as
+    they are (row-major: each entry one contiguous DMA)."""
     from jax.experimental.pallas import tpu as pltpu
 
     B = inputs[0].shape[0]
@@ -227,11 +248,16 @@ def _entrywise(
         buffers=buffers,
         one_pass=not interpret,
         products=products,
+        batch_axis=1 if batch_middle else 0,
     )
     dtype = inputs[0].dtype
+    swap = (lambda x: jnp.swapaxes(x, 0, 1)) if batch_middle else (lambda x: x)
     outs = pl.pallas_call(
         kernel,
-        out_shape=[jax.ShapeDtypeStruct((r, B, c), dtype) for r, c in out_shapes],
+        out_shape=[
+            jax.ShapeDtypeStruct((r, B, c) if batch_middle else (B, r, c), dtype)
+            for r, c in out_shapes
+        ],
         in_specs=[anywhere] * len(inputs),
         out_specs=[anywhere] * len(out_shapes),
         scratch_shapes=[
@@ -241,22 +267,29 @@ def _entrywise(
         ],
         compiler_params=pltpu.CompilerParams(vmem_limit_bytes=vmem_limit),
         interpret=interpret,
-    )(*(jnp.swapaxes(x, 0, 1) for x in inputs))
-    return [jnp.swapaxes(out, 0, 1) for out in outs]
+    )(*map(swap, inputs))
+    return [swap(out) for out in outs]
 
 
-@functools.partial(jax.jit, static_argnames=("interpret", "buffers"))
+@functools.partial(jax.jit, static_argnames=("interpret", "buffers", "vmem_limit", "batch_middle"))
 def entrywise_matmul(
-    a: jax.Array, b: jax.Array, *, interpret: Any = False, buffers: int | None = None
+    a: jax.Array,
+    b: jax.Array,
+    *,
+    interpret: Any = False,
+    buffers: int | None = None,
+    vmem_limit: int | None = None,
+    batch_middle: bool = True,
 ) -> jax.Array:
     """``a @ b`` for float32 ``[B, M, K] x [B, K, N]``, each entry whole in VMEM (``fits``)."""
+    out_shape = [(a.shape[1], b.shape[2])]
     (out,) = _entrywise(
-        _forward_products, [a, b], [(a.shape[1], b.shape[2])], interpret, None, buffers
+        _forward_products, [a, b], out_shape, interpret, vmem_limit, buffers, batch_middle
     )
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("interpret", "vmem_limit", "buffers"))
+@functools.partial(jax.jit, static_argnames=("interpret", "vmem_limit", "buffers", "batch_middle"))
 def entrywise_backward(
     a: jax.Array,
     b: jax.Array,
@@ -265,10 +298,13 @@ def entrywise_backward(
     vmem_limit: int,
     interpret: Any = False,
     buffers: int | None = None,
+    batch_middle: bool = True,
 ) -> tuple[jax.Array, jax.Array]:
     """``(dA, dB) = (g·Bᵀ, Aᵀ·g)`` for float32 ``[B, M, K]``, ``[B, K, N]``, ``[B, M, N]``,
     each entry's five matrices whole in VMEM (``backward_limit``)."""
     M, K, N = a.shape[1], a.shape[2], b.shape[2]
     outs = [(M, K), (K, N)]
-    da, db = _entrywise(_backward_products, [a, b, g], outs, interpret, vmem_limit, buffers)
+    da, db = _entrywise(
+        _backward_products, [a, b, g], outs, interpret, vmem_limit, buffers, batch_middle
+    )
     return da, db
