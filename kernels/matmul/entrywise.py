@@ -152,25 +152,28 @@ def _kernel(
     vmem = refs[inputs + outputs : -1]
     vmem_in, vmem_out, sem = vmem[:inputs], vmem[inputs:], refs[-1]
 
-    def entry(ref, i: int):
+    def slot_of(i):  # lax.rem for a loop's index: Mosaic lowers Python's % through a sign
+        return i % buffers if isinstance(i, int) else jax.lax.rem(i, buffers)
+
+    def entry(ref, i):
         return ref.at[i] if batch_axis == 0 else ref.at[:, i, :]
 
-    def reads(i: int) -> list:
-        slot = i % buffers
+    def reads(i) -> list:
+        slot = slot_of(i)
         return [
             pltpu.make_async_copy(entry(src, i), dst.at[slot], sem.at[j, slot])
             for j, (src, dst) in enumerate(zip(hbm_in, vmem_in, strict=True))
         ]
 
-    def writes(i: int) -> list:
-        slot = i % buffers
+    def writes(i) -> list:
+        slot = slot_of(i)
         return [
             pltpu.make_async_copy(src.at[slot], entry(dst, i), sem.at[inputs + j, slot])
             for j, (src, dst) in enumerate(zip(vmem_out, hbm_out, strict=True))
         ]
 
-    def multiply(i: int) -> None:
-        slot = i % buffers
+    def multiply(i) -> None:
+        slot = slot_of(i)
         for read in reads(i):
             read.wait()
         xs = [ref[slot] for ref in vmem_in]
@@ -196,13 +199,24 @@ def _kernel(
         return
     for i in range(buffers - 1):  # the reads run buffers - 1 entries ahead of the multiply
         start(reads(i))
-    for i in range(entries):  # unrolled: B is small where XLA stores arrays so
-        if i + buffers - 1 < entries:  # into the slot entry i - 1's multiply has freed
-            start(reads(i + buffers - 1))
-        if i >= buffers:
-            wait(writes(i - buffers))  # its buffers are reused now
-        multiply(i)
-        start(writes(i))
+    if batch_axis == 1:  # unrolled: B is small where XLA stores arrays so
+        for i in range(entries):
+            if i + buffers - 1 < entries:  # into the slot entry i - 1's multiply has freed
+                start(reads(i + buffers - 1))
+            if i >= buffers:
+                wait(writes(i - buffers))  # its buffers are reused now
+            multiply(i)
+            start(writes(i))
+    else:  # any B: a loop, one body to compile (sixteen unrolled 1024³ entries took minutes)
+
+        def step(i, carry):
+            pl.when(i + buffers - 1 < entries)(lambda: start(reads(i + buffers - 1)))
+            pl.when(i >= buffers)(lambda: wait(writes(i - buffers)))
+            multiply(i)
+            start(writes(i))
+            return carry
+
+        jax.lax.fori_loop(0, entries, step, 0)
     for i in range(max(0, entries - buffers), entries):
         wait(writes(i))
 
