@@ -50,7 +50,7 @@
 #   mm-whole-entry  benchmarks/tpu_matmul_whole_entry.py: the DMA matmul reading row-major
 #             batched arrays (B4 and B16 of 1024³ and 128³, both dtypes, forward and
 #             backward) beside the shipped tiles and XLA: whether B16-1024³ float32's
-#             backward (1.25x XLA's tiled) is the pipeline's
+#             backward (1.25x XLA's tiled) is the pipeline's (1024³; -small: 128³)
 #   hbm-streams  benchmarks/tpu_microbench_hbm.py: HBM rate by the streams a pipeline keeps
 #             in flight (issue 51: tgmm's 783 GB/s against the model's 656.6)
 #   gla-precision  benchmarks/tpu_gla_precision.py: float32 GLA at HIGHEST against one pass
@@ -260,7 +260,11 @@ for name in "$@"; do
       step 200 remodel ci-bench remodel "$out/remodelled" --at "${AT:-HEAD}" ;;
   gla-variants) step 300 gla-variants python benchmarks/tpu_gla_variants.py --out "$out" ;;
   mm-whole-entry)
-    step 240 mm-whole-entry python benchmarks/tpu_matmul_whole_entry.py --out "$out" ;;
+    step 300 mm-whole-entry python benchmarks/tpu_matmul_whole_entry.py --sizes 1024 \
+      --out "$out" ;;
+  mm-whole-entry-small)
+    step 200 mm-whole-entry-small python benchmarks/tpu_matmul_whole_entry.py --sizes 128 \
+      --out "$out/small" ;;
   hbm-streams) step 120 hbm-streams python benchmarks/tpu_microbench_hbm.py --out "$out" ;;
   model-validation)
     step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \

@@ -7,12 +7,13 @@ against XLA's 716. The DMA kernel of ``kernels.matmul.entrywise`` keeps every re
 of an entry in flight at once beside the multiply; it serves arrays stored batch-middle, and
 ``batch_middle=False`` reads row-major ones, each entry one contiguous copy. This script
 times it (``buffers`` entries in VMEM) beside the shipped subject (the tuned tiles of
-``kernels.matmul.pallas``) and XLA's ``jnp.matmul`` and its VJP, forward and backward, every
-output checked against ``jnp.matmul`` at HIGHEST.
+``kernels.matmul.pallas``) and XLA's ``jnp.matmul`` and its VJP: forward, backward, and both
+in one program (ci-bench's forward+backward), every output checked against ``jnp.matmul`` at
+HIGHEST.
 
 Run from the repository's root on a TPU host (device time from the profiler):
 
-    python benchmarks/tpu_matmul_whole_entry.py --out "$OUT"
+    python benchmarks/tpu_matmul_whole_entry.py --out "$OUT" [--sizes 1024,128]
     python benchmarks/tpu_matmul_whole_entry.py --out /tmp/whole --quick   # on a CPU
 
 Writes ``matmul_whole_entry.json`` and prints a table.
@@ -51,13 +52,26 @@ DEPTHS = {1024: (2, 3), 128: (2, 4)}
 LIMIT = 100 << 20  # past every need here, within a v5e's 128 MiB
 
 
+def both(fn: Any) -> Any:
+    """Forward and the pullback of its output in one program (ci-bench's forward+backward)."""
+
+    def step(a: jax.Array, b: jax.Array, g: jax.Array) -> list[jax.Array]:
+        out, pull = jax.vjp(fn, a, b)
+        return [out, *pull(g)]
+
+    return step
+
+
 def subjects(interpret: bool, depths: tuple[int, ...]) -> dict[str, tuple[str, Any]]:
-    """Each subject's mode (``fwd``: ``(a, b)``, ``bwd``: ``(a, b, g)``) and function."""
+    """Each subject's mode (``fwd``: ``(a, b)``, ``bwd``, ``f+b``: ``(a, b, g)``) and
+    function."""
     out: dict[str, tuple[str, Any]] = {
         "xla fwd": ("fwd", jnp.matmul),
         "xla bwd": ("bwd", lambda a, b, g: jax.vjp(jnp.matmul, a, b)[1](g)),
+        "xla f+b": ("f+b", both(jnp.matmul)),
         "shipped fwd": ("fwd", matmul.pallas),
         "shipped bwd": ("bwd", lambda a, b, g: jax.vjp(matmul.pallas, a, b)[1](g)),
+        "shipped f+b": ("f+b", both(matmul.pallas)),
     }
     options = {"interpret": interpret, "vmem_limit": LIMIT, "batch_middle": False}
     for depth in depths:
@@ -69,7 +83,18 @@ def subjects(interpret: bool, depths: tuple[int, ...]) -> dict[str, tuple[str, A
             "bwd",
             lambda a, b, g, d=depth: entrywise.entrywise_backward(a, b, g, buffers=d, **options),
         )
+        out[f"entry f+b x{depth}"] = ("f+b", _entry_both(depth, options))
     return out
+
+
+def _entry_both(depth: int, options: dict[str, Any]) -> Any:
+    """The DMA forward and backward, one after the other as a custom_vjp's would run."""
+
+    def step(a: jax.Array, b: jax.Array, g: jax.Array) -> list[jax.Array]:
+        out = entrywise.entrywise_matmul(a, b, buffers=depth, **options)
+        return [out, *entrywise.entrywise_backward(a, b, g, buffers=depth, **options)]
+
+    return step
 
 
 def measure(batch: int, size: int, dtype: str, repeats: int) -> list[dict[str, Any]]:
@@ -85,6 +110,7 @@ def measure(batch: int, size: int, dtype: str, repeats: int) -> list[dict[str, A
             jnp.matmul(swap_last(a), g, precision=hi, preferred_element_type=jnp.float32),
         ],
     }
+    want["f+b"] = want["fwd"] + want["bwd"]
     rows = []
     for name, (mode, fn) in subjects(
         jax.default_backend() == "cpu", DEPTHS.get(size, (2,))
@@ -94,6 +120,7 @@ def measure(batch: int, size: int, dtype: str, repeats: int) -> list[dict[str, A
         try:
             got = jitted(*args)
             got = [got] if mode == "fwd" else list(got)
+            assert len(got) == len(want[mode]), (name, len(got))
             row = {"max_rel_error": max(map(error, got, want[mode]))}
             row["us"] = jitted_device_us(jitted, args, repeats)
         except Exception as exc:  # a depth past the chip's VMEM: say so, go on
@@ -107,10 +134,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--sizes", default="1024,128", help="comma-separated: 1024, 128")
     parser.add_argument("--quick", action="store_true", help="one small shape, few repeats")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    shapes = ((3, 128, "float32"), (2, 128, "bfloat16")) if args.quick else SHAPES
+    sizes = {int(size) for size in args.sizes.split(",")}
+    shapes = [s for s in SHAPES if s[1] in sizes]
+    if args.quick:
+        shapes = [(3, 128, "float32"), (2, 128, "bfloat16")]
     rows = []
     for batch, size, dtype in shapes:
         rows += measure(batch, size, dtype, 3 if args.quick else args.repeats)
