@@ -24,6 +24,7 @@ word, and Mosaic refuses a DMA of one entry: they keep the tiled kernel and XLA'
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -132,6 +133,64 @@ def backward_limit(a: jax.Array, b: jax.Array, g: jax.Array, budget: int | None)
     return limit if limit <= (BACKWARD_CAP if budget is None else budget) else None
 
 
+@dataclasses.dataclass(frozen=True)
+class _Entries:
+    """The kernel's refs and schedule: entry i's copies in and out of VMEM slot i % buffers."""
+
+    hbm_in: tuple
+    hbm_out: tuple
+    vmem_in: tuple
+    vmem_out: tuple
+    sem: Any
+    buffers: int
+    batch_axis: int  # 1: [rows, B, cols] arrays; 0: [B, rows, cols]
+
+    def slot(self, i):  # lax.rem for a loop's index: Mosaic lowers Python's % through a sign
+        return i % self.buffers if isinstance(i, int) else jax.lax.rem(i, self.buffers)
+
+    def entry(self, ref, i):
+        return ref.at[i] if self.batch_axis == 0 else ref.at[:, i, :]
+
+    def reads(self, i) -> list:
+        from jax.experimental.pallas import tpu as pltpu
+
+        slot = self.slot(i)
+        return [
+            pltpu.make_async_copy(self.entry(src, i), dst.at[slot], self.sem.at[j, slot])
+            for j, (src, dst) in enumerate(zip(self.hbm_in, self.vmem_in, strict=True))
+        ]
+
+    def writes(self, i) -> list:
+        from jax.experimental.pallas import tpu as pltpu
+
+        slot, first = self.slot(i), len(self.hbm_in)
+        return [
+            pltpu.make_async_copy(src.at[slot], self.entry(dst, i), self.sem.at[first + j, slot])
+            for j, (src, dst) in enumerate(zip(self.vmem_out, self.hbm_out, strict=True))
+        ]
+
+    def multiply(self, i, products, one_pass: bool) -> None:
+        """Wait for entry i's reads, then write ``products`` of them (one bfloat16 pass for
+        float32 where ``one_pass``, as XLA's DEFAULT on a TPU) into its output slots."""
+        slot = self.slot(i)
+        _wait(self.reads(i))
+        xs = [ref[slot] for ref in self.vmem_in]
+        if one_pass and xs[0].dtype == jnp.float32:
+            xs = [x.astype(jnp.bfloat16) for x in xs]
+        for ref, out in zip(self.vmem_out, products(*xs), strict=True):
+            ref[slot] = out.astype(ref.dtype)
+
+
+def _start(copies: list) -> None:
+    for copy in copies:
+        copy.start()
+
+
+def _wait(copies: list) -> None:
+    for copy in copies:
+        copy.wait()
+
+
 def _kernel(
     *refs,
     inputs: int,
@@ -146,79 +205,41 @@ def _kernel(
     the inputs in, ``products`` of them (one bfloat16 pass where ``one_pass``), DMA the
     outputs out; refs: the inputs and outputs in HBM, their VMEM buffers, the DMA
     semaphores."""
-    from jax.experimental.pallas import tpu as pltpu
-
-    hbm_in, hbm_out = refs[:inputs], refs[inputs : inputs + outputs]
     vmem = refs[inputs + outputs : -1]
-    vmem_in, vmem_out, sem = vmem[:inputs], vmem[inputs:], refs[-1]
+    e = _Entries(
+        hbm_in=refs[:inputs],
+        hbm_out=refs[inputs : inputs + outputs],
+        vmem_in=vmem[:inputs],
+        vmem_out=vmem[inputs:],
+        sem=refs[-1],
+        buffers=buffers,
+        batch_axis=batch_axis,
+    )
 
-    def slot_of(i):  # lax.rem for a loop's index: Mosaic lowers Python's % through a sign
-        return i % buffers if isinstance(i, int) else jax.lax.rem(i, buffers)
+    def step(i) -> None:
+        if buffers == 1:  # one entry: in, multiply, out
+            _start(e.reads(i))
+            e.multiply(i, products, one_pass)
+            _start(e.writes(i))
+            _wait(e.writes(i))
+            return
+        ahead = i + buffers - 1  # into the slot entry i - 1's multiply has freed
+        pl.when(ahead < entries)(lambda: _start(e.reads(ahead)))
+        pl.when(i >= buffers)(lambda: _wait(e.writes(i - buffers)))  # its slots reused now
+        e.multiply(i, products, one_pass)
+        _start(e.writes(i))
 
-    def entry(ref, i):
-        return ref.at[i] if batch_axis == 0 else ref.at[:, i, :]
-
-    def reads(i) -> list:
-        slot = slot_of(i)
-        return [
-            pltpu.make_async_copy(entry(src, i), dst.at[slot], sem.at[j, slot])
-            for j, (src, dst) in enumerate(zip(hbm_in, vmem_in, strict=True))
-        ]
-
-    def writes(i) -> list:
-        slot = slot_of(i)
-        return [
-            pltpu.make_async_copy(src.at[slot], entry(dst, i), sem.at[inputs + j, slot])
-            for j, (src, dst) in enumerate(zip(vmem_out, hbm_out, strict=True))
-        ]
-
-    def multiply(i) -> None:
-        slot = slot_of(i)
-        for read in reads(i):
-            read.wait()
-        xs = [ref[slot] for ref in vmem_in]
-        if one_pass and xs[0].dtype == jnp.float32:  # as XLA's DEFAULT on a TPU
-            xs = [x.astype(jnp.bfloat16) for x in xs]
-        for ref, out in zip(vmem_out, products(*xs), strict=True):
-            ref[slot] = out.astype(ref.dtype)
-
-    def start(copies: list) -> None:
-        for copy in copies:
-            copy.start()
-
-    def wait(copies: list) -> None:
-        for copy in copies:
-            copy.wait()
-
-    if buffers == 1:  # one entry: in, multiply, out
-        for i in range(entries):
-            start(reads(i))
-            multiply(i)
-            start(writes(i))
-            wait(writes(i))
-        return
-    for i in range(buffers - 1):  # the reads run buffers - 1 entries ahead of the multiply
-        start(reads(i))
+    if buffers > 1:  # the reads run buffers - 1 entries ahead of the multiply
+        for i in range(buffers - 1):
+            _start(e.reads(i))
     if batch_axis == 1:  # unrolled: B is small where XLA stores arrays so
         for i in range(entries):
-            if i + buffers - 1 < entries:  # into the slot entry i - 1's multiply has freed
-                start(reads(i + buffers - 1))
-            if i >= buffers:
-                wait(writes(i - buffers))  # its buffers are reused now
-            multiply(i)
-            start(writes(i))
+            step(i)
     else:  # any B: a loop, one body to compile (sixteen unrolled 1024³ entries took minutes)
-
-        def step(i, carry):
-            pl.when(i + buffers - 1 < entries)(lambda: start(reads(i + buffers - 1)))
-            pl.when(i >= buffers)(lambda: wait(writes(i - buffers)))
-            multiply(i)
-            start(writes(i))
-            return carry
-
-        jax.lax.fori_loop(0, entries, step, 0)
-    for i in range(max(0, entries - buffers), entries):
-        wait(writes(i))
+        jax.lax.fori_loop(0, entries, lambda i, carry: (step(i), carry)[1], 0)
+    if buffers > 1:
+        for i in range(max(0, entries - buffers), entries):
+            _wait(e.writes(i))
 
 
 def _dot(x: jax.Array, y: jax.Array, contract: tuple[int, int]) -> jax.Array:
