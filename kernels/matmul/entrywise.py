@@ -20,6 +20,11 @@ Two other ways measured slower there: XLA's copies with the tiled kernel (above)
 block specs with the batch as each block's middle axis (strided vector loads: 45.4 µs;
 bfloat16 six times slower). bfloat16 arrays stored so pack two batch entries' rows into one
 word, and Mosaic refuses a DMA of one entry: they keep the tiled kernel and XLA's copies.
+
+``batch_middle=False`` reads row-major ``[B, rows, cols]`` arrays instead, each entry one
+contiguous copy and the entries a loop (any B; one body to compile), either dtype. The matmul
+does not route to it: ``benchmarks/tpu_matmul_whole_entry.py`` times it against the tiled
+kernel on a TPU (the fused tiled backward at B16-1024³ float32 ran 1.25x XLA's there).
 """
 
 from __future__ import annotations
@@ -316,7 +321,8 @@ def entrywise_matmul(
     vmem_limit: int | None = None,
     batch_middle: bool = True,
 ) -> jax.Array:
-    """``a @ b`` for float32 ``[B, M, K] x [B, K, N]``, each entry whole in VMEM (``fits``)."""
+    """``a @ b`` for ``[B, M, K] x [B, K, N]``, each entry whole in VMEM (``fits``, for the
+    float32 the matmul routes here)."""
     out_shape = [(a.shape[1], b.shape[2])]
     (out,) = _entrywise(
         _forward_products, [a, b], out_shape, interpret, vmem_limit, buffers, batch_middle
