@@ -51,7 +51,7 @@
 #             batched arrays (B4 and B16 of 1024³ and 128³, both dtypes, forward and
 #             backward) beside the shipped tiles and XLA: whether B16-1024³ float32's
 #             backward (1.25x XLA's tiled) is the pipeline's (1024³; -small: 128³)
-#   hbm-streams  benchmarks/tpu_microbench_hbm.py: HBM rate by the streams a pipeline keeps
+#   hbm-streams  benchmarks/tpu_microbench_dma.py hbm-*: HBM rate by the streams a pipeline keeps
 #             in flight (issue 51: tgmm's 783 GB/s against the model's 656.6)
 #   gla-precision  benchmarks/tpu_gla_precision.py: float32 GLA at HIGHEST against one pass
 #   ci-compare  ci-bench run --profile ci, then ci-bench compare against baselines/ (markdown)
@@ -265,7 +265,9 @@ for name in "$@"; do
   mm-whole-entry-small)
     step 200 mm-whole-entry-small python benchmarks/tpu_matmul_whole_entry.py --sizes 128 \
       --out "$out/small" ;;
-  hbm-streams) step 120 hbm-streams python benchmarks/tpu_microbench_hbm.py --out "$out" ;;
+  hbm-streams)
+    step 120 hbm-streams python benchmarks/tpu_microbench_dma.py --out "$out/hbm" \
+      --only hbm-streams,hbm-blocks,hbm-xla ;;
   model-validation)
     step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \
       --deadline 170 ;;
