@@ -199,3 +199,64 @@ def test_the_gradient_of_the_matmul_takes_the_dma_backward_where_the_chip_stores
 
     for mine, want in zip(got, jax.grad(exact, argnums=(0, 1))(a, b), strict=True):
         np.testing.assert_allclose(np.asarray(mine), np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+def test_large_row_major_float32_entries_ask_for_two_entries_and_half_again_within_a_budget():
+    """matmul 0.12.0's rule at the sizes it was measured at (1024³ on a v5e: 96 MiB budget)."""
+    from kernels.matmul.backward import SCOPED_DEFAULT, vmem_budget_of
+
+    square = [(1024, 1024)]
+    forward = entrywise.row_major_limit(square * 2, square, 16, jnp.float32, 96 << 20)
+    backward = entrywise.row_major_limit(square * 3, square * 2, 16, jnp.float32, 96 << 20)
+    assert forward == entrywise.vmem_need(square * 2, square) * 3 // 2 == 48 << 20
+    assert backward == entrywise.vmem_need(square * 3, square * 2) * 3 // 2 == 81 << 20
+    assert vmem_budget_of("v5e") == 96 << 20
+    # Off a TPU (ci-bench lower) the budget is the scoped default: the tiled kernel, checked
+    # there as it fits every chip.
+    assert entrywise.row_major_limit(square * 2, square, 16, jnp.float32, SCOPED_DEFAULT) is None
+    assert entrywise.row_major_limit(square * 2, square, 16, jnp.float32, None) is None
+    assert entrywise.row_major_limit(square * 2, square, 1, jnp.float32, 96 << 20) is None
+    assert entrywise.row_major_limit(square * 2, square, 16, jnp.bfloat16, 96 << 20) is None
+    small = [(512, 1024), (1024, 1024)], [(512, 1024)]  # a side under ROW_MAJOR_MIN
+    assert entrywise.row_major_limit(*small, 16, jnp.float32, 96 << 20) is None
+
+
+def test_row_major_float32_entries_take_the_dma_kernel_forward_and_backward(monkeypatch):
+    """The rule shrunk to the interpreter's sizes: the matmul and its gradient run both DMA
+    kernels over row-major entries and give XLA's exact products; bfloat16, one entry, no
+    budget and a side under the rule's keep the tiled kernel."""
+    from kernels.matmul.backward import matmul
+    from kernels.matmul.kernel import BlockSizes
+
+    monkeypatch.setattr(entrywise, "ROW_MAJOR_MIN", 128)
+    _stored_so(monkeypatch, set())  # every array row-major
+    a, b = _operands(3, 128, 256, 128, seed=8)
+    g = jax.random.normal(jax.random.PRNGKey(9), (3, 128, 128), jnp.float32)
+
+    def with_budget(budget):
+        return lambda x, y: matmul(x, y, BlockSizes(), BlockSizes(), budget)
+
+    def both(fn):
+        return lambda x, y, z: jax.vjp(fn, x, y)[1](z)
+
+    fn = with_budget(96 << 20)
+    text = str(jax.make_jaxpr(both(fn))(a, b, g))
+    assert "name=entrywise_backward" in text
+    assert _takes_dma(fn, a, b)
+    out, pull = jax.vjp(jax.jit(fn), a, b)
+    hi = jax.lax.Precision.HIGHEST
+    wants = (
+        jnp.matmul(a, b, precision=hi),
+        jnp.matmul(g, jnp.swapaxes(b, 1, 2), precision=hi),
+        jnp.matmul(jnp.swapaxes(a, 1, 2), g, precision=hi),
+    )
+    for got, want in zip((out, *pull(g)), wants, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-4)
+
+    half = [x.astype(jnp.bfloat16) for x in (a, b)]
+    assert not _takes_dma(fn, *half)
+    assert not _takes_dma(fn, a[:1], b[:1])
+    assert not _takes_dma(with_budget(None), a, b)
+    assert "name=entrywise_backward" not in str(jax.make_jaxpr(both(with_budget(None)))(a, b, g))
+    narrow = _operands(3, 64, 256, 128, seed=10)
+    assert not _takes_dma(fn, *narrow)

@@ -208,8 +208,9 @@ def matmul(
 ) -> jax.Array:  # [M, N] or [B, M, N]
     """``matmul_tiled`` with a Pallas backward (``matmul_backward``), tiled by
     ``backward_sizes`` (else ``block_sizes``) per problem dimension; ``vmem_budget`` caps
-    the fused backward's VMEM limit (past it, two calls), None for no cap."""
-    return matmul_tiled(a, b, block_sizes=block_sizes)
+    the fused backward's VMEM limit (past it, two calls), None for no cap, and is what the
+    DMA kernel over large row-major float32 entries may ask for (None: not taken)."""
+    return matmul_tiled(a, b, block_sizes=block_sizes, vmem_budget=vmem_budget)
 
 
 def backward_tiles(tiles: BlockSizes) -> tuple[BlockSizes, BlockSizes]:
@@ -256,6 +257,14 @@ def matmul_backward(
     if dma_limit is not None:  # float32 the chip stores batch-middle: no relayout copies
         interpret = jax.default_backend() == "cpu" if interpret is None else interpret
         return entrywise.entrywise_backward(a, b, g, vmem_limit=dma_limit, interpret=interpret)
+    if backend == "tpu" and lead:  # large row-major float32 entries: every copy in flight
+        entry = [(M, K), (K, N), (M, N)], [(M, K), (K, N)]
+        row_limit = entrywise.row_major_limit(*entry, lead[0], a.dtype, vmem_budget)
+        if row_limit is not None:
+            interpret = jax.default_backend() == "cpu" if interpret is None else interpret
+            return entrywise.entrywise_backward(
+                a, b, g, vmem_limit=row_limit, interpret=interpret, batch_middle=False
+            )
     blocks = tiles.within(M, K, N)
     tm, tk, tn = blocks.block_m, blocks.block_k, blocks.block_n
     a3, b3, g3 = (a, b, g) if lead else (a[None], b[None], g[None])
@@ -281,7 +290,7 @@ def _two_calls(a, b, g, *, tiles: BlockSizes, backend=None, interpret=None):
 
 
 def _matmul_fwd(a, b, block_sizes, backward_sizes, vmem_budget):
-    return matmul_tiled(a, b, block_sizes=block_sizes), (a, b)
+    return matmul_tiled(a, b, block_sizes=block_sizes, vmem_budget=vmem_budget), (a, b)
 
 
 def _matmul_bwd(block_sizes, backward_sizes, vmem_budget, residuals, g):  # g: [.., M, N]

@@ -138,6 +138,36 @@ def backward_limit(a: jax.Array, b: jax.Array, g: jax.Array, budget: int | None)
     return limit if limit <= (BACKWARD_CAP if budget is None else budget) else None
 
 
+# Row-major float32 entries at least this large in every dimension take this kernel (matmul
+# 0.12.0) where a budget is given: on a TPU v5e (benchmarks/tpu_matmul_whole_entry.py) B16-1024³
+# float32's backward ran 511 µs against the fused tiled call's 591, B4's 139 against 151, the
+# forwards 296-300 against 304 and 77 against 79; at 128³ four entries deep it only tied
+# (B16 forward 5.5 against 5.4 µs), bfloat16 within 1.5 % at 1024³: those keep the tiles.
+ROW_MAJOR_MIN = 1024
+
+
+def row_major_limit(
+    entry_in: list[tuple[int, int]],
+    entry_out: list[tuple[int, int]],
+    batch: int,
+    dtype: jnp.dtype,
+    budget: int | None,
+) -> int | None:
+    """The VMEM limit this kernel asks for over row-major ``[B, rows, cols]`` arrays (two
+    entries in VMEM, its need and half again, at least the 16 MiB scoped default), or None
+    where they keep the tiled kernel: not float32, one entry, a matrix under
+    ``ROW_MAJOR_MIN`` along a side, no budget given or the limit past it, or any of them
+    stored batch-middle (the other path)."""
+    sides = [n for shape in entry_in + entry_out for n in shape]
+    if dtype != jnp.float32 or batch < 2 or budget is None or min(sides) < ROW_MAJOR_MIN:
+        return None
+    limit = max(vmem_need(entry_in, entry_out) * 3 // 2, 16 * MIB)
+    shapes = [(batch, *shape) for shape in entry_in + entry_out]
+    if limit > budget or any(stored_batch_middle(s, dtype) for s in shapes):
+        return None
+    return limit
+
+
 @dataclasses.dataclass(frozen=True)
 class _Entries:
     """The kernel's refs and schedule: entry i's copies in and out of VMEM slot i % buffers."""

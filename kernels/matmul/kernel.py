@@ -254,6 +254,7 @@ def _logical_shapes(
         "interpret",
         "transpose_a",
         "transpose_b",
+        "vmem_budget",
     ),
 )
 def matmul_tiled(
@@ -266,11 +267,14 @@ def matmul_tiled(
     interpret: bool | None = None,
     transpose_a: bool = False,
     transpose_b: bool = False,
+    vmem_budget: int | None = None,
 ) -> jax.Array:  # [M, N] or [B, M, N], dtype of a
     """Tiled matmul in Pallas (of ``aᵀ`` / ``bᵀ`` when asked); ``interpret`` defaults to
     True exactly on CPU. Not differentiable by itself: ``matmul`` is. The GPU variant takes
     ``gpu_tiles``, else (``backend="gpu"`` named) ``block_sizes`` as its tiles, else the
-    dtype's default GPU tiles: TPU tilings never reach it from the platform branch."""
+    dtype's default GPU tiles: TPU tilings never reach it from the platform branch. Within a
+    ``vmem_budget`` (None: none given), large float32 entries stored row-major are DMAed
+    whole instead (``entrywise.row_major_limit``)."""
     if a.ndim != b.ndim or a.ndim not in (2, 3):
         raise ValueError(
             f"expected shapes [M,K]x[K,N] or [B,M,K]x[B,K,N], got {a.shape} x {b.shape}"
@@ -294,6 +298,7 @@ def matmul_tiled(
                 interpret=interpret,
                 transpose_a=transpose_a,
                 transpose_b=transpose_b,
+                vmem_budget=vmem_budget,
             )
 
         branches = {"cpu": variant("tpu", True), "tpu": variant("tpu", False)}
@@ -319,8 +324,15 @@ def matmul_tiled(
             transpose_b,
         )
         return out if batched else out[0]
-    if batched and not (transpose_a or transpose_b) and entrywise.applies(a, b):
-        return entrywise.entrywise_matmul(a, b, interpret=interpret)  # no relayout copies
+    if batched and not (transpose_a or transpose_b):
+        if entrywise.applies(a, b):
+            return entrywise.entrywise_matmul(a, b, interpret=interpret)  # no relayout copies
+        entry = [(M, K), (K, N)], [(M, N)]
+        limit = entrywise.row_major_limit(*entry, a.shape[0], a.dtype, vmem_budget)
+        if limit is not None:  # whole entries, every copy in flight beside the multiply
+            return entrywise.entrywise_matmul(
+                a, b, interpret=interpret, vmem_limit=limit, batch_middle=False
+            )
     blocks = tile.within(M, K, N)
     # A transposed block of a is [bk, bm]: its lane dimension bm must be a multiple of 128
     # on TPU, or all of M; another bm multiplies an XLA transpose instead.
