@@ -19,7 +19,7 @@ grid's, each alone, never on the kernels that judge the model:
 
 HBM rate by the streams a Pallas pipeline keeps in flight: the model's v5e rate
 is a streaming copy's, 656.6 GB/s (``tpu_microbench.py hbm``: one input and one output block
-stream), yet jax's megablox tgmm moves 268 MiB in 343 µs (783 GB/s) and XLA's own B16-1024³
+stream), yet jax's megablox tgmm moves 268 MiB in 343 µs (819 GB/s) and XLA's own B16-1024³
 float32 dot 786 GB/s, where the model makes them 1.18-1.34x slower than the chip:
 
   hbm-streams  k input and j output streams of (512, 1024) float32 blocks over one grid
@@ -272,7 +272,7 @@ def bench_overlap(quick: bool, repeats: int) -> list[dict[str, Any]]:
 
 
 LANES = 1024
-# Six streams of 8 MiB blocks, two buffers each, pass the 16 MiB scoped default
+# Six streams of 2 MiB blocks, or two of 8 MiB, two buffers each, pass the 16 MiB default
 VMEM_LIMIT = 100 << 20
 
 
