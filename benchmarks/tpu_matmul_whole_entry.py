@@ -8,8 +8,8 @@ of an entry in flight at once beside the multiply; it serves arrays stored batch
 ``batch_middle=False`` reads row-major ones, each entry one contiguous copy. This script
 times it (``buffers`` entries in VMEM) beside the shipped subject (the tuned tiles of
 ``kernels.matmul.pallas``) and XLA's ``jnp.matmul`` and its VJP: forward, backward, and both
-in one program (ci-bench's forward+backward), every output checked against ``jnp.matmul`` at
-HIGHEST.
+in one program (ci-bench's forward+backward), each output's largest error against ``jnp.matmul``
+at HIGHEST recorded beside its time.
 
 Run from the repository's root on a TPU host (device time from the profiler):
 
@@ -49,7 +49,7 @@ SHAPES = tuple(
 )
 # Entries in VMEM at once: a third hides more of a large entry's copies, four small ones'
 DEPTHS = {1024: (2, 3), 128: (2, 4)}
-LIMIT = 100 << 20  # past every need here, within a v5e's 128 MiB
+LIMIT = 100 << 20  # within a v5e's 128 MiB; every subject here compiled under it there
 
 
 def both(fn: Any) -> Any:

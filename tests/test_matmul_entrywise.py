@@ -61,7 +61,7 @@ def test_an_entry_fits_when_its_matrices_twice_and_the_dots_temporaries_fit_the_
 
 
 @pytest.mark.parametrize("batch_middle", [True, False])
-@pytest.mark.parametrize(("batch", "buffers"), [(2, None), (3, None), (5, 3), (4, 4)])
+@pytest.mark.parametrize(("batch", "buffers"), [(2, None), (3, None), (5, 3), (4, 4), (3, 1)])
 def test_no_buffer_is_reused_before_its_dma_completed(batch, buffers, batch_middle):
     """jax's TPU interpreter executing each DMA only when it is waited on: a buffer read or
     overwritten before its copy was waited for gives a wrong (NaN) product here; with more

@@ -371,8 +371,9 @@ def entrywise_backward(
     buffers: int | None = None,
     batch_middle: bool = True,
 ) -> tuple[jax.Array, jax.Array]:
-    """``(dA, dB) = (g·Bᵀ, Aᵀ·g)`` for float32 ``[B, M, K]``, ``[B, K, N]``, ``[B, M, N]``,
-    each entry's five matrices whole in VMEM (``backward_limit``)."""
+    """``(dA, dB) = (g·Bᵀ, Aᵀ·g)`` for ``[B, M, K]``, ``[B, K, N]``, ``[B, M, N]`` (float32
+    where the matmul routes it), each entry's five matrices whole in VMEM (``backward_limit``,
+    ``row_major_limit``)."""
     M, K, N = a.shape[1], a.shape[2], b.shape[2]
     outs = [(M, K), (K, N)]
     da, db = _entrywise(
