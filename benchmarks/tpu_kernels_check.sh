@@ -53,6 +53,9 @@
 #             backward (1.25x XLA's tiled) is the pipeline's (1024³; -small: 128³)
 #   hbm-streams  benchmarks/tpu_microbench_dma.py hbm-*: HBM rate by the streams a pipeline keeps
 #             in flight (issue 51: tgmm's 783 GB/s against the model's 656.6)
+#   hbm-shapes  benchmarks/tpu_microbench_hbm.py's hbm-shapes: strided against whole-row blocks,
+#             tgmm's mix and grid with a copy body, a dot body, and megablox tgmm itself
+#             (to OUT/hbm-shapes/microbench_dma.json)
 #   gla-precision  benchmarks/tpu_gla_precision.py: float32 GLA at HIGHEST against one pass
 #   ci-compare  ci-bench run --profile ci, then ci-bench compare against baselines/ (markdown)
 #   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
@@ -268,6 +271,9 @@ for name in "$@"; do
   hbm-streams)
     step 120 hbm-streams python benchmarks/tpu_microbench_dma.py --out "$out/hbm" \
       --only hbm-streams,hbm-blocks,hbm-xla ;;
+  hbm-shapes)
+    step 120 hbm-shapes python benchmarks/tpu_microbench_dma.py --out "$out/hbm-shapes" \
+      --only hbm-shapes ;;
   model-validation)
     step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \
       --deadline 170 ;;
