@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ci_bench.errors import InputError
+from ci_bench.schema import BASELINE_SCHEMA_VERSION
 from ci_bench.store.baseline_text import render_baseline
 from ci_bench.store.baselines import (
     BaselineFile,
@@ -89,7 +90,10 @@ def test_a_baseline_of_another_kernel_is_refused(tmp_path):
     ("mutate", "message"),
     [
         (lambda d: "{", "invalid JSON"),
-        (lambda d: {**d, "schema_version": 7}, "schema_version: 7 is not supported"),
+        (  # the version after this ci-bench's: written by a newer one
+            lambda d: {**d, "schema_version": BASELINE_SCHEMA_VERSION + 1},
+            f"schema_version: {BASELINE_SCHEMA_VERSION + 1} is not supported",
+        ),
         (lambda d: {**d, "entries": [{**d["entries"][0], "cases": "x"}]}, "entries.0.cases"),
         (lambda d: {**d, "entries": d["entries"] * 2}, "two entries for the same device"),
     ],

@@ -24,11 +24,14 @@ server, workspace = cli_ci.server, cli_ci.workspace
 
 def test_a_tag_promotes_once_and_a_rerun_changes_nothing(server, workspace):
     env = tag_env(server, workspace, f"matmul-v{VERSION}")
+    cli_ci.commit_all(workspace, "the release")  # the tag's checkout: nothing uncommitted
     first = run_cli("ci", *RELEASE, cwd=workspace, env=env)
     assert first.returncode == 0, first.stderr
     files = server.files(REPO)
     doc = json.loads(files[f"baselines/matmul_v{VERSION}.json"])
     assert doc["entries"][0]["provenance"]["tag"] == f"matmul-v{VERSION}"
+    assert doc["entries"][0]["provenance"]["dirty"] is False  # the tag's own checkout
+    assert "uncommitted" not in first.stdout
     assert len(server.commits) == 1
     assert f"matmul-v{VERSION}" in server.commits[0].message
     assert "cpu:cpu:" in server.commits[0].message
@@ -37,6 +40,21 @@ def test_a_tag_promotes_once_and_a_rerun_changes_nothing(server, workspace):
     assert "unchanged" in again.stdout
     assert len(server.commits) == 1
     assert server.files(REPO) == files
+
+
+def test_a_tag_measured_on_a_dirty_checkout_says_so(server, workspace):
+    """A step before the release run changed a tracked file (here the project's config):
+    the promoted entry records it and the job's summary says what that means."""
+    env = tag_env(server, workspace, f"matmul-v{VERSION}")
+    cli_ci.commit_all(workspace, "the release")
+    config = workspace / "pyproject.toml"
+    config.write_text(config.read_text() + "\n# edited by a step before the run\n")
+    done = run_cli("ci", *RELEASE, cwd=workspace, env=env)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(server.files(REPO)[f"baselines/matmul_v{VERSION}.json"])
+    assert doc["entries"][0]["provenance"]["dirty"] is True
+    assert "- note: measured with uncommitted changes on " in done.stdout
+    assert "ci-bench remodel of this entry needs --at" in done.stdout
 
 
 def test_a_concurrent_change_is_merged_not_overwritten(server, workspace):

@@ -100,7 +100,7 @@ def test_an_older_revision_is_remodelled_from_the_measured_commit(promoted):
         assert done.returncode == ExitCode.OK, done.stderr
         assert done.stdout.startswith("remodelled: "), done.stdout
         new, old = json.loads((folder / BASELINE).read_text()), json.loads(text)
-        assert new["schema_version"] == 6
+        assert new["schema_version"] == 7  # format 7: provenance.dirty
         (entry,), (was,) = new["entries"], old["entries"]
         # The models are exactly the ones the run wrote at the measured commit, not the
         # head's smaller tiles; every measurement is as it was.
@@ -332,3 +332,52 @@ def test_a_folder_keeps_going_past_an_entry_it_cannot_model(promoted):
         assert json.loads((folder / "b" / "mm_v1.0.1.json").read_text()) == other
     finally:
         (folder / "b" / "mm_v1.0.1.json").unlink()
+
+
+def test_a_dirty_checkout_is_recorded_and_remodel_asks_for_the_commit_measured(promoted):
+    """Results measured with uncommitted changes to a kernel: promotion records it
+    (provenance.dirty) and says so; remodel will not model the entry from its commit alone,
+    whose code is not what was measured, until --at names one. The clean promotion records
+    false."""
+    folder, measured, text = promoted
+    assert json.loads(text)["entries"][0]["provenance"]["dirty"] is False
+    (folder / "mm.py").write_text(MM.format(version="1.0.0", blocks="64, 128, 128"))
+    try:
+        results = folder / "dirty.json"
+        done = run_cli(
+            "run", "--repeats", "3", "--warmup", "1", "-q", "-o", str(results), cwd=folder
+        )
+        assert done.returncode == ExitCode.OK, done.stderr
+        done = run_cli("promote", str(results), "--baselines-dir", "dirty", cwd=folder)
+        assert done.returncode == ExitCode.OK, done.stderr
+        created, note = done.stdout.splitlines()
+        assert created.startswith("created: dirty/mm_v1.0.0.json (cpu:"), created
+        assert note == (
+            f"note: measured with uncommitted changes on {measured[:12]} (provenance.dirty): "
+            "ci-bench remodel of this entry needs --at a commit that holds the code measured"
+        )
+        path = folder / "dirty" / "mm_v1.0.0.json"
+        doc = json.loads(path.read_text())
+        assert doc["schema_version"] == 7
+        assert doc["entries"][0]["provenance"]["dirty"] is True
+        assert doc["entries"][0]["provenance"]["commit"] == measured
+        before = path.read_text()
+
+        done = run_cli("remodel", "dirty/mm_v1.0.0.json", "-q", cwd=folder)
+        assert done.returncode == ExitCode.USAGE, done.stderr
+        assert done.stdout.startswith("left: dirty/mm_v1.0.0.json (cpu:"), done.stdout
+        assert f"measured with uncommitted changes on {measured[:12]}" in done.stdout
+        assert "give --at REF, a commit that does" in done.stdout
+        assert path.read_text() == before  # nothing written
+        assert len(done.stderr.strip().splitlines()) == 1
+
+        # Committed, the code measured has a commit: --at models the entry from it.
+        held = commit(folder, "the tiles measured", blocks="64, 128, 128")
+        done = run_cli("remodel", "dirty/mm_v1.0.0.json", "--at", held, "--check", "-q", cwd=folder)
+        assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+        assert done.stdout.startswith("unchanged: dirty/mm_v1.0.0.json (cpu:"), done.stdout
+        assert f"at {held[:12]}" in done.stdout
+    finally:
+        git(folder, "reset", "-q", "--hard", measured)
+        for leftover in (folder / "dirty.json", folder / "dirty" / "mm_v1.0.0.json"):
+            leftover.unlink(missing_ok=True)

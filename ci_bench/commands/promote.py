@@ -12,7 +12,7 @@ from ci_bench.commands.common_args import FOLDER, add_baselines_dir, add_config
 from ci_bench.commands.shared import request_from
 from ci_bench.commands.validate import path_arg, tag_arg
 from ci_bench.pipeline.judging import load_results
-from ci_bench.store.baselines import baseline_path
+from ci_bench.store.baselines import baseline_path, dirty_note
 from ci_bench.store.transaction import promote_into
 
 NAME = "promote"
@@ -45,4 +45,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], cwd: Path, out: TextIO
     for p in promotions:
         path = baseline_path(folder, p.kernel, p.version)
         out.write(f"{p.action}: {path} ({p.device})\n")
+    note = dirty_note(results)
+    if note and any(p.action != "unchanged" for p in promotions):
+        out.write(note + "\n")
     return 0

@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument(
         "--at",
         metavar="REF",
-        help="model the kernels at this git ref (default: each entry's provenance commit)",
+        help="model the kernels at this git ref (default: each entry's provenance commit; "
+        "an entry measured with uncommitted changes needs it)",
     )
     parser.add_argument(
         "--check",

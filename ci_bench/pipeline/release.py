@@ -24,7 +24,7 @@ from ci_bench.pipeline.request import Request
 from ci_bench.report.sticky import acceptance_in
 from ci_bench.schema import Report, Results
 from ci_bench.schema.history import AcceptanceRecord
-from ci_bench.store.baselines import check_promotable
+from ci_bench.store.baselines import check_promotable, dirty_note
 from ci_bench.store.files import atomic_write_text, dump_model
 from ci_bench.store.history import DATA_BRANCH, DEFAULT_KEEP, record_from_results
 
@@ -68,7 +68,10 @@ def promote(
     lines = promote_through_api(
         client, results, release.tag, _repo_path(request), request.publishing.promote_via
     )
-    summary = "\n".join(f"- {line}" for line in [*lines, *kept]) or "- nothing to promote"
+    written = any(not line.startswith("unchanged") for line in lines)
+    note = dirty_note(results) if written else None
+    summary = "\n".join(f"- {line}" for line in [*lines, *kept, *filter(None, [note])])
+    summary = summary or "- nothing to promote"
     text = f"### ci-bench: baselines for {release.tag}\n\n{summary}\n"
     out.write(text)  # first: a bad GITHUB_STEP_SUMMARY must not hide what was promoted
     if context.step_summary:

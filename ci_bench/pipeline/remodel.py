@@ -64,10 +64,16 @@ def _cases(entry: BaselineEntry) -> list[Case]:
 
 
 def _commit(request: Request, entry: BaselineEntry, at: str | None) -> str:
-    """The commit whose kernels model ``entry``: ``at``, else the one it was measured at."""
+    """The commit whose kernels model ``entry``: ``at``, else the one it was measured at,
+    unless the checkout measured had uncommitted changes (no commit holds that code)."""
     ref = at or entry.provenance.commit
     if ref is None:
         raise InputError("it records no commit: give --at REF, the commit that was measured")
+    if at is None and entry.provenance.dirty:
+        raise InputError(
+            f"it was measured with uncommitted changes on {ref[:12]}, so no commit holds the "
+            "code measured: give --at REF, a commit that does"
+        )
     what = "--at" if at else "its measured commit"
     return resolve_commit(request.config.root, ref, what)
 

@@ -35,13 +35,19 @@ class Provenance(Model):
     tool_version: str
     profile: str | None
     remodelled: Remodelled | None = None
+    dirty: bool | None = Field(
+        default=None,
+        description="the checkout measured had uncommitted changes to tracked files, so "
+        "`commit` is where they began, not the code measured (null: not recorded)",
+    )
 
 
-BASELINE_SCHEMA_VERSION = 6
+BASELINE_SCHEMA_VERSION = 7
 # Versions this ci-bench reads: entries embed results models, so they follow results
 # 1 -> 2 -> 3 -> 4 (3: each case may carry its cost ``model``; 4: cases record their mode
-# and implementations); 6: an entry's provenance may say it was ``remodelled``.
-BASELINE_READABLE = (1, 2, 3, 4, 5, 6)
+# and implementations); 6: an entry's provenance may say it was ``remodelled``; 7: and
+# whether the checkout measured was ``dirty``.
+BASELINE_READABLE = (1, 2, 3, 4, 5, 6, 7)
 
 
 class BaselineEntry(Model):
@@ -64,7 +70,7 @@ class BaselineEntry(Model):
 
 
 class BaselineFile(Model):
-    schema_version: Literal[1, 2, 3, 4, 5, 6] = BASELINE_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6, 7] = BASELINE_SCHEMA_VERSION
     kernel: KernelName
     version: Version
     entries: list[BaselineEntry]

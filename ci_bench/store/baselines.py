@@ -171,9 +171,23 @@ def entry_from_results(
             measured_at=meta.started_at,
             tool_version=meta.tool_version,
             profile=meta.profile,
+            dirty=meta.git.dirty,
         ),
         settings=meta.settings.model_copy(update={"compilation_cache": None}),
         cases=[c for c in results.cases if c.kernel == kernel],
+    )
+
+
+def dirty_note(results: Results) -> str | None:
+    """What a promotion says of results measured with uncommitted changes: the entry records
+    it, and its commit alone cannot reproduce (or ``remodel``) what was measured."""
+    git = results.meta.git
+    if not git.dirty:
+        return None
+    where = f" on {git.commit[:12]}" if git.commit else ""
+    return (
+        f"note: measured with uncommitted changes{where} (provenance.dirty): "
+        "ci-bench remodel of this entry needs --at a commit that holds the code measured"
     )
 
 
