@@ -56,6 +56,9 @@
 #   hbm-shapes  benchmarks/tpu_microbench_hbm.py's hbm-shapes: strided against whole-row blocks,
 #             tgmm's mix and grid with a copy body, a dot body, and megablox tgmm itself
 #             (to OUT/hbm-shapes/microbench_dma.json)
+#   mxu-chain  benchmarks/tpu_microbench_latency.py's mxu-chain: small dependent MXU products
+#             a loop iteration (paged attention's q.k, exp, p.v without its copies)
+#             (to OUT/mxu-chain/microbench_dma.json)
 #   gla-precision  benchmarks/tpu_gla_precision.py: float32 GLA at HIGHEST against one pass
 #   ci-compare  ci-bench run --profile ci, then ci-bench compare against baselines/ (markdown)
 #   mm-run    ci-bench run --profile full --kernel matmul  (reads the tuned file if written)
@@ -274,6 +277,9 @@ for name in "$@"; do
   hbm-shapes)
     step 120 hbm-shapes python benchmarks/tpu_microbench_dma.py --out "$out/hbm-shapes" \
       --only hbm-shapes ;;
+  mxu-chain)
+    step 120 mxu-chain python benchmarks/tpu_microbench_dma.py --out "$out/mxu-chain" \
+      --only mxu-chain ;;
   model-validation)
     step 200 model-validation python benchmarks/tpu_model_validation.py --out "$out" \
       --deadline 170 ;;

@@ -326,7 +326,7 @@ def provenance() -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> str:
     from tabulate import tabulate
 
-    keys = ["bench", "case", "us", "tflops", "passes_vs_bf16", "gb_s", "elements_per_ns"]
+    keys = ["bench", "case", "us", "tflops", "passes_vs_bf16", "gb_s", "elements_per_ns", "cycles"]
     keys += ["vmem_limit_bytes", "counted_bytes", "compiles", "error"]
     shown = [k for k in keys if any(k in r for r in rows)]
     return tabulate([[r.get(k, "") for k in shown] for r in rows], headers=shown, floatfmt=".4g")

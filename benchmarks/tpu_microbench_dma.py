@@ -19,14 +19,15 @@ grid's, each alone, never on the kernels that judge the model:
 
 The HBM benchmarks (``hbm-streams``, ``hbm-blocks``, ``hbm-xla``, ``hbm-shapes``: the rate by
 the streams a pipeline keeps in flight and by their blocks' shapes) are in
-``tpu_microbench_hbm.py`` and run from here.
+``tpu_microbench_hbm.py`` and run from here, as is ``mxu-chain`` (``tpu_microbench_latency.py``:
+what a chain of small dependent MXU products costs a loop iteration).
 
 Run from the repository's root on a TPU host; device time from the profiler, as
 tpu_microbench.py (whose provenance and table it uses):
 
     python benchmarks/tpu_microbench_dma.py --out "$OUT"
     python benchmarks/tpu_microbench_dma.py --out "$OUT" --only hbm-streams,hbm-blocks,hbm-xla
-    python benchmarks/tpu_microbench_dma.py --out "$OUT" --only hbm-shapes
+    python benchmarks/tpu_microbench_dma.py --out "$OUT" --only hbm-shapes,mxu-chain
     python benchmarks/tpu_microbench_dma.py --out /tmp/dma --quick   # plumbing, on a CPU
 
 Writes ``microbench_dma.json`` (after each benchmark) and prints a table.
@@ -52,6 +53,7 @@ for _path in (str(HERE.parent), str(HERE)):
         sys.path.insert(0, _path)
 
 import tpu_microbench_hbm  # noqa: E402
+import tpu_microbench_latency  # noqa: E402
 from tpu_microbench import device_us, provenance, table  # noqa: E402
 
 INTERPRET = False
@@ -271,6 +273,7 @@ BENCH = {
     "overlap": bench_overlap,
     "gather": bench_gather,
     **tpu_microbench_hbm.HBM_BENCH,
+    **tpu_microbench_latency.LATENCY_BENCH,
 }
 
 
@@ -283,7 +286,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, interpret mode")
     args = parser.parse_args()
     INTERPRET = args.quick or jax.default_backend() == "cpu"
-    tpu_microbench_hbm.INTERPRET = INTERPRET
+    tpu_microbench_hbm.INTERPRET = tpu_microbench_latency.INTERPRET = INTERPRET
     args.out.mkdir(parents=True, exist_ok=True)
     found: dict[str, Any] = {"provenance": provenance(), "interpret": INTERPRET, "rows": []}
     found["provenance"]["script"] = "benchmarks/tpu_microbench_dma.py"

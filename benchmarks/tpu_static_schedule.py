@@ -17,7 +17,7 @@ attention's over pages) is listed with its loops and no per-step time: its bundl
 not a step.
 
     ALLOW_MULTIPLE_LIBTPU_LOAD=1 python benchmarks/tpu_static_schedule.py --out OUT \\
-        [--only gla-ci,flash] [--quick]
+        [--only gla-ci,flash] [--quick] [--keep-dumps]
     python benchmarks/tpu_static_schedule.py --render OUT/static_schedule.json
 """
 
@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -46,6 +47,9 @@ UNIT_COLUMNS = ("MXU", "XLU", "VALU", "VPOP", "EUP", "VLOAD", "VLOAD:FILL", "VST
                 "VSTORE:SPILL", "SALU")  # fmt: skip
 _DUMP = re.compile(r"^(\d+)-(.+?)-(\d+)-([\w\-]+)\.txt$")
 _LOOP_BODY = re.compile(r"^\s*0x[0-9a-f]+\s+LB:", re.MULTILINE)
+# A bundle's line: its address, a control-target mark (LB: a loop's first bundle), and one
+# ">" per loop it is in.
+_BUNDLE = re.compile(r"^\s*(?:0x[0-9a-f]+|0)\s+(?:\w\w:)?\s*:?\s*(>*)\s*\{")
 
 
 def read_kernels(folder: Path) -> dict[str, dict[str, Any]]:
@@ -67,9 +71,22 @@ def read_kernels(folder: Path) -> dict[str, dict[str, Any]]:
             continue  # TLP: the program's top-level code, which launches the kernels
         if PALLAS_TARGET not in analysis.read_text(errors="replace"):
             continue
-        kernels[name] = {"loops": len(_LOOP_BODY.findall(code.read_text(errors="replace"))),
+        text = code.read_text(errors="replace")
+        kernels[name] = {"loops": len(_LOOP_BODY.findall(text)), "by_depth": by_depth(text),
                          **slot_sums(usage.read_text())}  # fmt: skip
     return kernels
+
+
+def by_depth(code: str) -> dict[str, int]:
+    """Bundles by the number of loops they are in ("0": straight-line code; "2": inside a
+    loop inside a loop). A loop's count holds every branch of its body, so it bounds what
+    one iteration issues: a region the body skips on most iterations is in it too."""
+    depths: dict[str, int] = {}
+    for line in code.splitlines():
+        found = _BUNDLE.match(line)
+        if found:
+            depths[str(len(found[1]))] = depths.get(str(len(found[1])), 0) + 1
+    return depths
 
 
 def slot_sums(text: str) -> dict[str, Any]:
@@ -211,6 +228,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fn, inputs = build()
         model = model_calls(fn, inputs, "v5e")
         kernels = compiled_kernels(fn, inputs, sharding, dump)
+        if args.keep_dumps and args.out:
+            kept = args.out / "dumps" / re.sub(r"[^\w.-]+", "_", f"{family} {name}")
+            kept.mkdir(parents=True, exist_ok=True)
+            for path in dump.glob("*final_*"):  # the bundles and their unit slots
+                shutil.copy(path, kept / path.name)
         key = name.split(" chunk ")[0] + (" backward" if name.endswith("backward") else "")
         measured = times.get((family, key.replace(" backward", "/backward")))
         row = {"family": family, "name": name, "measured_us": measured,
@@ -269,6 +291,8 @@ def one_row(row: dict[str, Any]) -> str:
             if "static_us" in k
             else ""
         )
+        depth = k.get("by_depth") if k["loops"] > 1 else None
+        step += f" (by loop depth {depth})" if depth else ""
         parts.append(f"    {k['kernel']}: loops {k['loops']}, bundles {k['bundles']}{step}; "
                      f"model vector {_f(m.get('vector_us'))} + overhead "
                      f"{_f(m.get('overhead_us'))}, call {_f(m.get('modelled_us'))}")  # fmt: skip
@@ -281,6 +305,9 @@ def main() -> int:
     parser.add_argument("--only", default="gla-ci,flash,splash,gmm,tgmm,paged,matmul")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--render", type=Path)
+    parser.add_argument(
+        "--keep-dumps", action="store_true", help="each point's final bundles under OUT/dumps"
+    )
     args = parser.parse_args()
     if args.render:
         rows = json.loads(args.render.read_text())["rows"]
