@@ -5,8 +5,9 @@ and table: ``--only hbm-streams,hbm-blocks,hbm-xla,hbm-shapes``).
 The model's v5e rate is a streaming copy's, 656.6 GB/s (``tpu_microbench.py hbm``: one input
 and one output block stream). Pipelines of any mix of read and write streams take reads /
 756 GB/s + writes / about 581 GB/s (``hbm-streams``, 2026-12-07), yet jax's megablox tgmm
-moves 256 MiB (268 MB: reads and writes equal) in 343 µs, 783 GB/s, and XLA's own B16-1024³
-float32 dot 783-786 GB/s, where those rates give 1.19x their time:
+is counted 256 MiB (268 MB: reads and writes equal) in 343 µs, 783 GB/s, and XLA's own
+B16-1024³ float32 dot 783-786 GB/s, where those rates give 1.19x their time (tgmm's inputs
+turned out to be in VMEM, placed there by XLA: ``tpu_operand_placement.py``):
 
   hbm-streams  k input and j output streams of (512, 1024) float32 blocks over one grid
           (k = 1 ... 4, j = 0 ... 2; j = 0 writes one small block once), 128 MiB a stream:
@@ -23,7 +24,11 @@ float32 dot 783-786 GB/s, where those rates give 1.19x their time:
           itself at the point it was measured, m4096 k2048 n2048 g8, tiles 512³, so both
           sides of the comparison come from one machine and one run.
 
-Each row says the bytes it moved (``reads``, ``writes``) and its rate, GB/s of 1e9 bytes.
+Each ``hbm-shapes`` row says the bytes its kernel's blocks move (``read_bytes``,
+``write_bytes``), its rate over them (GB/s of 1e9 bytes) and the operands XLA placed in VMEM
+for the kernel (``vmem_operands``, read from the compiled program as
+``tpu_operand_placement.py`` does): megablox tgmm's inputs are, at this point, so its row
+times XLA's staging of them too and its blocks' reads never reach HBM.
 """
 
 from __future__ import annotations
@@ -236,15 +241,33 @@ def _shape_cases(quick: bool) -> list[tuple[str, Build, int, int]]:
 
 
 def bench_hbm_shapes(quick: bool, repeats: int) -> list[dict[str, Any]]:
+    """Each case's time and rate over the bytes its kernel's blocks move (``read_bytes``,
+    ``write_bytes``), with the arrays XLA placed in VMEM for the kernel (``vmem_operands``,
+    from the compiled program): a block copied from one of those moves no HBM bytes, and
+    the program's time includes XLA staging it (megablox tgmm's inputs, docs/MODEL.md)."""
+    from tpu_operand_placement import compiled_text, placements
+
     found = []
     for case, build, reads, writes in _shape_cases(quick):
         try:
             call, xs = build()
             us = device_us(call, xs, repeats)
+            kernels = placements(compiled_text(call, xs))
         except Exception as exc:  # a shape the compiler refuses is said; the rest still run
             found.append({"bench": "hbm-shapes", "case": case, "error": _one_line(exc)})
             continue
-        found.append(_row("hbm-shapes", case, us, reads + writes, reads=reads, writes=writes))
+        placed = [o["array"] for k in kernels for o in k["operands"] if o["vmem"]]
+        found.append(
+            _row(
+                "hbm-shapes",
+                case,
+                us,
+                reads + writes,
+                read_bytes=reads,
+                write_bytes=writes,
+                vmem_operands=placed,
+            )
+        )
     return found
 
 

@@ -21,8 +21,9 @@ the model counts. These benchmarks time such chains alone, with no copy:
           paged attention's pair (s = q·kᵀ over 128 tokens, p = exp(s - max s), x = p·v);
           and one dependent vector multiply a step, the loop's own cost.
 
-Each row is the slope (µs an iteration) between n = 256 and n = 1024 iterations, one call
-each, and the cycles at v5e's 1.5 GHz clock (the model's ``Chip.clock_hz``).
+Each row is the slope (µs an iteration) between n = 256 and n = 1024 iterations (each the
+median of ``--repeats`` calls), and the cycles at v5e's 1.5 GHz clock (the model's
+``Chip.clock_hz``).
 """
 
 from __future__ import annotations

@@ -226,6 +226,36 @@ def test_merge_joins_shards_into_the_whole_matrix(tmp_path, project):
     assert "meta.device" in mixed.stderr
 
 
+def test_one_dirty_shard_makes_the_merged_run_dirty_and_another_commit_is_refused(
+    tmp_path, project
+):
+    """A shard measured with uncommitted changes makes the whole run so (what promotion
+    records); shards of one matrix measured at different commits are not one run."""
+
+    def with_git(res, **git):
+        meta = res.meta.model_copy(update={"git": res.meta.git.model_copy(update=git)})
+        return res.model_copy(update={"meta": meta})
+
+    clean = with_git(results([case(IDS[0])], shard="1/2"), commit="a" * 40, dirty=False)
+    dirty = with_git(results([case(IDS[1])], shard="2/2"), commit="a" * 40, dirty=True)
+    one = write_results(tmp_path / "1.json", clean)
+    two = write_results(tmp_path / "2.json", dirty)
+    out = tmp_path / "m.json"
+    done = run_cli("merge", str(one), str(two), "-o", str(out), cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["meta"]["git"]["dirty"] is True
+    both_clean = write_results(tmp_path / "3.json", with_git(dirty, dirty=False))
+    done = run_cli("merge", str(one), str(both_clean), "-o", str(out), "--force", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["meta"]["git"]["dirty"] is False
+
+    other = write_results(tmp_path / "4.json", with_git(dirty, commit="b" * 40))
+    done = run_cli("merge", str(one), str(other), "-o", str(out), "--force", cwd=project)
+    assert done.returncode == ExitCode.USAGE
+    assert "meta.git.commit: " + "b" * 40 + " differs from " in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_shards_from_runners_with_different_cache_paths_merge(tmp_path, project):
     def with_cache(res, path):
         settings = res.meta.settings.model_copy(update={"compilation_cache": path})

@@ -337,8 +337,8 @@ def test_a_folder_keeps_going_past_an_entry_it_cannot_model(promoted):
 def test_a_dirty_checkout_is_recorded_and_remodel_asks_for_the_commit_measured(promoted):
     """Results measured with uncommitted changes to a kernel: promotion records it
     (provenance.dirty) and says so; remodel will not model the entry from its commit alone,
-    whose code is not what was measured, until --at names one. The clean promotion records
-    false."""
+    whose code is not what was measured, until --at names one, then keeps to the one named.
+    The clean promotion records false."""
     folder, measured, text = promoted
     assert json.loads(text)["entries"][0]["provenance"]["dirty"] is False
     (folder / "mm.py").write_text(MM.format(version="1.0.0", blocks="64, 128, 128"))
@@ -371,9 +371,18 @@ def test_a_dirty_checkout_is_recorded_and_remodel_asks_for_the_commit_measured(p
         assert path.read_text() == before  # nothing written
         assert len(done.stderr.strip().splitlines()) == 1
 
-        # Committed, the code measured has a commit: --at models the entry from it.
+        # Committed, the code measured has a commit: --at models the entry from it (an
+        # older revision's models, so they are written), and the entry records it, so a
+        # later remodel needs no --at.
         held = commit(folder, "the tiles measured", blocks="64, 128, 128")
-        done = run_cli("remodel", "dirty/mm_v1.0.0.json", "--at", held, "--check", "-q", cwd=folder)
+        path.write_text(aged(before))
+        done = run_cli("remodel", "dirty/mm_v1.0.0.json", "--at", held, "-q", cwd=folder)
+        assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+        assert done.stdout.startswith("remodelled: dirty/mm_v1.0.0.json (cpu:"), done.stdout
+        provenance = json.loads(path.read_text())["entries"][0]["provenance"]
+        assert provenance["dirty"] is True
+        assert provenance["remodelled"]["commit"] == held
+        done = run_cli("remodel", "dirty/mm_v1.0.0.json", "--check", "-q", cwd=folder)
         assert done.returncode == ExitCode.OK, done.stdout + done.stderr
         assert done.stdout.startswith("unchanged: dirty/mm_v1.0.0.json (cpu:"), done.stdout
         assert f"at {held[:12]}" in done.stdout

@@ -64,16 +64,20 @@ def _cases(entry: BaselineEntry) -> list[Case]:
 
 
 def _commit(request: Request, entry: BaselineEntry, at: str | None) -> str:
-    """The commit whose kernels model ``entry``: ``at``, else the one it was measured at,
-    unless the checkout measured had uncommitted changes (no commit holds that code)."""
-    ref = at or entry.provenance.commit
+    """The commit whose kernels model ``entry``: ``at``, else the one it was measured at.
+    An entry measured with uncommitted changes has no such commit: the one an earlier
+    ``--at`` remodelled it from, else none (``--at`` is needed)."""
+    provenance = entry.provenance
+    ref = at or provenance.commit
     if ref is None:
         raise InputError("it records no commit: give --at REF, the commit that was measured")
-    if at is None and entry.provenance.dirty:
-        raise InputError(
-            f"it was measured with uncommitted changes on {ref[:12]}, so no commit holds the "
-            "code measured: give --at REF, a commit that does"
-        )
+    if at is None and provenance.dirty:
+        if provenance.remodelled is None:
+            raise InputError(
+                f"it was measured with uncommitted changes on {ref[:12]}, so no commit holds "
+                "the code measured: give --at REF, a commit that does"
+            )
+        ref = provenance.remodelled.commit  # named by an earlier --at
     what = "--at" if at else "its measured commit"
     return resolve_commit(request.config.root, ref, what)
 

@@ -37,13 +37,14 @@ class Thresholds(Model):
     )
 
 
-REPORT_SCHEMA_VERSION = 8
+REPORT_SCHEMA_VERSION = 9
 # 3 adds run-level states and the acceptance; 4 the cost model's verdict per case; 5 cases
 # (current and baseline CaseResults) that record their mode and implementations; 7 each
 # kernel's source files on both sides of an A/B (``sources``) and the ``inherited`` and
-# ``same-code`` states; 8 the unit metrics of a slower case's two sides (``unit_metrics``).
+# ``same-code`` states; 8 the unit metrics of a slower case's two sides (``unit_metrics``);
+# 9 a kernel's baseline provenance may say it was measured ``dirty`` (baseline format 7).
 # Older versions read as none of these.
-REPORT_READABLE = (2, 3, 4, 5, 6, 7, 8)
+REPORT_READABLE = (2, 3, 4, 5, 6, 7, 8, 9)
 # Peak memory is a compile-time figure, deterministic: no significance test needed.
 MemoryVerdict = Literal["pass", "regression", "improved", "accepted"]
 # The cost model is exact too: modelled time past the threshold on a target chip is
@@ -179,7 +180,7 @@ class Acceptance(Model):
 class Report(Model):
     """``ci-bench compare`` output: the verdict and everything needed to render it."""
 
-    schema_version: Literal[2, 3, 4, 5, 6, 7, 8] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[2, 3, 4, 5, 6, 7, 8, 9] = REPORT_SCHEMA_VERSION
     mode: Literal["baseline", "ab", "pr"] = Field(
         "baseline",
         description="stored baseline, head and base measured in one process (ab), or a pull "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ci_bench.errors import InputError
-from ci_bench.schema import Results, RunSettings
+from ci_bench.schema import Results, RunMeta, RunSettings
 from ci_bench.schema.shard import Shard
 
 
@@ -14,8 +14,18 @@ def _portable(settings: RunSettings) -> RunSettings:
     return settings.model_copy(update={"compilation_cache": None})
 
 
+def _dirty(metas: Sequence[RunMeta]) -> bool | None:
+    """Whether any shard was measured with uncommitted changes: one that was makes the whole
+    run so (null: none says so, and some could not tell)."""
+    flags = [m.git.dirty for m in metas]
+    if any(flags):
+        return True
+    return None if None in flags else False
+
+
 def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
-    """Shards must share device, profile, settings and kernel versions; ids must not repeat.
+    """Shards must share device, profile, settings, commit and kernel versions; ids must not
+    repeat; one shard measured with uncommitted changes makes the merged run ``dirty``.
 
     The merged run covers the whole profile (``shard`` null). When a shard is lost and the
     files know their matrix (results version 2), the merge is incomplete and the lost
@@ -36,6 +46,7 @@ def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
             ("meta.settings", _portable(meta.settings), _portable(first.meta.settings)),
             ("meta.case_globs", meta.case_globs, first.meta.case_globs),
             ("meta.matrix", meta.matrix, first.meta.matrix),
+            ("meta.git.commit", meta.git.commit, first.meta.git.commit),
         ):
             if mine != theirs:
                 raise InputError(f"{name}: {field}: {mine} differs from {first_name} ({theirs})")
@@ -65,6 +76,7 @@ def merge_results(parts: Sequence[tuple[str, Results]]) -> Results:
             "complete": all(m.complete for m in metas) and not lost,
             "shard": shard,
             "kernels": kernels,
+            "git": first.meta.git.model_copy(update={"dirty": _dirty(metas)}),
         }
     )
     return Results(meta=merged_meta, cases=[c for _, p in parts for c in p.cases])
