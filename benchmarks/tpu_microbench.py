@@ -295,7 +295,7 @@ def _compiles(
         row["compiles"] = True
     except Exception as exc:
         row["compiles"] = False
-        row["reason"] = " ".join(str(exc).split())[:300]
+        row["reason"] = one_line(exc)
     return row
 
 
@@ -308,6 +308,11 @@ BENCH: dict[str, Callable[[bool, int], list[dict[str, Any]]]] = {
 }
 INTERPRET = False
 PARTIAL = Path(tempfile.gettempdir()) / "microbench-vmem.json"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of a row's ``error`` (a refused shape, a failed compile)."""
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 def provenance() -> dict[str, Any]:

@@ -54,7 +54,7 @@ for _path in (str(HERE.parent), str(HERE)):
 
 import tpu_microbench_hbm  # noqa: E402
 import tpu_microbench_latency  # noqa: E402
-from tpu_microbench import device_us, provenance, table  # noqa: E402
+from tpu_microbench import device_us, one_line, provenance, table  # noqa: E402
 
 INTERPRET = False
 
@@ -295,7 +295,7 @@ def main() -> int:
         try:
             found["rows"] += BENCH[name](args.quick, args.repeats)
         except Exception as exc:  # one benchmark's failure is said; the others still run
-            error = " ".join(str(exc).split())[:300]
+            error = one_line(exc)
             found["rows"].append({"bench": name, "case": "failed", "error": error})
         found.setdefault("seconds", {})[name] = round(time.monotonic() - began, 1)
         (args.out / "microbench_dma.json").write_text(json.dumps(found, indent=1))

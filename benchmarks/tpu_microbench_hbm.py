@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from tpu_microbench import device_us
+from tpu_microbench import device_us, one_line
 
 INTERPRET = False  # set by tpu_microbench_dma.main: off a TPU, Pallas runs interpreted
 TPU_OPS = "jax.experimental.pallas.ops.tpu."
@@ -254,7 +254,7 @@ def bench_hbm_shapes(quick: bool, repeats: int) -> list[dict[str, Any]]:
             us = device_us(call, xs, repeats)
             kernels = placements(compiled_text(call, xs))
         except Exception as exc:  # a shape the compiler refuses is said; the rest still run
-            found.append({"bench": "hbm-shapes", "case": case, "error": _one_line(exc)})
+            found.append({"bench": "hbm-shapes", "case": case, "error": one_line(exc)})
             continue
         placed = [o["array"] for k in kernels for o in k["operands"] if o["vmem"]]
         found.append(
@@ -269,10 +269,6 @@ def bench_hbm_shapes(quick: bool, repeats: int) -> list[dict[str, Any]]:
             )
         )
     return found
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 HBM_BENCH = {

@@ -34,7 +34,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-from tpu_microbench import device_us
+from tpu_microbench import device_us, one_line
 
 INTERPRET = False  # set by tpu_microbench_dma.main: off a TPU, Pallas runs interpreted
 CLOCK_HZ = 1.5e9  # v5e's TensorCore clock (ci_bench.measure.model.chips: jax's peak / MXUs)
@@ -128,8 +128,7 @@ def bench_mxu_chain(quick: bool, repeats: int) -> list[dict[str, Any]]:
         try:
             times = [device_us(*chain_call(n, m, k, dtype, step, held), repeats) for n in counts]
         except Exception as exc:  # a chain the compiler refuses is said; the rest still run
-            error = " ".join(str(exc).split())[:300] or type(exc).__name__
-            found.append({"bench": "mxu-chain", "case": case, "error": error})
+            found.append({"bench": "mxu-chain", "case": case, "error": one_line(exc)})
             continue
         per = (times[1] - times[0]) / (counts[1] - counts[0])
         found.append(

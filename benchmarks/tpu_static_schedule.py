@@ -127,12 +127,11 @@ def compiled_kernels(
     """``fn`` compiled by libtpu for ``sharding``'s chip, its kernels read from the dump.
     libtpu reads its flags once per process, so the dump folder is fixed (``dump``) and
     emptied before each compile."""
-    import jax
+    from tpu_operand_placement import compiled_text
 
     for path in dump.iterdir():
         path.unlink()
-    specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), args)
-    jax.jit(fn).lower(*specs).compile()
+    compiled_text(fn, args, sharding)
     return read_kernels(dump)
 
 
